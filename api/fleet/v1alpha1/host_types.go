@@ -1,0 +1,196 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// HostRole is the part a host plays in its site's application cluster.
+// +kubebuilder:validation:Enum=control-plane;worker
+type HostRole string
+
+// Host roles.
+const (
+	// RoleControlPlane hosts run etcd and the Kubernetes control plane.
+	RoleControlPlane HostRole = "control-plane"
+	// RoleWorker hosts run workloads.
+	RoleWorker HostRole = "worker"
+)
+
+// Host conditions.
+const (
+	// HostSiteBoundCondition is True when spec.siteRef names an existing Site.
+	HostSiteBoundCondition = "SiteBound"
+	// HostBootMACUniqueCondition is False when another Host, anywhere in the fleet, was
+	// registered earlier with the same boot MAC; the message names that host.
+	HostBootMACUniqueCondition = "BootMACUnique"
+	// HostReadyCondition summarizes the others: True when the host can be provisioned.
+	HostReadyCondition = "Ready"
+)
+
+// Reasons used by the Host conditions.
+const (
+	// ReasonSiteFound means the referenced Site exists.
+	ReasonSiteFound = "SiteFound"
+	// ReasonSiteNotFound means the referenced Site does not exist (yet).
+	ReasonSiteNotFound = "SiteNotFound"
+	// ReasonSiteDeleting means the referenced Site is being deleted.
+	ReasonSiteDeleting = "SiteDeleting"
+	// ReasonBootMACUnique means no other host claims the boot MAC.
+	ReasonBootMACUnique = "BootMACUnique"
+	// ReasonDuplicateBootMAC means an earlier host claims the same boot MAC.
+	ReasonDuplicateBootMAC = "DuplicateBootMAC"
+	// ReasonHostReady means the host is bound to its site and its boot MAC is its own.
+	ReasonHostReady = "HostReady"
+	// ReasonHostNotReady means one of the other conditions is not True; the message names it.
+	ReasonHostNotReady = "HostNotReady"
+)
+
+// HostSpec describes one bare-metal (or VM) machine of a site.
+type HostSpec struct {
+	// SiteRef names the Site, in the Host's namespace, the host belongs to. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable: delete the host and register it again to move it to another site"
+	SiteRef SiteReference `json:"siteRef"`
+
+	// Role of the host in the site's application cluster.
+	// +required
+	Role HostRole `json:"role"`
+
+	// BootMACAddress is the MAC address of the NIC the host boots from, e.g. "52:54:00:12:34:56".
+	// It identifies the host and is unique across the fleet.
+	// Immutable: a host with another NIC is registered again.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="is immutable: delete the host and register it again with the new boot MAC"
+	BootMACAddress string `json:"bootMACAddress"`
+
+	// BMC is how the host's baseboard management controller is reached.
+	// +required
+	BMC BMCDetails `json:"bmc"`
+
+	// RootDeviceHints select the disk the OS image is written to.
+	// +optional
+	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+}
+
+// SiteReference names a Site in the same namespace.
+type SiteReference struct {
+	// Name of the Site.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// BMCDetails is the address of a BMC and where its credentials are.
+type BMCDetails struct {
+	// Address of the BMC, with the driver as scheme: ipmi://, redfish://, redfish+http://,
+	// redfish+https://, redfish-virtualmedia://, redfish-uefihttp://, idrac://, idrac-redfish://,
+	// idrac-virtualmedia://, ilo4://, ilo4-virtualmedia://, ilo5://, ilo5-redfish://,
+	// ilo5-virtualmedia://, irmc://, irmc-virtualmedia://.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(ipmi|redfish|redfish[+]https?|redfish-virtualmedia|redfish-uefihttp|idrac|idrac-redfish|idrac-virtualmedia|ilo4|ilo4-virtualmedia|ilo5|ilo5-redfish|ilo5-virtualmedia|irmc|irmc-virtualmedia)://[^/:?#]+')",message="must be DRIVER://HOST[:PORT][/PATH] with DRIVER one of ipmi, redfish, redfish+http, redfish+https, redfish-virtualmedia, redfish-uefihttp, idrac, idrac-redfish, idrac-virtualmedia, ilo4, ilo4-virtualmedia, ilo5, ilo5-redfish, ilo5-virtualmedia, irmc, irmc-virtualmedia"
+	Address string `json:"address"`
+
+	// CredentialsSecretRef names the Secret, in the Host's namespace, with the BMC's "username"
+	// and "password".
+	// +required
+	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
+
+	// DisableCertificateVerification skips TLS verification of the BMC (self-signed BMCs).
+	// +optional
+	DisableCertificateVerification bool `json:"disableCertificateVerification,omitempty"`
+}
+
+// SecretReference names a Secret in the referencing object's namespace.
+type SecretReference struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+}
+
+// RootDeviceHints select the install disk; every hint given must match. They follow Metal3's
+// BareMetalHost root device hints.
+// +kubebuilder:validation:MinProperties=1
+type RootDeviceHints struct {
+	// DeviceName is a Linux device name ("/dev/sda") or a /dev/disk/by-path link.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^/dev/`
+	// +kubebuilder:validation:MaxLength=256
+	DeviceName string `json:"deviceName,omitempty"`
+	// HCTL is the SCSI address, e.g. "0:0:0:0".
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]+:[0-9]+:[0-9]+:[0-9]+$`
+	HCTL string `json:"hctl,omitempty"`
+	// Model is a substring of the disk's vendor model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model,omitempty"`
+	// Vendor is a substring of the disk's vendor.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Vendor string `json:"vendor,omitempty"`
+	// SerialNumber is the disk's serial number.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	SerialNumber string `json:"serialNumber,omitempty"`
+	// MinSizeGigabytes is the smallest size, in GB, the disk may have.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MinSizeGigabytes int32 `json:"minSizeGigabytes,omitempty"`
+	// WWN is the disk's unique storage identifier.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	WWN string `json:"wwn,omitempty"`
+	// Rotational selects spinning (true) or solid-state (false) disks.
+	// +optional
+	Rotational *bool `json:"rotational,omitempty"`
+}
+
+// HostStatus is what the global controller last saw of the host.
+type HostStatus struct {
+	// Conditions: SiteBound, BootMACUnique, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation last reconciled cleanly.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Host is a bare-metal (or VM) machine of a site, with its role in the site's application
+// cluster and how to reach its BMC.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=edgefleet
+// +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteRef.name`
+// +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
+// +kubebuilder:printcolumn:name="Boot-MAC",type=string,JSONPath=`.spec.bootMACAddress`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmc.address`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Host struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   HostSpec   `json:"spec"`
+	Status HostStatus `json:"status,omitempty"`
+}
+
+// HostList is a list of Hosts.
+//
+// +kubebuilder:object:root=true
+type HostList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Host `json:"items"`
+}

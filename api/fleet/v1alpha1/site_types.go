@@ -1,0 +1,217 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SiteFinalizer is set on every Site so the global controller can drop the site's cached client
+// and metrics before the object goes away.
+const SiteFinalizer = "fleet.edgefleet.io/site"
+
+// Site conditions. Each is set on every reconcile with a reason from the lists below and a message
+// that says what was seen and what to do.
+const (
+	// SiteKubeconfigValidCondition is True when the kubeconfig Secret exists, parses, and carries
+	// only inline credentials (no exec or auth-provider plugins, no paths to local files).
+	SiteKubeconfigValidCondition = "KubeconfigValid"
+	// SiteReachableCondition is True when the site's API server answered the last check.
+	SiteReachableCondition = "Reachable"
+	// SiteReadyCondition summarizes the others: True when the site can take work.
+	SiteReadyCondition = "Ready"
+)
+
+// Reasons used by the Site conditions.
+const (
+	// ReasonKubeconfigValid means the kubeconfig was loaded and is safe to use.
+	ReasonKubeconfigValid = "KubeconfigValid"
+	// ReasonSecretNotFound means spec.kubeconfigSecretRef names a Secret that does not exist.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonSecretKeyMissing means the Secret exists but lacks the referenced key.
+	ReasonSecretKeyMissing = "SecretKeyMissing"
+	// ReasonKubeconfigInvalid means the kubeconfig does not parse or lacks a usable context.
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
+	// ReasonKubeconfigUnsafe means the kubeconfig would run code or read local files on the
+	// global controller (exec or auth-provider plugins, file paths) and was refused.
+	ReasonKubeconfigUnsafe = "KubeconfigUnsafe"
+
+	// ReasonAPIServerReachable means the site's API server answered.
+	ReasonAPIServerReachable = "APIServerReachable"
+	// ReasonAPIServerUnreachable means the site's API server did not answer (connection refused,
+	// timeout, TLS or authentication failure); the message carries the error.
+	ReasonAPIServerUnreachable = "APIServerUnreachable"
+	// ReasonNotChecked means the check could not run because an earlier condition failed.
+	ReasonNotChecked = "NotChecked"
+
+	// ReasonSiteReady means the site is registered, its kubeconfig is valid and it is reachable.
+	ReasonSiteReady = "SiteReady"
+	// ReasonSiteNotReady means one of the other conditions is not True; the message names it.
+	ReasonSiteNotReady = "SiteNotReady"
+)
+
+// SiteSpec is the desired registration of an edge site.
+type SiteSpec struct {
+	// KubeconfigSecretRef names the Secret, in the Site's namespace, that holds the kubeconfig of
+	// the site's local cluster. The kubeconfig is untrusted input: it may carry only inline
+	// credentials (certificates, tokens).
+	// +required
+	KubeconfigSecretRef SecretKeyReference `json:"kubeconfigSecretRef"`
+
+	// BPAEndpoint is the URL of the site's Binary Provisioning Agent.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="must be an http:// or https:// URL with a host"
+	BPAEndpoint string `json:"bpaEndpoint,omitempty"`
+
+	// Location says where the site is.
+	// +optional
+	Location *Location `json:"location,omitempty"`
+
+	// MaintenanceWindows are the times at which disruptive work (patch, upgrade) may start on
+	// this site. Empty means any time.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+}
+
+// SecretKeyReference names a key of a Secret in the referencing object's namespace.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key within the Secret.
+	// +optional
+	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// Location describes where a site is.
+type Location struct {
+	// Region, e.g. "eu-west".
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Region string `json:"region,omitempty"`
+	// Zone within the region, e.g. a city or a store number.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+	// Address is a free-form postal address or description.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Address string `json:"address,omitempty"`
+	// Latitude in decimal degrees, as a string ("48.8566").
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^-?[0-9]{1,2}([.][0-9]+)?$') && double(self) >= -90.0 && double(self) <= 90.0",message="must be a decimal number of degrees between -90 and 90"
+	Latitude string `json:"latitude,omitempty"`
+	// Longitude in decimal degrees, as a string ("2.3522").
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^-?[0-9]{1,3}([.][0-9]+)?$') && double(self) >= -180.0 && double(self) <= 180.0",message="must be a decimal number of degrees between -180 and 180"
+	Longitude string `json:"longitude,omitempty"`
+}
+
+// MaintenanceWindow is a recurring period during which disruptive work may start.
+type MaintenanceWindow struct {
+	// Schedule is a five-field cron expression (minute hour day-of-month month day-of-week) at
+	// which the window opens, e.g. "0 2 * * 6" for Saturdays at 02:00.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^ *[^ ]+( +[^ ]+){4} *$')",message="must be a cron expression of five fields: minute hour day-of-month month day-of-week"
+	Schedule string `json:"schedule"`
+
+	// Duration is how long the window stays open, e.g. "4h".
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('168h')",message="must be a duration between 0s (exclusive) and 168h, e.g. 4h or 90m"
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is the IANA time zone the schedule is read in, e.g. "Europe/Paris". Default UTC.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$`
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// SiteStatus is what the global controller last saw of the site.
+type SiteStatus struct {
+	// Conditions: KubeconfigValid, Reachable, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation last reconciled cleanly.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LastCheckTime is when the global controller last probed the site.
+	// +optional
+	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
+
+	// LastHeartbeatTime is when the site's API server last answered.
+	// +optional
+	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
+
+	// KubernetesVersion of the site's local cluster, as its API server reports it.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// LocalControllerVersion is the version the site's local controller publishes, empty while
+	// none is installed.
+	// +optional
+	LocalControllerVersion string `json:"localControllerVersion,omitempty"`
+
+	// Hosts counts the site's Host objects by role.
+	// +optional
+	Hosts HostCounts `json:"hosts,omitempty"`
+}
+
+// HostCounts counts hosts by role.
+type HostCounts struct {
+	// Total number of hosts of the site.
+	Total int32 `json:"total"`
+	// ControlPlane is the number of control-plane hosts.
+	ControlPlane int32 `json:"controlPlane"`
+	// Worker is the number of worker hosts.
+	Worker int32 `json:"worker"`
+}
+
+// Site is an edge site: where its local controller is reached, where it is, and when work may
+// run there.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=edgefleet
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reachable",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].status`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
+// +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.status.hosts.total`
+// +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.location.region`,priority=1
+// +kubebuilder:printcolumn:name="Local-Controller",type=string,JSONPath=`.status.localControllerVersion`,priority=1
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Site struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   SiteSpec   `json:"spec"`
+	Status SiteStatus `json:"status,omitempty"`
+}
+
+// SiteList is a list of Sites.
+//
+// +kubebuilder:object:root=true
+type SiteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Site `json:"items"`
+}

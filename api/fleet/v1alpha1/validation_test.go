@@ -1,0 +1,159 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// global is a real API server with the CRDs of deploy/crds installed; the tests check that it
+// applies their OpenAPI and CEL rules.
+var global *testenv.ControlPlane
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	cp, err := testenv.Start(testenv.Options{Name: "global", InstallCRDs: true})
+	if err != nil {
+		println(err.Error())
+		return 1
+	}
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			println(err.Error())
+		}
+	}()
+	global = cp
+	return m.Run()
+}
+
+func validSite(ns string) *fleetv1.Site {
+	return &fleetv1.Site{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store-0042"},
+		Spec: fleetv1.SiteSpec{
+			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "store-0042-kubeconfig"},
+			BPAEndpoint:         "https://bpa.store-0042.example:8443",
+			Location:            &fleetv1.Location{Region: "eu-west", Latitude: "48.8566", Longitude: "2.3522"},
+			MaintenanceWindows: []fleetv1.MaintenanceWindow{
+				{Schedule: "0 2 * * 6", Duration: metav1.Duration{Duration: 4 * time.Hour}, TimeZone: "Europe/Paris"},
+			},
+		},
+	}
+}
+
+func validHost(ns string) *fleetv1.Host {
+	return &fleetv1.Host{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store-0042-cp-0"},
+		Spec: fleetv1.HostSpec{
+			SiteRef:        fleetv1.SiteReference{Name: "store-0042"},
+			Role:           fleetv1.RoleControlPlane,
+			BootMACAddress: "52:54:00:AB:cd:01",
+			BMC: fleetv1.BMCDetails{
+				Address:              "redfish-virtualmedia://10.0.0.5/redfish/v1/Systems/1",
+				CredentialsSecretRef: fleetv1.SecretReference{Name: "store-0042-cp-0-bmc"},
+			},
+			RootDeviceHints: &fleetv1.RootDeviceHints{DeviceName: "/dev/sda"},
+		},
+	}
+}
+
+func TestValidObjectsAreAccepted(t *testing.T) {
+	ns := global.Namespace(t)
+	site := validSite(ns)
+	if err := global.Client.Create(t.Context(), site); err != nil {
+		t.Fatalf("valid site rejected: %v", err)
+	}
+	if site.Spec.KubeconfigSecretRef.Key != "kubeconfig" {
+		t.Errorf("spec.kubeconfigSecretRef.key defaulted to %q, want \"kubeconfig\"", site.Spec.KubeconfigSecretRef.Key)
+	}
+	if err := global.Client.Create(t.Context(), validHost(ns)); err != nil {
+		t.Fatalf("valid host rejected: %v", err)
+	}
+}
+
+// TestInvalidObjectsAreRejected checks that the API server refuses each invalid object with an
+// error that names the field at fault.
+func TestInvalidObjectsAreRejected(t *testing.T) {
+	ns := global.Namespace(t)
+	tests := []struct {
+		name  string
+		obj   client.Object
+		field string
+	}{
+		{"site without kubeconfig secret", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.KubeconfigSecretRef.Name = "" }), "spec.kubeconfigSecretRef.name"},
+		{"site with secret name not a DNS name", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.KubeconfigSecretRef.Name = "Bad_Name" }), "spec.kubeconfigSecretRef.name"},
+		{"site with ftp BPA endpoint", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.BPAEndpoint = "ftp://bpa.example" }), "spec.bpaEndpoint"},
+		{"site with BPA endpoint that is no URL", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.BPAEndpoint = "bpa.example:8443" }), "spec.bpaEndpoint"},
+		{"site with latitude out of range", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.Location.Latitude = "91.5" }), "spec.location.latitude"},
+		{"site with longitude not a number", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.Location.Longitude = "east" }), "spec.location.longitude"},
+		{"site with four-field cron", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.MaintenanceWindows[0].Schedule = "0 2 * *" }), "spec.maintenanceWindows[0].schedule"},
+		{"site with zero window", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.MaintenanceWindows[0].Duration.Duration = 0 }), "spec.maintenanceWindows[0].duration"},
+		{"site with window over a week", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.MaintenanceWindows[0].Duration.Duration = 200 * time.Hour }), "spec.maintenanceWindows[0].duration"},
+		{"host with unknown role", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.Role = "master" }), "spec.role"},
+		{"host with bad MAC", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BootMACAddress = "52:54:00:ab:cd" }), "spec.bootMACAddress"},
+		{"host with http BMC", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.Address = "http://10.0.0.5" }), "spec.bmc.address"},
+		{"host with BMC without host", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.Address = "ipmi://" }), "spec.bmc.address"},
+		{"host without BMC credentials", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.CredentialsSecretRef.Name = "" }), "spec.bmc.credentialsSecretRef.name"},
+		{"host without site", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.SiteRef.Name = "" }), "spec.siteRef.name"},
+		{"host with empty root device hints", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.RootDeviceHints = &fleetv1.RootDeviceHints{} }), "spec.rootDeviceHints"},
+		{"host with root device not under /dev", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.RootDeviceHints.DeviceName = "sda" }), "spec.rootDeviceHints.deviceName"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := global.Client.Create(t.Context(), tt.obj)
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %s", tt.field)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error does not name %s: %v", tt.field, err)
+			}
+		})
+	}
+}
+
+// TestImmutableFields checks that a host's site and boot MAC cannot be changed in place.
+func TestImmutableFields(t *testing.T) {
+	ns := global.Namespace(t)
+	host := validHost(ns)
+	if err := global.Client.Create(t.Context(), host); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		field  string
+		mutate func(*fleetv1.Host)
+	}{
+		{"spec.siteRef", func(h *fleetv1.Host) { h.Spec.SiteRef.Name = "other-site" }},
+		{"spec.bootMACAddress", func(h *fleetv1.Host) { h.Spec.BootMACAddress = "52:54:00:ab:cd:99" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			changed := host.DeepCopy()
+			tt.mutate(changed)
+			err := global.Client.Update(t.Context(), changed)
+			if err == nil || !strings.Contains(err.Error(), tt.field) || !strings.Contains(err.Error(), "immutable") {
+				t.Fatalf("update of %s: got %v, want an 'immutable' error naming the field", tt.field, err)
+			}
+		})
+	}
+}
+
+func mutateSite(ns string, f func(*fleetv1.Site)) *fleetv1.Site {
+	s := validSite(ns)
+	f(s)
+	return s
+}
+
+func mutateHost(ns string, f func(*fleetv1.Host)) *fleetv1.Host {
+	h := validHost(ns)
+	f(h)
+	return h
+}

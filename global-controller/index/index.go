@@ -1,0 +1,54 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+)
+
+// Field index names.
+const (
+	// HostSite indexes Hosts by "namespace/site" of their spec.siteRef.
+	HostSite = "spec.siteRef"
+	// HostBootMAC indexes Hosts by their boot MAC, lower-cased.
+	HostBootMAC = "spec.bootMACAddress"
+	// SiteKubeconfigSecret indexes Sites by "namespace/secret" of their kubeconfig Secret.
+	SiteKubeconfigSecret = "spec.kubeconfigSecretRef"
+)
+
+// Key joins a namespace and a name the way the indexes store references.
+func Key(namespace, name string) string { return namespace + "/" + name }
+
+// NormalizeMAC returns the form of a MAC address the HostBootMAC index stores.
+func NormalizeMAC(mac string) string { return strings.ToLower(mac) }
+
+// Setup registers every index on the manager's cache.
+func Setup(ctx context.Context, indexer client.FieldIndexer) error {
+	indexes := []struct {
+		obj     client.Object
+		field   string
+		extract client.IndexerFunc
+	}{
+		{&fleetv1.Host{}, HostSite, func(o client.Object) []string {
+			h := o.(*fleetv1.Host)
+			return []string{Key(h.Namespace, h.Spec.SiteRef.Name)}
+		}},
+		{&fleetv1.Host{}, HostBootMAC, func(o client.Object) []string {
+			return []string{NormalizeMAC(o.(*fleetv1.Host).Spec.BootMACAddress)}
+		}},
+		{&fleetv1.Site{}, SiteKubeconfigSecret, func(o client.Object) []string {
+			s := o.(*fleetv1.Site)
+			return []string{Key(s.Namespace, s.Spec.KubeconfigSecretRef.Name)}
+		}},
+	}
+	for _, ix := range indexes {
+		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
+			return fmt.Errorf("index %T by %s: %w", ix.obj, ix.field, err)
+		}
+	}
+	return nil
+}

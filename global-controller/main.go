@@ -1,0 +1,27 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/edgefleet/edgefleet/global-controller/setup"
+)
+
+func main() {
+	fs := flag.NewFlagSet("global-controller", flag.ExitOnError)
+	opts := setup.DefaultOptions()
+	opts.AddFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	_ = fs.Parse(os.Args[1:])
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := setup.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, "global-controller:", err)
+		os.Exit(1)
+	}
+}

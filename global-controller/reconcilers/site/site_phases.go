@@ -1,0 +1,173 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/conditions"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
+)
+
+// errKeyMissing is returned by the kubeconfig reader when the Secret lacks the referenced key.
+var errKeyMissing = errors.New("secret key missing")
+
+// reconcileKubeconfig finds the kubeconfig Secret and makes sure the site has a client built
+// from its current content. The Secret's data is read only when its resourceVersion changed.
+func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
+	ref := s.site.Spec.KubeconfigSecretRef
+	secretKey := client.ObjectKey{Namespace: s.site.Namespace, Name: ref.Name}
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Client.Get(ctx, secretKey, secretMeta); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get kubeconfig secret %s of site %s: %w", secretKey, s.key, err)
+		}
+		r.Sites.Forget(s.key)
+		s.setKubeconfigInvalid(fleetv1.ReasonSecretNotFound, fmt.Sprintf("Secret %q (spec.kubeconfigSecretRef.name) does not exist in namespace %q; create it with the site's kubeconfig under key %q", ref.Name, s.site.Namespace, keyOf(ref)))
+		return nil
+	}
+	fingerprint := string(secretMeta.UID) + "/" + secretMeta.ResourceVersion
+	read := func(ctx context.Context) ([]byte, error) {
+		secret := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, secretKey, secret); err != nil {
+			return nil, fmt.Errorf("read kubeconfig secret %s: %w", secretKey, err)
+		}
+		data, ok := secret.Data[keyOf(ref)]
+		if !ok {
+			return nil, errKeyMissing
+		}
+		return data, nil
+	}
+	rebuilt, err := r.Sites.Connect(ctx, s.key, fingerprint, read)
+	switch {
+	case errors.Is(err, errKeyMissing):
+		s.setKubeconfigInvalid(fleetv1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %q has no key %q (spec.kubeconfigSecretRef.key)", ref.Name, keyOf(ref)))
+		return nil
+	case errors.Is(err, siteclient.ErrUnsafe):
+		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigUnsafe, fmt.Sprintf("Secret %q key %q was refused: %v", ref.Name, keyOf(ref), err))
+		return nil
+	case errors.Is(err, siteclient.ErrInvalid):
+		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigInvalid, fmt.Sprintf("Secret %q key %q: %v", ref.Name, keyOf(ref), err))
+		return nil
+	case err != nil:
+		return fmt.Errorf("connect to site %s: %w", s.key, err)
+	}
+	s.connected, s.rebuilt = true, rebuilt
+	setCondition(s.site, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionTrue, fleetv1.ReasonKubeconfigValid,
+		fmt.Sprintf("kubeconfig from Secret %q key %q loaded", ref.Name, keyOf(ref)))
+	return nil
+}
+
+func (s *scope) setKubeconfigInvalid(reason, message string) {
+	setCondition(s.site, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionFalse, reason, message)
+	setCondition(s.site, fleetv1.SiteReachableCondition, metav1.ConditionUnknown, fleetv1.ReasonNotChecked,
+		"not checked: the site's kubeconfig is not usable (see KubeconfigValid)")
+}
+
+// reconcileReachability probes the site when a probe is due: on a new client or spec, after
+// HeartbeatInterval while reachable, and with a doubling delay while unreachable.
+func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error {
+	if !s.connected {
+		return nil
+	}
+	reachable := meta.FindStatusCondition(s.site.Status.Conditions, fleetv1.SiteReachableCondition)
+	interval := r.HeartbeatInterval
+	if reachable == nil || reachable.Status != metav1.ConditionTrue {
+		interval = r.retryInterval(reachable, s.now)
+	}
+	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked ||
+		s.site.Status.ObservedGeneration != s.site.Generation || s.site.Status.LastCheckTime == nil
+	if !due {
+		if wait := s.site.Status.LastCheckTime.Add(interval).Sub(s.now); wait > 0 {
+			s.requeueAfter = wait
+			return nil
+		}
+	}
+
+	start := r.Clock.Now()
+	probe, err := r.Sites.Probe(ctx, s.key)
+	r.Metrics.observeProbe(s.key, r.Clock.Since(start), err == nil)
+	now := metav1.NewTime(s.now)
+	s.site.Status.LastCheckTime = &now
+	if err != nil {
+		setCondition(s.site, fleetv1.SiteReachableCondition, metav1.ConditionFalse, fleetv1.ReasonAPIServerUnreachable,
+			fmt.Sprintf("the site's API server did not answer: %v", err))
+		s.requeueAfter = r.retryInterval(meta.FindStatusCondition(s.site.Status.Conditions, fleetv1.SiteReachableCondition), s.now)
+		return nil
+	}
+	s.site.Status.LastHeartbeatTime = &now
+	s.site.Status.KubernetesVersion = probe.KubernetesVersion
+	s.site.Status.LocalControllerVersion = probe.LocalControllerVersion
+	setCondition(s.site, fleetv1.SiteReachableCondition, metav1.ConditionTrue, fleetv1.ReasonAPIServerReachable,
+		fmt.Sprintf("the site's API server answered, Kubernetes %s", probe.KubernetesVersion))
+	s.requeueAfter = r.HeartbeatInterval
+	return nil
+}
+
+// retryInterval is the delay before re-probing a site that is not reachable: as long as it has
+// been unreachable, so the delay doubles, between MinRetryInterval and HeartbeatInterval.
+func (r *Reconciler) retryInterval(reachable *metav1.Condition, now time.Time) time.Duration {
+	d := r.MinRetryInterval
+	if reachable != nil && reachable.Status == metav1.ConditionFalse {
+		d = max(d, now.Sub(reachable.LastTransitionTime.Time))
+	}
+	return min(d, r.HeartbeatInterval)
+}
+
+// reconcileHosts counts the site's hosts by role.
+func (r *Reconciler) reconcileHosts(ctx context.Context, s *scope) error {
+	hosts := &fleetv1.HostList{}
+	if err := r.Client.List(ctx, hosts, client.InNamespace(s.site.Namespace),
+		client.MatchingFields{index.HostSite: index.Key(s.site.Namespace, s.site.Name)}); err != nil {
+		return fmt.Errorf("list hosts of site %s: %w", s.key, err)
+	}
+	counts := fleetv1.HostCounts{}
+	for _, h := range hosts.Items {
+		counts.Total++
+		switch h.Spec.Role {
+		case fleetv1.RoleControlPlane:
+			counts.ControlPlane++
+		case fleetv1.RoleWorker:
+			counts.Worker++
+		}
+	}
+	s.site.Status.Hosts = counts
+	return nil
+}
+
+// reconcileReady sums the other conditions up.
+func (r *Reconciler) reconcileReady(_ context.Context, s *scope) error {
+	if why, notReady := conditions.NotTrue(s.site.Status.Conditions, fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition); notReady {
+		setCondition(s.site, fleetv1.SiteReadyCondition, metav1.ConditionFalse, fleetv1.ReasonSiteNotReady, why)
+		return nil
+	}
+	msg := fmt.Sprintf("site reachable, Kubernetes %s", s.site.Status.KubernetesVersion)
+	if v := s.site.Status.LocalControllerVersion; v != "" {
+		msg += ", local controller " + v
+	} else {
+		msg += ", no local controller installed yet"
+	}
+	setCondition(s.site, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady, msg)
+	return nil
+}
+
+func setCondition(site *fleetv1.Site, t string, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(&site.Status.Conditions, site.Generation, t, status, reason, message)
+}
+
+func keyOf(ref fleetv1.SecretKeyReference) string {
+	if ref.Key == "" {
+		return "kubeconfig"
+	}
+	return ref.Key
+}

@@ -1,0 +1,195 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/conditions"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
+)
+
+// Connections keeps one client per site (siteclient.Cache in production).
+type Connections interface {
+	// Connect makes sure the site has a client for the kubeconfig with this fingerprint,
+	// calling read for the kubeconfig only when the fingerprint changed. It reports whether it
+	// built a new client.
+	Connect(ctx context.Context, site types.NamespacedName, fingerprint string, read func(context.Context) ([]byte, error)) (bool, error)
+	// Probe asks the site for its versions.
+	Probe(ctx context.Context, site types.NamespacedName) (siteclient.Probe, error)
+	// Forget drops the site's client.
+	Forget(site types.NamespacedName)
+}
+
+// Reconciler reconciles Sites.
+type Reconciler struct {
+	// Client reads Sites, Hosts and Secret metadata from the cache and writes Sites.
+	Client client.Client
+	// APIReader reads Secret data straight from the API server; Secrets are not cached.
+	APIReader client.Reader
+	// Sites keeps the per-site clients.
+	Sites Connections
+	// Recorder emits an event on every condition change.
+	Recorder events.EventRecorder
+	// Metrics are updated after every probe; nil disables them.
+	Metrics *Metrics
+	// Clock tells the time.
+	Clock clock.PassiveClock
+	// HeartbeatInterval is how often a reachable site is probed.
+	HeartbeatInterval time.Duration
+	// MinRetryInterval is the first re-probe delay of an unreachable site; the delay doubles
+	// while the site stays unreachable, up to HeartbeatInterval.
+	MinRetryInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the reconciler. The index package's indexes must be set up first.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("site").
+		For(&fleetv1.Site{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
+		Watches(&fleetv1.Host{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			h := o.(*fleetv1.Host)
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.SiteRef.Name}}}
+		})).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sitesOfSecret)).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile brings one Site's status up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	site := &fleetv1.Site{}
+	if err := r.Client.Get(ctx, req.NamespacedName, site); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get site %s: %w", req.NamespacedName, err)
+	}
+	if !site.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, site)
+	}
+	if !controllerutil.ContainsFinalizer(site, fleetv1.SiteFinalizer) {
+		patch := client.MergeFrom(site.DeepCopy())
+		controllerutil.AddFinalizer(site, fleetv1.SiteFinalizer)
+		if err := r.Client.Patch(ctx, site, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to site %s: %w", req.NamespacedName, err)
+		}
+	}
+
+	before := site.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, site, reterr == nil); err != nil {
+			reterr = errors.Join(reterr, err)
+		}
+	}()
+
+	s := &scope{site: site, key: req.NamespacedName, now: r.Clock.Now()}
+	phases := []func(context.Context, *scope) error{
+		r.reconcileKubeconfig,
+		r.reconcileReachability,
+		r.reconcileHosts,
+		r.reconcileReady,
+	}
+	for _, phase := range phases {
+		if err := phase(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+}
+
+// scope carries one reconcile's state between phases.
+type scope struct {
+	site *fleetv1.Site
+	key  types.NamespacedName
+	now  time.Time
+	// connected is set when the site has a client for its current kubeconfig.
+	connected bool
+	// rebuilt is set when that client was built in this reconcile.
+	rebuilt bool
+	// requeueAfter is when the site is due for its next probe.
+	requeueAfter time.Duration
+}
+
+func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) error {
+	key := client.ObjectKeyFromObject(site)
+	r.forget(key)
+	if !controllerutil.ContainsFinalizer(site, fleetv1.SiteFinalizer) {
+		return nil
+	}
+	patch := client.MergeFrom(site.DeepCopy())
+	controllerutil.RemoveFinalizer(site, fleetv1.SiteFinalizer)
+	if err := r.Client.Patch(ctx, site, patch); err != nil {
+		return fmt.Errorf("remove finalizer from site %s: %w", key, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.Sites.Forget(key)
+	r.Metrics.forget(key)
+}
+
+// patchStatus writes the status if it changed and emits an event for every condition change.
+func (r *Reconciler) patchStatus(ctx context.Context, before, site *fleetv1.Site, clean bool) error {
+	if clean {
+		site.Status.ObservedGeneration = site.Generation
+	}
+	conditions.RecordChanges(r.Recorder, site, before.Status.Conditions, site.Status.Conditions,
+		fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition, fleetv1.SiteReadyCondition)
+	if apiequality.Semantic.DeepEqual(before.Status, site.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, site, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("patch status of site %s: %w", client.ObjectKeyFromObject(site), err)
+	}
+	return nil
+}
+
+func (r *Reconciler) sitesOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	sites := &fleetv1.SiteList{}
+	if err := r.Client.List(ctx, sites, client.MatchingFields{index.SiteKubeconfigSecret: index.Key(o.GetNamespace(), o.GetName())}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list sites of secret", "secret", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(sites.Items))
+	for _, s := range sites.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	return reqs
+}
+
+// deletionPredicate lets through updates that start a deletion, which change no generation.
+func deletionPredicate() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().IsZero()
+	}}
+}

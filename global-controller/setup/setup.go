@@ -1,0 +1,187 @@
+package setup
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
+	"github.com/edgefleet/edgefleet/pkg/version"
+)
+
+// Options are the global controller's settings.
+type Options struct {
+	// Kubeconfig of the global cluster; empty means in-cluster.
+	Kubeconfig string
+	// MetricsAddr serves Prometheus metrics; "0" disables them.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables them.
+	ProbeAddr string
+	// LeaderElect makes only one replica active at a time.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the leader lease.
+	LeaderElectionNamespace string
+	// SiteHeartbeat is how often a reachable site is probed.
+	SiteHeartbeat time.Duration
+	// SiteMinRetry is the first re-probe delay of an unreachable site.
+	SiteMinRetry time.Duration
+	// SiteTimeout bounds each request to a site.
+	SiteTimeout time.Duration
+	// Concurrency is the number of sites (and hosts) reconciled in parallel.
+	Concurrency int
+}
+
+// DefaultOptions returns safe production defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:             ":8080",
+		ProbeAddr:               ":8081",
+		LeaderElect:             true,
+		LeaderElectionNamespace: "edgefleet-system",
+		SiteHeartbeat:           time.Minute,
+		SiteMinRetry:            2 * time.Second,
+		SiteTimeout:             10 * time.Second,
+		Concurrency:             16,
+	}
+}
+
+// AddFlags binds the options to command-line flags.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the global cluster (empty: in-cluster config).")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease.")
+	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
+	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
+	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
+}
+
+// Validate names the first bad option.
+func (o *Options) Validate() error {
+	switch {
+	case o.SiteHeartbeat <= 0:
+		return fmt.Errorf("--site-heartbeat-interval must be positive, got %s", o.SiteHeartbeat)
+	case o.SiteMinRetry <= 0 || o.SiteMinRetry > o.SiteHeartbeat:
+		return fmt.Errorf("--site-min-retry-interval must be positive and at most --site-heartbeat-interval (%s), got %s", o.SiteHeartbeat, o.SiteMinRetry)
+	case o.SiteTimeout <= 0:
+		return fmt.Errorf("--site-timeout must be positive, got %s", o.SiteTimeout)
+	case o.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	}
+	return nil
+}
+
+// Scheme returns the scheme of the global controller's manager.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleetv1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Run starts the global controller and blocks until ctx is done.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "edgefleet-global-controller",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+	siteMetrics, err := site.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("register site metrics: %w", err)
+	}
+	if err := SetupReconcilers(ctx, mgr, opts, siteMetrics); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// SetupReconcilers registers the indexes and every reconciler on mgr.
+func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, siteMetrics *site.Metrics) error {
+	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	sites := &site.Reconciler{
+		Client:            mgr.GetClient(),
+		APIReader:         mgr.GetAPIReader(),
+		Sites:             siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
+		Recorder:          mgr.GetEventRecorder("site-controller"),
+		Metrics:           siteMetrics,
+		Clock:             clock.RealClock{},
+		HeartbeatInterval: opts.SiteHeartbeat,
+		MinRetryInterval:  opts.SiteMinRetry,
+	}
+	if err := sites.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("set up site reconciler: %w", err)
+	}
+	hosts := &host.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("host-controller")}
+	if err := hosts.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("set up host reconciler: %w", err)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,123 @@
+package siteclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+)
+
+// Probe is what a site said about itself.
+type Probe struct {
+	// KubernetesVersion is the git version the site's API server reports.
+	KubernetesVersion string
+	// LocalControllerVersion is the version the local controller publishes; empty when none is
+	// installed.
+	LocalControllerVersion string
+}
+
+// Cache keeps one client per site, keyed by the Site's namespaced name and rebuilt when the
+// fingerprint of its kubeconfig (the Secret's UID and resourceVersion) changes. It is safe for
+// concurrent use.
+type Cache struct {
+	// Timeout bounds every request to a site.
+	Timeout time.Duration
+	// UserAgent is sent to the sites.
+	UserAgent string
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]entry
+}
+
+type entry struct {
+	fingerprint string
+	client      kubernetes.Interface
+}
+
+// NewCache returns an empty cache whose requests time out after timeout.
+func NewCache(timeout time.Duration, userAgent string) *Cache {
+	return &Cache{Timeout: timeout, UserAgent: userAgent, entries: map[types.NamespacedName]entry{}}
+}
+
+// Connect makes sure the site has a client built from the kubeconfig with this fingerprint.
+// Only when the fingerprint changed does it call read for the kubeconfig, check it with Load and
+// build a new client; it reports whether it did. On error the site's old client is dropped.
+func (c *Cache) Connect(ctx context.Context, site types.NamespacedName, fingerprint string, read func(context.Context) ([]byte, error)) (bool, error) {
+	c.mu.Lock()
+	e, ok := c.entries[site]
+	c.mu.Unlock()
+	if ok && e.fingerprint == fingerprint {
+		return false, nil
+	}
+	c.Forget(site)
+	kubeconfig, err := read(ctx)
+	if err != nil {
+		return false, err
+	}
+	cfg, err := Load(kubeconfig)
+	if err != nil {
+		return false, err
+	}
+	cfg.Timeout = c.Timeout
+	cfg.UserAgent = c.UserAgent
+	cfg.QPS, cfg.Burst = 5, 10
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s", ErrInvalid, err)
+	}
+	c.mu.Lock()
+	c.entries[site] = entry{fingerprint: fingerprint, client: cs}
+	c.mu.Unlock()
+	return true, nil
+}
+
+// Forget drops the site's client.
+func (c *Cache) Forget(site types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, site)
+}
+
+// Probe asks the site's API server for its version and reads the local controller's info
+// ConfigMap. It fails when the site has no client (Connect first) or its API server does not
+// answer.
+func (c *Cache) Probe(ctx context.Context, site types.NamespacedName) (Probe, error) {
+	c.mu.Lock()
+	e, ok := c.entries[site]
+	c.mu.Unlock()
+	if !ok {
+		return Probe{}, fmt.Errorf("site %s has no client: its kubeconfig was not loaded", site)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+
+	raw, err := e.client.Discovery().RESTClient().Get().AbsPath("/version").DoRaw(ctx)
+	if err != nil {
+		return Probe{}, fmt.Errorf("GET /version: %w", err)
+	}
+	var info version.Info
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return Probe{}, fmt.Errorf("GET /version answered something that is not a Kubernetes version: %w", err)
+	}
+	p := Probe{KubernetesVersion: info.GitVersion}
+
+	cm, err := e.client.CoreV1().ConfigMaps(sitev1.InfoNamespace).Get(ctx, sitev1.InfoConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		// No local controller installed yet, or the kubeconfig may not read its info.
+	case err != nil:
+		return Probe{}, fmt.Errorf("read ConfigMap %s/%s: %w", sitev1.InfoNamespace, sitev1.InfoConfigMapName, err)
+	default:
+		p.LocalControllerVersion = cm.Data[sitev1.InfoVersionKey]
+	}
+	return p, nil
+}

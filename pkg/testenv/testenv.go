@@ -1,0 +1,191 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+)
+
+// Options configure a control plane.
+type Options struct {
+	// Name identifies the control plane in errors and logs ("global", "site-a").
+	Name string
+	// InstallCRDs installs edgefleet's CRDs from deploy/crds.
+	InstallCRDs bool
+}
+
+// ControlPlane is one running kube-apiserver + etcd pair.
+type ControlPlane struct {
+	// Name given in Options.
+	Name string
+	// Config is an admin (system:masters) REST config.
+	Config *rest.Config
+	// Client is an admin client whose scheme knows the built-in and edgefleet kinds.
+	Client client.Client
+
+	env     *envtest.Environment
+	certDir string
+	guard   *guard
+}
+
+// Scheme returns a scheme with the built-in Kubernetes kinds and edgefleet's kinds.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("testenv: add client-go scheme: %v", err))
+	}
+	if err := fleetv1.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("testenv: add fleet scheme: %v", err))
+	}
+	return s
+}
+
+// Start starts a control plane from the binaries in bin/. Call Stop when done.
+func Start(opts Options) (*ControlPlane, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	binDir := filepath.Join(root, "bin")
+	for _, b := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return nil, fmt.Errorf("testenv %s: %s not found in %s: run 'make tools' first", opts.Name, b, binDir)
+		}
+	}
+	// A certificate directory of our own keeps the API server's serving certificate across
+	// StopAPIServer/StartAPIServer, so kubeconfigs handed out before a restart stay valid.
+	certDir, err := os.MkdirTemp("", "edgefleet-testenv-")
+	if err != nil {
+		return nil, fmt.Errorf("testenv %s: %w", opts.Name, err)
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
+	env.ControlPlane.GetAPIServer().CertDir = certDir
+	if opts.InstallCRDs {
+		env.CRDDirectoryPaths = []string{filepath.Join(root, "deploy", "crds")}
+		env.ErrorIfCRDPathMissing = true
+	}
+	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
+
+	before := childPIDs()
+	cfg, startErr := env.Start()
+	cp.guard = startGuard(newPIDs(before, childPIDs()))
+	if startErr != nil {
+		return nil, errors.Join(fmt.Errorf("testenv %s: start: %w", opts.Name, startErr), cp.Stop())
+	}
+	cp.Config = cfg
+	cp.Client, err = client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("testenv %s: client: %w", opts.Name, err), cp.Stop())
+	}
+	return cp, nil
+}
+
+// StartT starts a control plane for one test and stops it in the test's cleanup.
+func StartT(t testing.TB, opts Options) *ControlPlane {
+	t.Helper()
+	cp, err := Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("stop control plane %s: %v", cp.Name, err)
+		}
+	})
+	return cp
+}
+
+// Stop stops the API server and etcd and removes their files.
+func (cp *ControlPlane) Stop() error {
+	err := cp.env.Stop()
+	cp.guard.release()
+	return errors.Join(err, os.RemoveAll(cp.certDir))
+}
+
+// StopAPIServer stops only the API server (etcd keeps the data), to make the control plane
+// unreachable.
+func (cp *ControlPlane) StopAPIServer() error {
+	if err := cp.env.ControlPlane.GetAPIServer().Stop(); err != nil {
+		return fmt.Errorf("testenv %s: stop API server: %w", cp.Name, err)
+	}
+	return nil
+}
+
+// StartAPIServer starts the API server again after StopAPIServer, on the same address and with
+// the same certificates.
+func (cp *ControlPlane) StartAPIServer() error {
+	before := childPIDs()
+	err := cp.env.ControlPlane.GetAPIServer().Start()
+	cp.guard.watch(newPIDs(before, childPIDs()))
+	if err != nil {
+		return fmt.Errorf("testenv %s: restart API server: %w", cp.Name, err)
+	}
+	return nil
+}
+
+// Kubeconfig returns a kubeconfig with inline credentials for a new user of this control plane.
+func (cp *ControlPlane) Kubeconfig(user string, groups ...string) ([]byte, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("testenv %s: add user %s: %w", cp.Name, user, err)
+	}
+	kc, err := u.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("testenv %s: kubeconfig of user %s: %w", cp.Name, user, err)
+	}
+	return kc, nil
+}
+
+// AdminKubeconfig returns a system:masters kubeconfig, for kubectl and the controllers' --kubeconfig.
+func (cp *ControlPlane) AdminKubeconfig() ([]byte, error) {
+	return cp.Kubeconfig("edgefleet-admin", "system:masters")
+}
+
+// Namespace creates a namespace for one test and deletes it in the test's cleanup.
+func (cp *ControlPlane) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	ns.GenerateName = "test-"
+	if err := cp.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("testenv %s: create namespace: %v", cp.Name, err)
+	}
+	t.Cleanup(func() {
+		// The test's context is already cancelled here.
+		if err := cp.Client.Delete(context.Background(), ns); client.IgnoreNotFound(err) != nil {
+			t.Errorf("testenv %s: delete namespace %s: %v", cp.Name, ns.Name, err)
+		}
+	})
+	return ns.Name
+}
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("testenv: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "hack", "tools.sh")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("testenv: not inside the edgefleet repository (no go.mod with hack/tools.sh above the working directory)")
+		}
+		dir = parent
+	}
+}
