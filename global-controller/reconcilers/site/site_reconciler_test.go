@@ -1,0 +1,347 @@
+package site_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+const wait = 60 * time.Second
+
+// startSite starts a control plane standing for a site, with the local controller's info
+// ConfigMap published, and returns it with a least-privilege kubeconfig for the global
+// controller: authenticated, and allowed to read only that ConfigMap.
+func startSite(t *testing.T, localVersion string) (*testenv.ControlPlane, []byte) {
+	t.Helper()
+	cp := testenv.StartT(t, testenv.Options{Name: "site"})
+	ctx := t.Context()
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}},
+		&corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: sitev1.InfoConfigMapName},
+			Data:       map[string]string{sitev1.InfoVersionKey: localVersion},
+		},
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "edgefleet-global"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+				ResourceNames: []string{sitev1.InfoConfigMapName}, Verbs: []string{"get"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "edgefleet-global"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "edgefleet-global"},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "edgefleet-global"}},
+		},
+	}
+	for _, o := range objs {
+		if err := cp.Client.Create(ctx, o); err != nil {
+			t.Fatalf("set up site: %v", err)
+		}
+	}
+	kc, err := cp.Kubeconfig("edgefleet-global")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, kc
+}
+
+// register creates the kubeconfig Secret and the Site on the global cluster.
+func register(t *testing.T, ns, name string, kubeconfig []byte) (*fleetv1.Site, *corev1.Secret) {
+	t.Helper()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig"},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+	}
+	if err := global.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	site := &fleetv1.Site{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: secret.Name}},
+	}
+	if err := global.Client.Create(t.Context(), site); err != nil {
+		t.Fatal(err)
+	}
+	return site, secret
+}
+
+// waitFor waits until the site's condition has this status and reason, and returns the site.
+func waitFor(t *testing.T, key types.NamespacedName, condType string, status metav1.ConditionStatus, reason string) *fleetv1.Site {
+	t.Helper()
+	site := &fleetv1.Site{}
+	testenv.Eventually(t, wait, func() error {
+		if err := global.Client.Get(t.Context(), key, site); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(site.Status.Conditions, condType)
+		if c == nil || c.Status != status || c.Reason != reason {
+			return fmt.Errorf("site %s: %s is %+v, want status %s reason %s", key, condType, c, status, reason)
+		}
+		return nil
+	})
+	return site
+}
+
+func serverVersion(t *testing.T, cp *testenv.ControlPlane) string {
+	t.Helper()
+	v, err := discovery.NewDiscoveryClientForConfigOrDie(cp.Config).ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.GitVersion
+}
+
+func TestReachableSiteBecomesReady(t *testing.T) {
+	siteCP, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "store-1", kc)
+	for _, h := range []struct {
+		name string
+		role fleetv1.HostRole
+	}{{"cp-0", fleetv1.RoleControlPlane}, {"w-0", fleetv1.RoleWorker}, {"w-1", fleetv1.RoleWorker}} {
+		host := &fleetv1.Host{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name},
+			Spec: fleetv1.HostSpec{
+				SiteRef: fleetv1.SiteReference{Name: site.Name}, Role: h.role,
+				BootMACAddress: fmt.Sprintf("52:54:00:00:01:%02x", len(h.name)+int(h.name[len(h.name)-1])),
+				BMC: fleetv1.BMCDetails{Address: "ipmi://192.0.2.1", CredentialsSecretRef: fleetv1.SecretReference{Name: "bmc"}},
+			},
+		}
+		if err := global.Client.Create(t.Context(), host); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	key := client.ObjectKeyFromObject(site)
+	got := waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+	if want := serverVersion(t, siteCP); got.Status.KubernetesVersion != want || want == "" {
+		t.Errorf("status.kubernetesVersion = %q, want the site's %q", got.Status.KubernetesVersion, want)
+	}
+	if got.Status.LocalControllerVersion != "v0.1.0-test" {
+		t.Errorf("status.localControllerVersion = %q, want v0.1.0-test", got.Status.LocalControllerVersion)
+	}
+	if got.Status.LastHeartbeatTime == nil {
+		t.Error("status.lastHeartbeatTime is not set")
+	}
+	for _, c := range []string{fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition} {
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, c) {
+			t.Errorf("%s is not True: %+v", c, meta.FindStatusCondition(got.Status.Conditions, c))
+		}
+	}
+	if !controllerutil.ContainsFinalizer(got, fleetv1.SiteFinalizer) {
+		t.Errorf("finalizer %s missing: %v", fleetv1.SiteFinalizer, got.Finalizers)
+	}
+	testenv.Eventually(t, wait, func() error {
+		s := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), key, s); err != nil {
+			return err
+		}
+		if want := (fleetv1.HostCounts{Total: 3, ControlPlane: 1, Worker: 2}); s.Status.Hosts != want {
+			return fmt.Errorf("status.hosts = %+v, want %+v", s.Status.Hosts, want)
+		}
+		return nil
+	})
+	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonSiteReady) })
+
+	// The heartbeat moves on while the site stays reachable.
+	first := got.Status.LastHeartbeatTime.Time
+	testenv.Eventually(t, wait, func() error {
+		s := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), key, s); err != nil {
+			return err
+		}
+		if !s.Status.LastHeartbeatTime.After(first) {
+			return fmt.Errorf("heartbeat still %s", s.Status.LastHeartbeatTime)
+		}
+		return nil
+	})
+
+	// Deleting the site goes through the finalizer and removes it.
+	if err := global.Client.Delete(t.Context(), site); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() error {
+		err := global.Client.Get(t.Context(), key, &fleetv1.Site{})
+		if err == nil {
+			return fmt.Errorf("site %s still exists", key)
+		}
+		return client.IgnoreNotFound(err)
+	})
+}
+
+func TestStoppedSiteBecomesUnreachableAndRecovers(t *testing.T) {
+	siteCP, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "store-2", kc)
+	key := client.ObjectKeyFromObject(site)
+	waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+
+	if err := siteCP.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(t, key, fleetv1.SiteReachableCondition, metav1.ConditionFalse, fleetv1.ReasonAPIServerUnreachable)
+	msg := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteReachableCondition).Message
+	if !strings.Contains(msg, "did not answer") || !strings.Contains(msg, "connection refused") {
+		t.Errorf("Reachable message does not say what happened: %q", msg)
+	}
+	ready := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteReadyCondition)
+	if ready.Status != metav1.ConditionFalse || !strings.Contains(ready.Message, "Reachable is False") {
+		t.Errorf("Ready = %+v, want False naming Reachable", ready)
+	}
+	// The kubeconfig itself is still fine.
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1.SiteKubeconfigValidCondition) {
+		t.Errorf("KubeconfigValid went False for an unreachable site: %+v", got.Status.Conditions)
+	}
+	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonAPIServerUnreachable) })
+
+	if err := siteCP.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, fleetv1.SiteReachableCondition, metav1.ConditionTrue, fleetv1.ReasonAPIServerReachable)
+	waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+}
+
+const execKubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://127.0.0.1:6443
+users:
+- name: u
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: /bin/touch
+      args: ["/tmp/edgefleet-pwned"]
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+
+// TestBadKubeconfigIsReported registers sites whose kubeconfig cannot be used next to a good
+// one: each bad one gets KubeconfigValid=False with its own reason, the Secrets are left as they
+// were, the good site stays Ready, and fixing the Secret makes the site Ready.
+func TestBadKubeconfigIsReported(t *testing.T) {
+	_, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+	good, _ := register(t, ns, "good", kc)
+	goodKey := client.ObjectKeyFromObject(good)
+	readySince := meta.FindStatusCondition(
+		waitFor(t, goodKey, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady).Status.Conditions,
+		fleetv1.SiteReadyCondition).LastTransitionTime
+
+	tests := []struct {
+		name       string
+		kubeconfig []byte
+		reason     string
+		inMessage  string
+	}{
+		{"garbage", []byte("\x00\x01 this is not a kubeconfig {{{"), fleetv1.ReasonKubeconfigInvalid, "kubeconfig is invalid"},
+		{"empty", []byte{}, fleetv1.ReasonKubeconfigInvalid, "empty"},
+		{"exec-plugin", []byte(execKubeconfig), fleetv1.ReasonKubeconfigUnsafe, `users["u"].exec would run a command`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			site, secret := register(t, ns, tt.name, tt.kubeconfig)
+			got := waitFor(t, client.ObjectKeyFromObject(site), fleetv1.SiteKubeconfigValidCondition, metav1.ConditionFalse, tt.reason)
+			if msg := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteKubeconfigValidCondition).Message; !strings.Contains(msg, tt.inMessage) {
+				t.Errorf("KubeconfigValid message %q does not contain %q", msg, tt.inMessage)
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteReachableCondition); c == nil || c.Status != metav1.ConditionUnknown {
+				t.Errorf("Reachable = %+v, want Unknown (not checked)", c)
+			}
+			if !meta.IsStatusConditionFalse(got.Status.Conditions, fleetv1.SiteReadyCondition) {
+				t.Errorf("Ready is not False: %+v", got.Status.Conditions)
+			}
+			after := &corev1.Secret{}
+			if err := global.Client.Get(t.Context(), client.ObjectKeyFromObject(secret), after); err != nil {
+				t.Fatal(err)
+			}
+			if after.ResourceVersion != secret.ResourceVersion {
+				t.Errorf("the controller changed Secret %s", secret.Name)
+			}
+
+			// Fixing the Secret rebuilds the site's client.
+			after.Data["kubeconfig"] = kc
+			if err := global.Client.Update(t.Context(), after); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, client.ObjectKeyFromObject(site), fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+		})
+	}
+	if _, err := os.Stat("/tmp/edgefleet-pwned"); err == nil {
+		t.Error("the exec plugin of a site kubeconfig ran on the global controller")
+	}
+	got := waitFor(t, goodKey, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+	if c := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteReadyCondition); !c.LastTransitionTime.Equal(&readySince) {
+		t.Errorf("the good site's Ready changed at %s while the bad ones were reconciled", c.LastTransitionTime)
+	}
+}
+
+// TestMissingSecretOrKey covers a Secret that does not exist (yet) and one without the key.
+func TestMissingSecretOrKey(t *testing.T) {
+	_, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+
+	site := &fleetv1.Site{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
+		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "late-kubeconfig", Key: "config"}},
+	}
+	if err := global.Client.Create(t.Context(), site); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(site)
+	got := waitFor(t, key, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionFalse, fleetv1.ReasonSecretNotFound)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteKubeconfigValidCondition).Message; !strings.Contains(msg, `"late-kubeconfig"`) {
+		t.Errorf("message does not name the Secret: %q", msg)
+	}
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-kubeconfig"},
+		Data:       map[string][]byte{"kubeconfig": kc},
+	}
+	if err := global.Client.Create(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, key, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionFalse, fleetv1.ReasonSecretKeyMissing)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, fleetv1.SiteKubeconfigValidCondition).Message; !strings.Contains(msg, `"config"`) {
+		t.Errorf("message does not name the key: %q", msg)
+	}
+
+	secret.Data = map[string][]byte{"config": kc}
+	if err := global.Client.Update(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+}
+
+func hasEvent(t *testing.T, ns, site, reason string) error {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := global.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == site && e.Regarding.Kind == "Site" && e.Reason == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("no event with reason %s for site %s among %d events", reason, site, len(list.Items))
+}
