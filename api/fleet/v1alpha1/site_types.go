@@ -174,14 +174,17 @@ type SiteStatus struct {
 	Hosts HostCounts `json:"hosts,omitempty"`
 }
 
-// HostCounts counts hosts by role.
+// HostCounts counts hosts by role; a count left out is zero.
 type HostCounts struct {
 	// Total number of hosts of the site.
-	Total int32 `json:"total"`
+	// +optional
+	Total int32 `json:"total,omitempty"`
 	// ControlPlane is the number of control-plane hosts.
-	ControlPlane int32 `json:"controlPlane"`
+	// +optional
+	ControlPlane int32 `json:"controlPlane,omitempty"`
 	// Worker is the number of worker hosts.
-	Worker int32 `json:"worker"`
+	// +optional
+	Worker int32 `json:"worker,omitempty"`
 }
 
 // Site is an edge site: where its local controller is reached, where it is, and when work may

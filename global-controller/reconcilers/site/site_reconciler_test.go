@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,43 +17,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
 const wait = 60 * time.Second
 
-// startSite starts a control plane standing for a site, with the local controller's info
-// ConfigMap published, and returns it with a least-privilege kubeconfig for the global
-// controller: authenticated, and allowed to read only that ConfigMap.
+// startSite starts a control plane standing for a site, with its local controller's version
+// published, and returns it with the least-privilege kubeconfig the global controller gets.
 func startSite(t *testing.T, localVersion string) (*testenv.ControlPlane, []byte) {
 	t.Helper()
 	cp := testenv.StartT(t, testenv.Options{Name: "site"})
-	ctx := t.Context()
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}},
-		&corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: sitev1.InfoConfigMapName},
-			Data:       map[string]string{sitev1.InfoVersionKey: localVersion},
-		},
-		&rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "edgefleet-global"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-				ResourceNames: []string{sitev1.InfoConfigMapName}, Verbs: []string{"get"}}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "edgefleet-global"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "edgefleet-global"},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "edgefleet-global"}},
-		},
-	}
-	for _, o := range objs {
-		if err := cp.Client.Create(ctx, o); err != nil {
-			t.Fatalf("set up site: %v", err)
-		}
-	}
-	kc, err := cp.Kubeconfig("edgefleet-global")
+	kc, err := cp.SiteKubeconfig(t.Context())
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.PublishLocalControllerVersion(t.Context(), localVersion); err != nil {
 		t.Fatal(err)
 	}
 	return cp, kc
@@ -97,6 +74,45 @@ func waitFor(t *testing.T, key types.NamespacedName, condType string, status met
 	return site
 }
 
+func waitForHosts(t *testing.T, key types.NamespacedName, want fleetv1.HostCounts) {
+	t.Helper()
+	testenv.Eventually(t, wait, func() error {
+		s := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), key, s); err != nil {
+			return err
+		}
+		if s.Status.Hosts != want {
+			return fmt.Errorf("status.hosts = %+v, want %+v", s.Status.Hosts, want)
+		}
+		return nil
+	})
+}
+
+// TestSiteWithOnlyAControlPlaneHost counts a site whose worker count never left zero.
+func TestSiteWithOnlyAControlPlaneHost(t *testing.T) {
+	_, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "tiny", kc)
+	key := client.ObjectKeyFromObject(site)
+	waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+	createHost(t, ns, "tiny-cp-0", site.Name, fleetv1.RoleControlPlane, "52:54:00:00:02:01")
+	waitForHosts(t, key, fleetv1.HostCounts{Total: 1, ControlPlane: 1})
+}
+
+func createHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, mac string) {
+	t.Helper()
+	host := &fleetv1.Host{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleetv1.HostSpec{
+			SiteRef: fleetv1.SiteReference{Name: site}, Role: role, BootMACAddress: mac,
+			BMC: fleetv1.BMCDetails{Address: "ipmi://192.0.2.1", CredentialsSecretRef: fleetv1.SecretReference{Name: name + "-bmc"}},
+		},
+	}
+	if err := global.Client.Create(t.Context(), host); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func serverVersion(t *testing.T, cp *testenv.ControlPlane) string {
 	t.Helper()
 	v, err := discovery.NewDiscoveryClientForConfigOrDie(cp.Config).ServerVersion()
@@ -110,22 +126,9 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 	siteCP, kc := startSite(t, "v0.1.0-test")
 	ns := global.Namespace(t)
 	site, _ := register(t, ns, "store-1", kc)
-	for _, h := range []struct {
-		name string
-		role fleetv1.HostRole
-	}{{"cp-0", fleetv1.RoleControlPlane}, {"w-0", fleetv1.RoleWorker}, {"w-1", fleetv1.RoleWorker}} {
-		host := &fleetv1.Host{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name},
-			Spec: fleetv1.HostSpec{
-				SiteRef: fleetv1.SiteReference{Name: site.Name}, Role: h.role,
-				BootMACAddress: fmt.Sprintf("52:54:00:00:01:%02x", len(h.name)+int(h.name[len(h.name)-1])),
-				BMC: fleetv1.BMCDetails{Address: "ipmi://192.0.2.1", CredentialsSecretRef: fleetv1.SecretReference{Name: "bmc"}},
-			},
-		}
-		if err := global.Client.Create(t.Context(), host); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, "52:54:00:00:01:01")
+	createHost(t, ns, "w-0", site.Name, fleetv1.RoleWorker, "52:54:00:00:01:02")
+	createHost(t, ns, "w-1", site.Name, fleetv1.RoleWorker, "52:54:00:00:01:03")
 
 	key := client.ObjectKeyFromObject(site)
 	got := waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
@@ -146,17 +149,16 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(got, fleetv1.SiteFinalizer) {
 		t.Errorf("finalizer %s missing: %v", fleetv1.SiteFinalizer, got.Finalizers)
 	}
-	testenv.Eventually(t, wait, func() error {
-		s := &fleetv1.Site{}
-		if err := global.Client.Get(t.Context(), key, s); err != nil {
-			return err
-		}
-		if want := (fleetv1.HostCounts{Total: 3, ControlPlane: 1, Worker: 2}); s.Status.Hosts != want {
-			return fmt.Errorf("status.hosts = %+v, want %+v", s.Status.Hosts, want)
-		}
-		return nil
-	})
+	waitForHosts(t, key, fleetv1.HostCounts{Total: 3, ControlPlane: 1, Worker: 2})
 	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonSiteReady) })
+
+	// Counts follow hosts going away, down to zero workers.
+	for _, name := range []string{"w-0", "w-1"} {
+		if err := global.Client.Delete(t.Context(), &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitForHosts(t, key, fleetv1.HostCounts{Total: 1, ControlPlane: 1})
 
 	// The heartbeat moves on while the site stays reachable.
 	first := got.Status.LastHeartbeatTime.Time

@@ -1,0 +1,276 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// FleetOptions configure a Fleet.
+type FleetOptions struct {
+	// Sites names the site control planes to start.
+	Sites []string
+	// Dir receives the kubeconfigs and logs; a temporary directory when empty.
+	Dir string
+	// ControllerArgs are extra flags of the global controller.
+	ControllerArgs []string
+}
+
+// Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
+// global controller binary (bin/global-controller) running against them: the bed of the demo
+// and of the end-to-end suites.
+type Fleet struct {
+	// Global is the global cluster.
+	Global *ControlPlane
+	// Sites are the site control planes, by name.
+	Sites map[string]*ControlPlane
+	// Dir holds global.kubeconfig (admin) and global-controller.log.
+	Dir string
+	// MetricsURL and HealthURL are the global controller's endpoints.
+	MetricsURL, HealthURL string
+
+	root       string
+	ownDir     bool
+	controller *exec.Cmd
+	exited     chan error
+}
+
+// StartFleet starts the control planes and the global controller and waits until the
+// controller reports ready. On error everything started is stopped again.
+func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Dir: opts.Dir, root: root}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, f.Stop())
+		}
+	}()
+	if f.Dir == "" {
+		if f.Dir, err = os.MkdirTemp("", "edgefleet-fleet-"); err != nil {
+			return nil, err
+		}
+		f.ownDir = true
+	} else if err := os.MkdirAll(f.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if f.Global, err = Start(Options{Name: "global", InstallCRDs: true}); err != nil {
+		return nil, err
+	}
+	for _, name := range opts.Sites {
+		cp, err := Start(Options{Name: name})
+		if err != nil {
+			return nil, err
+		}
+		f.Sites[name] = cp
+	}
+	kc, err := f.Global.AdminKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(f.Kubeconfig(), kc, 0o600); err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-system"}}
+	if err := f.Global.Client.Create(ctx, ns); err != nil {
+		return nil, fmt.Errorf("create namespace edgefleet-system: %w", err)
+	}
+	if err := f.StartController(ctx, opts.ControllerArgs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Kubeconfig is the path of the global cluster's admin kubeconfig.
+func (f *Fleet) Kubeconfig() string { return filepath.Join(f.Dir, "global.kubeconfig") }
+
+// ControllerLog is the path of the global controller's log.
+func (f *Fleet) ControllerLog() string { return filepath.Join(f.Dir, "global-controller.log") }
+
+// StartController starts bin/global-controller and waits until it is ready.
+func (f *Fleet) StartController(ctx context.Context, args ...string) error {
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	healthPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
+	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(healthPort)
+	logFile, err := os.OpenFile(f.ControllerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	bin := filepath.Join(f.root, "bin", "global-controller")
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("%s not found: run 'make build' first", bin)
+	}
+	cmd := exec.Command(bin, append([]string{
+		"--kubeconfig", f.Kubeconfig(),
+		"--leader-election-namespace", "edgefleet-system",
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
+	}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	// The global control plane's guard kills the controller too if this process dies.
+	f.Global.guard.watch([]int{cmd.Process.Pid})
+	f.controller, f.exited = cmd, make(chan error, 1)
+	go func() { f.exited <- cmd.Wait() }()
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-f.exited:
+			f.controller = nil
+			return fmt.Errorf("global controller exited during start (%v); see %s", err, f.ControllerLog())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if resp, err := http.Get(f.HealthURL + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("global controller not ready after 60s; see %s", f.ControllerLog())
+		}
+	}
+}
+
+// StopController stops the global controller (SIGTERM, then SIGKILL after 10s).
+func (f *Fleet) StopController() error {
+	if f.controller == nil {
+		return nil
+	}
+	defer func() { f.controller = nil }()
+	_ = f.controller.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-f.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = f.controller.Process.Kill()
+		<-f.exited
+		return errors.New("global controller did not stop within 10s of SIGTERM")
+	}
+}
+
+// Apply registers the Sites and Hosts of a manifest the way an operator would: for each Site it
+// stores the kubeconfig of the site control plane of the same name in the Secret the Site
+// references, for each Host it stores generated BMC credentials, then it runs kubectl apply.
+func (f *Fleet) Apply(ctx context.Context, manifest string) error {
+	data, err := os.ReadFile(filepath.Join(f.root, manifest))
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return fmt.Errorf("read %s: %w", manifest, err)
+		}
+		ns := obj.GetNamespace()
+		switch obj.GetKind() {
+		case "Site":
+			site, ok := f.Sites[obj.GetName()]
+			if !ok {
+				return fmt.Errorf("%s: Site %s has no site control plane of that name", manifest, obj.GetName())
+			}
+			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigSecretRef", "name")
+			kc, err := site.SiteKubeconfig(ctx)
+			if err != nil {
+				return err
+			}
+			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"kubeconfig": kc}); err != nil {
+				return err
+			}
+		case "Host":
+			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "bmc", "credentialsSecretRef", "name")
+			pw := make([]byte, 16)
+			if _, err := rand.Read(pw); err != nil {
+				return err
+			}
+			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = f.Kubectl(ctx, "apply", "-f", manifest)
+	return err
+}
+
+func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
+	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := f.Global.Client.Create(ctx, s); err != nil {
+		return fmt.Errorf("create secret %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// Kubectl runs bin/kubectl against the global cluster and returns its combined output.
+func (f *Fleet) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "kubectl"), append([]string{"--kubeconfig", f.Kubeconfig()}, args...)...)
+	cmd.Dir = f.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+	}
+	return out, nil
+}
+
+// Stop stops the controller and every control plane, and removes a temporary Dir.
+func (f *Fleet) Stop() error {
+	errs := []error{f.StopController()}
+	for _, cp := range f.Sites {
+		errs = append(errs, cp.Stop())
+	}
+	if f.Global != nil {
+		errs = append(errs, f.Global.Stop())
+	}
+	if f.ownDir {
+		errs = append(errs, os.RemoveAll(f.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
