@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -242,8 +243,14 @@ func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[stri
 
 // Kubectl runs bin/kubectl against the global cluster and returns its combined output.
 func (f *Fleet) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
+	return f.KubectlStdin(ctx, "", args...)
+}
+
+// KubectlStdin is Kubectl with stdin.
+func (f *Fleet) KubectlStdin(ctx context.Context, stdin string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "kubectl"), append([]string{"--kubeconfig", f.Kubeconfig()}, args...)...)
 	cmd.Dir = f.root
+	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("kubectl %v: %w: %s", args, err, out)

@@ -51,4 +51,6 @@ func TestRestartKeepsKubeconfigValid(t *testing.T) {
 	}
 }
 
-func clientKey(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func clientKey(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
