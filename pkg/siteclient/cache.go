@@ -72,7 +72,7 @@ func (c *Cache) Connect(ctx context.Context, site types.NamespacedName, fingerpr
 	cfg.QPS, cfg.Burst = 5, 10
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s", ErrInvalid, err)
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.mu.Lock()
 	c.entries[site] = entry{fingerprint: fingerprint, client: cs}

@@ -51,7 +51,7 @@ type Fleet struct {
 	root       string
 	ownDir     bool
 	controller *exec.Cmd
-	exited     chan error
+	exited     chan struct{}
 }
 
 // StartFleet starts the control planes and the global controller and waits until the
@@ -141,15 +141,18 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	}
 	// The global control plane's guard kills the controller too if this process dies.
 	f.Global.guard.watch([]int{cmd.Process.Pid})
-	f.controller, f.exited = cmd, make(chan error, 1)
-	go func() { f.exited <- cmd.Wait() }()
+	f.controller, f.exited = cmd, make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
+		close(f.exited)
+	}()
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
-		case err := <-f.exited:
+		case <-f.exited:
 			f.controller = nil
-			return fmt.Errorf("global controller exited during start (%v); see %s", err, f.ControllerLog())
+			return fmt.Errorf("global controller exited during start (%s); see %s", cmd.ProcessState, f.ControllerLog())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
