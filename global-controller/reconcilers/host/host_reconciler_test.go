@@ -74,6 +74,9 @@ func TestDuplicateBootMACIsFlagged(t *testing.T) {
 	firstKey := client.ObjectKeyFromObject(first)
 	waitFor(t, firstKey, fleetv1.HostReadyCondition, metav1.ConditionTrue, fleetv1.ReasonHostReady)
 
+	// Creation times have a resolution of one second (ties go to the lower namespace/name):
+	// make sure the second host is registered in a later second.
+	time.Sleep(time.Until(first.CreationTimestamp.Add(1100 * time.Millisecond)))
 	second := createHost(t, ns2, "second", "site-b", "52:54:00:AA:BB:01")
 	secondKey := client.ObjectKeyFromObject(second)
 	msg := waitFor(t, secondKey, fleetv1.HostBootMACUniqueCondition, metav1.ConditionFalse, fleetv1.ReasonDuplicateBootMAC)
