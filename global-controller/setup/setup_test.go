@@ -1,0 +1,37 @@
+package setup
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateNamesTheBadFlag(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		flag   string
+	}{
+		{"defaults are valid", func(*Options) {}, ""},
+		{"zero heartbeat", func(o *Options) { o.SiteHeartbeat = 0 }, "--site-heartbeat-interval"},
+		{"retry longer than heartbeat", func(o *Options) { o.SiteMinRetry = 2 * time.Minute }, "--site-min-retry-interval"},
+		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},
+		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tt.mutate(&o)
+			err := o.Validate()
+			if tt.flag == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.flag) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.flag)
+			}
+		})
+	}
+}
