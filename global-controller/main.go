@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/edgefleet/edgefleet/global-controller/setup"
+	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
 func main() {
@@ -17,7 +18,12 @@ func main() {
 	opts.AddFlags(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Version)
+		return
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
 	if err := setup.Run(ctrl.SetupSignalHandler(), opts); err != nil {

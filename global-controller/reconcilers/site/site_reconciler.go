@@ -74,10 +74,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("site").
 		For(&fleetv1.Site{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
+		// Hosts created, deleted or changed in spec change the site's counts; their status does not.
 		Watches(&fleetv1.Host{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			h := o.(*fleetv1.Host)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.SiteRef.Name}}}
-		})).
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sitesOfSecret)).
 		WithOptions(opts).
 		Complete(r)
