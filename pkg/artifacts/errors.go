@@ -1,0 +1,50 @@
+package artifacts
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound is returned for an unknown (or expired) artifact, upload or blob.
+var ErrNotFound = errors.New("not found")
+
+// ErrBusy is returned when another request is writing to the same upload session.
+var ErrBusy = errors.New("another request is writing to this upload")
+
+// ValidationError names the field at fault.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// ConflictError is returned when an artifact with the same kind, name, version and
+// architecture exists already.
+type ConflictError struct{ ID string }
+
+func (e *ConflictError) Error() string {
+	return "an artifact with this kind, name, version and architecture exists already (id " + e.ID + ")"
+}
+
+// OffsetError is returned for a chunk sent at another offset than the session's.
+type OffsetError struct{ Expected, Got int64 }
+
+func (e *OffsetError) Error() string {
+	return fmt.Sprintf("chunk starts at offset %d, but the upload is at offset %d", e.Got, e.Expected)
+}
+
+// DigestError is returned when the content does not have the stated sha256; nothing was stored.
+type DigestError struct{ Expected, Actual string }
+
+func (e *DigestError) Error() string {
+	return fmt.Sprintf("content has sha256 %s, not the stated %s; nothing was stored", e.Actual, e.Expected)
+}
+
+// ReferencedError is returned when deleting an artifact that something still references.
+type ReferencedError struct{ By []string }
+
+func (e *ReferencedError) Error() string {
+	return "artifact is still referenced by " + strings.Join(e.By, ", ")
+}

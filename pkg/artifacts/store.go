@@ -1,0 +1,338 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/utils/clock"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+)
+
+// ChunkSize of the blob bucket. FerretDB answers getMore with batches of up to 250 documents,
+// which must stay under mongo-driver's 48 MB message limit: 128 KiB chunks keep them at 32 MB.
+const ChunkSize = 128 << 10
+
+// References tells which objects (releases) use a blob; the release kind implements it.
+type References interface {
+	// ReferencesTo lists, as "kind/namespace/name", what references the sha256.
+	ReferencesTo(ctx context.Context, sha256 string) ([]string, error)
+}
+
+// Options configure a Store.
+type Options struct {
+	// Clock tells the time; the real clock when nil.
+	Clock clock.PassiveClock
+	// UploadTTL is how long an upload session lives without a chunk; 24h when zero.
+	UploadTTL time.Duration
+	// LockTTL bounds how long a crashed writer can block its session; 1 minute when zero.
+	LockTTL time.Duration
+	// References is asked before an artifact is deleted; nothing references anything when nil.
+	References References
+}
+
+// Store is the artifact store.
+type Store struct {
+	artifacts, uploads, files, chunks, meta *mongo.Collection
+
+	clock     clock.PassiveClock
+	uploadTTL time.Duration
+	lockTTL   time.Duration
+	refs      References
+}
+
+// Open opens the store in db, creating indexes and migrating the schema.
+func Open(ctx context.Context, db *mongo.Database, opts Options) (*Store, error) {
+	s := &Store{
+		artifacts: db.Collection("artifacts"),
+		uploads:   db.Collection("uploads"),
+		files:     db.Collection("blobs.files"),
+		chunks:    db.Collection("blobs.chunks"),
+		meta:      db.Collection("meta"),
+		clock:     opts.Clock,
+		uploadTTL: opts.UploadTTL,
+		lockTTL:   opts.LockTTL,
+		refs:      opts.References,
+	}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	if s.uploadTTL == 0 {
+		s.uploadTTL = 24 * time.Hour
+	}
+	if s.lockTTL == 0 {
+		s.lockTTL = time.Minute
+	}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Documents as stored. Label keys may hold dots, which MongoDB field names may not, so labels
+// are kept as a list of pairs, with "key=value" and "key" lists for label selectors.
+type labelDoc struct {
+	K string `bson:"k"`
+	V string `bson:"v"`
+}
+
+type specDoc struct {
+	Kind         string     `bson:"kind"`
+	Name         string     `bson:"name"`
+	Version      string     `bson:"version"`
+	Architecture string     `bson:"architecture"`
+	Labels       []labelDoc `bson:"labels"`
+	LabelPairs   []string   `bson:"labelPairs"`
+	LabelKeys    []string   `bson:"labelKeys"`
+	Description  string     `bson:"description"`
+}
+
+type artifactDoc struct {
+	ID       string    `bson:"_id"`
+	Spec     specDoc   `bson:",inline"`
+	SHA256   string    `bson:"sha256"`
+	Size     int64     `bson:"size"`
+	Created  time.Time `bson:"created"`
+	Creator  string    `bson:"creator"`
+	UploadID string    `bson:"uploadID"`
+}
+
+type uploadDoc struct {
+	ID        string    `bson:"_id"`
+	Spec      specDoc   `bson:"spec"`
+	SHA256    string    `bson:"sha256"`
+	Size      *int64    `bson:"size"`
+	Offset    int64     `bson:"offset"`
+	HashState []byte    `bson:"hashState"`
+	Creator   string    `bson:"creator"`
+	Created   time.Time `bson:"created"`
+	Expires   time.Time `bson:"expires"`
+	LockUntil time.Time `bson:"lockUntil"`
+	LockToken string    `bson:"lockToken"`
+}
+
+type fileDoc struct {
+	ID         string    `bson:"_id"`
+	Length     int64     `bson:"length"`
+	ChunkSize  int32     `bson:"chunkSize"`
+	UploadDate time.Time `bson:"uploadDate"`
+	Filename   string    `bson:"filename"`
+}
+
+type chunkDoc struct {
+	FilesID string `bson:"files_id"`
+	N       int32  `bson:"n"`
+	Data    []byte `bson:"data"`
+}
+
+func toSpecDoc(s restv1.ArtifactSpec) specDoc {
+	d := specDoc{Kind: string(s.Kind), Name: s.Name, Version: s.Version, Architecture: s.Architecture, Description: s.Description,
+		Labels: []labelDoc{}, LabelPairs: []string{}, LabelKeys: []string{}}
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d.Labels = append(d.Labels, labelDoc{K: k, V: s.Labels[k]})
+		d.LabelPairs = append(d.LabelPairs, k+"="+s.Labels[k])
+		d.LabelKeys = append(d.LabelKeys, k)
+	}
+	return d
+}
+
+func (d specDoc) spec() restv1.ArtifactSpec {
+	s := restv1.ArtifactSpec{Kind: restv1.ArtifactKind(d.Kind), Name: d.Name, Version: d.Version, Architecture: d.Architecture, Description: d.Description}
+	if len(d.Labels) > 0 {
+		s.Labels = map[string]string{}
+		for _, l := range d.Labels {
+			s.Labels[l.K] = l.V
+		}
+	}
+	return s
+}
+
+func (d *artifactDoc) artifact() restv1.Artifact {
+	return restv1.Artifact{ArtifactSpec: d.Spec.spec(), ID: d.ID, SHA256: d.SHA256, Size: d.Size, Created: d.Created, Creator: d.Creator}
+}
+
+func (d *uploadDoc) upload() restv1.Upload {
+	u := restv1.Upload{ID: d.ID, Artifact: d.Spec.spec(), SHA256: d.SHA256, Offset: d.Offset, Creator: d.Creator, Created: d.Created, Expires: d.Expires}
+	if d.Size != nil {
+		size := *d.Size
+		u.Size = &size
+	}
+	return u
+}
+
+func newID() string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
+	}
+	return hex.EncodeToString(b)
+}
+
+func identity(s restv1.ArtifactSpec) bson.D {
+	return bson.D{{Key: "kind", Value: string(s.Kind)}, {Key: "name", Value: s.Name}, {Key: "version", Value: s.Version}, {Key: "architecture", Value: s.Architecture}}
+}
+
+// Get returns the artifact with this id.
+func (s *Store) Get(ctx context.Context, id string) (restv1.Artifact, error) {
+	var d artifactDoc
+	if err := s.artifacts.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return restv1.Artifact{}, fmt.Errorf("artifact %s: %w", id, ErrNotFound)
+		}
+		return restv1.Artifact{}, fmt.Errorf("get artifact %s: %w", id, err)
+	}
+	return d.artifact(), nil
+}
+
+// Delete deletes an artifact, and its bytes when no other artifact has the same content. It
+// refuses with *ReferencedError while something references the content and no other artifact
+// provides it.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	a, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	others, err := s.artifacts.CountDocuments(ctx, bson.D{{Key: "sha256", Value: a.SHA256}, {Key: "_id", Value: bson.D{{Key: "$ne", Value: id}}}})
+	if err != nil {
+		return fmt.Errorf("count artifacts with sha256 %s: %w", a.SHA256, err)
+	}
+	if others == 0 && s.refs != nil {
+		by, err := s.refs.ReferencesTo(ctx, a.SHA256)
+		if err != nil {
+			return fmt.Errorf("check references to artifact %s: %w", id, err)
+		}
+		if len(by) > 0 {
+			return &ReferencedError{By: by}
+		}
+	}
+	if _, err := s.artifacts.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+		return fmt.Errorf("delete artifact %s: %w", id, err)
+	}
+	return s.collectBlob(ctx, a.SHA256)
+}
+
+// collectBlob deletes the blob with this digest when no artifact uses it.
+func (s *Store) collectBlob(ctx context.Context, digest string) error {
+	n, err := s.artifacts.CountDocuments(ctx, bson.D{{Key: "sha256", Value: digest}})
+	if err != nil {
+		return fmt.Errorf("count artifacts with sha256 %s: %w", digest, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	var f fileDoc
+	if err := s.files.FindOne(ctx, bson.D{{Key: "filename", Value: digest}}).Decode(&f); err != nil {
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		return fmt.Errorf("find blob %s: %w", digest, err)
+	}
+	// Files document first: a crash after it leaves only orphan chunks, which the janitor removes.
+	if _, err := s.files.DeleteOne(ctx, bson.D{{Key: "_id", Value: f.ID}}); err != nil {
+		return fmt.Errorf("delete blob %s: %w", digest, err)
+	}
+	if _, err := s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: f.ID}}); err != nil {
+		return fmt.Errorf("delete chunks of blob %s: %w", digest, err)
+	}
+	return nil
+}
+
+// Filter selects artifacts in List.
+type Filter struct {
+	Kind restv1.ArtifactKind
+	Name string
+	// Labels is a parsed label selector; nil selects everything.
+	Labels labels.Selector
+}
+
+// List returns up to limit artifacts after the continue token, ordered by id.
+func (s *Store) List(ctx context.Context, f Filter, limit int64, cont string) (restv1.ArtifactList, error) {
+	q := bson.D{}
+	if f.Kind != "" {
+		q = append(q, bson.E{Key: "kind", Value: string(f.Kind)})
+	}
+	if f.Name != "" {
+		q = append(q, bson.E{Key: "name", Value: f.Name})
+	}
+	if cont != "" {
+		q = append(q, bson.E{Key: "_id", Value: bson.D{{Key: "$gt", Value: cont}}})
+	}
+	if f.Labels != nil {
+		sel, err := selectorQuery(f.Labels)
+		if err != nil {
+			return restv1.ArtifactList{}, err
+		}
+		q = append(q, sel...)
+	}
+	cur, err := s.artifacts.Find(ctx, q, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).SetLimit(limit+1))
+	if err != nil {
+		return restv1.ArtifactList{}, fmt.Errorf("list artifacts: %w", err)
+	}
+	var docs []artifactDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return restv1.ArtifactList{}, fmt.Errorf("list artifacts: %w", err)
+	}
+	out := restv1.ArtifactList{Items: []restv1.Artifact{}}
+	for i := range docs {
+		if int64(i) == limit {
+			out.Continue = docs[i-1].ID
+			break
+		}
+		out.Items = append(out.Items, docs[i].artifact())
+	}
+	return out, nil
+}
+
+// selectorQuery turns a label selector into a query on labelPairs and labelKeys.
+func selectorQuery(sel labels.Selector) (bson.D, error) {
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return nil, &ValidationError{"labelSelector", "selects nothing"}
+	}
+	q := bson.D{}
+	pairs := func(key string, values []string) bson.A {
+		a := bson.A{}
+		for _, v := range values {
+			a = append(a, key+"="+v)
+		}
+		return a
+	}
+	for _, r := range reqs {
+		key, values := r.Key(), r.ValuesUnsorted()
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			q = append(q, bson.E{Key: "labelPairs", Value: bson.D{{Key: "$in", Value: pairs(key, values)}}})
+		case selection.NotEquals, selection.NotIn:
+			q = append(q, bson.E{Key: "labelPairs", Value: bson.D{{Key: "$nin", Value: pairs(key, values)}}})
+		case selection.Exists:
+			q = append(q, bson.E{Key: "labelKeys", Value: key})
+		case selection.DoesNotExist:
+			q = append(q, bson.E{Key: "labelKeys", Value: bson.D{{Key: "$ne", Value: key}}})
+		default:
+			return nil, &ValidationError{"labelSelector", fmt.Sprintf("operator %q is not supported", r.Operator())}
+		}
+	}
+	if len(q) <= 1 {
+		return q, nil
+	}
+	and := bson.A{}
+	for _, e := range q {
+		and = append(and, bson.D{e})
+	}
+	return bson.D{{Key: "$and", Value: and}}, nil
+}

@@ -1,0 +1,278 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+)
+
+// flushChunks is how many chunks an append buffers before it writes them and saves its progress.
+const flushChunks = 32
+
+// CreateUpload starts an upload session for an artifact. It fails early with *ConflictError when
+// the artifact exists already.
+func (s *Store) CreateUpload(ctx context.Context, req restv1.CreateUpload, creator string) (restv1.Upload, error) {
+	if err := ValidateSpec(req.ArtifactSpec); err != nil {
+		return restv1.Upload{}, err
+	}
+	if req.SHA256 != "" {
+		if err := ValidateSHA256("sha256", req.SHA256); err != nil {
+			return restv1.Upload{}, err
+		}
+	}
+	if req.Size != nil && *req.Size < 0 {
+		return restv1.Upload{}, &ValidationError{"size", fmt.Sprintf("must not be negative, got %d", *req.Size)}
+	}
+	if err := s.checkNew(ctx, req.ArtifactSpec); err != nil {
+		return restv1.Upload{}, err
+	}
+	state, err := sha256.New().(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return restv1.Upload{}, fmt.Errorf("sha256 state: %w", err)
+	}
+	now := s.clock.Now().UTC().Truncate(time.Millisecond)
+	d := uploadDoc{
+		ID: newID(), Spec: toSpecDoc(req.ArtifactSpec), SHA256: req.SHA256, Size: req.Size,
+		HashState: state, Creator: creator, Created: now, Expires: now.Add(s.uploadTTL),
+	}
+	if _, err := s.uploads.InsertOne(ctx, d); err != nil {
+		return restv1.Upload{}, fmt.Errorf("create upload session: %w", err)
+	}
+	return d.upload(), nil
+}
+
+func (s *Store) checkNew(ctx context.Context, spec restv1.ArtifactSpec) error {
+	var existing artifactDoc
+	err := s.artifacts.FindOne(ctx, identity(spec)).Decode(&existing)
+	switch {
+	case err == nil:
+		return &ConflictError{ID: existing.ID}
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil
+	default:
+		return fmt.Errorf("look up artifact %s/%s@%s: %w", spec.Kind, spec.Name, spec.Version, err)
+	}
+}
+
+// GetUpload returns an upload session.
+func (s *Store) GetUpload(ctx context.Context, id string) (restv1.Upload, error) {
+	d, err := s.getUpload(ctx, id)
+	if err != nil {
+		return restv1.Upload{}, err
+	}
+	return d.upload(), nil
+}
+
+func (s *Store) getUpload(ctx context.Context, id string) (*uploadDoc, error) {
+	var d uploadDoc
+	if err := s.uploads.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&d); err != nil {
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, fmt.Errorf("upload %s: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("get upload %s: %w", id, err)
+	}
+	if s.clock.Now().After(d.Expires) {
+		return nil, fmt.Errorf("upload %s expired at %s: %w", id, d.Expires.Format(time.RFC3339), ErrNotFound)
+	}
+	return &d, nil
+}
+
+// lock takes the session's write lock at this offset. It fails with *OffsetError when the
+// session is elsewhere and ErrBusy when another request holds the lock.
+func (s *Store) lock(ctx context.Context, id string, offset int64) (*uploadDoc, string, error) {
+	d, err := s.getUpload(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if d.Offset != offset {
+		return nil, "", &OffsetError{Expected: d.Offset, Got: offset}
+	}
+	now := s.clock.Now()
+	token := newID()
+	res, err := s.uploads.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "offset", Value: offset}, {Key: "lockUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "lockUntil", Value: now.Add(s.lockTTL)}, {Key: "lockToken", Value: token}}}})
+	if err != nil {
+		return nil, "", fmt.Errorf("lock upload %s: %w", id, err)
+	}
+	if res.MatchedCount == 0 {
+		return nil, "", fmt.Errorf("upload %s: %w", id, ErrBusy)
+	}
+	return d, token, nil
+}
+
+func (s *Store) unlock(ctx context.Context, id, token string) error {
+	_, err := s.uploads.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}, {Key: "lockToken", Value: token}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "lockUntil", Value: time.Time{}}, {Key: "lockToken", Value: ""}}}})
+	if err != nil {
+		return fmt.Errorf("unlock upload %s: %w", id, err)
+	}
+	return nil
+}
+
+// Append writes the bytes of r at offset and returns the session's new offset. Progress is
+// saved every few MiB, so when r fails half way (a client gone) the bytes received so far are
+// kept and the upload resumes from the returned offset. A chunk at another offset than the
+// session's fails with *OffsetError and changes nothing.
+func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader) (_ int64, reterr error) {
+	d, token, err := s.lock(ctx, id, offset)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { reterr = errors.Join(reterr, s.unlock(ctx, id, token)) }()
+
+	h := sha256.New()
+	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.HashState); err != nil {
+		return offset, fmt.Errorf("restore sha256 state of upload %s: %w", id, err)
+	}
+	w := &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
+	if err := w.start(ctx); err != nil {
+		return offset, err
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, readErr := r.Read(buf)
+		if n > 0 {
+			if d.Size != nil && w.received()+int64(n) > *d.Size {
+				return w.saved, &ValidationError{"body", fmt.Sprintf("the upload declared a size of %d bytes and received more", *d.Size)}
+			}
+			if err := w.write(ctx, buf[:n]); err != nil {
+				return w.saved, err
+			}
+		}
+		if errors.Is(readErr, io.EOF) {
+			break
+		}
+		if readErr != nil {
+			// Keep what arrived: the client resumes from there.
+			if err := w.save(ctx, true); err != nil {
+				return w.saved, errors.Join(readErr, err)
+			}
+			return w.saved, fmt.Errorf("read chunk of upload %s: %w", id, readErr)
+		}
+	}
+	if err := w.save(ctx, true); err != nil {
+		return w.saved, err
+	}
+	return w.saved, nil
+}
+
+// chunkWriter appends to a session's chunks. saved is the offset recorded in the session, and
+// hash covers exactly the bytes before it. Chunk number base starts with tail, the bytes of the
+// last, partial chunk; pending holds complete chunks before it. Nothing of pending or tail past
+// saved is written yet.
+type chunkWriter struct {
+	s       *Store
+	id      string
+	token   string
+	hash    hash.Hash
+	saved   int64
+	base    int32
+	tail    []byte
+	pending []chunkDoc
+}
+
+func (w *chunkWriter) received() int64 { return int64(w.base)*ChunkSize + int64(len(w.tail)) }
+
+// start drops chunks past the saved offset (left by a write that crashed before it recorded its
+// progress) and loads the saved part of the last, partial chunk.
+func (w *chunkWriter) start(ctx context.Context) error {
+	w.base = int32(w.saved / ChunkSize)
+	if _, err := w.s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: bson.D{{Key: "$gt", Value: w.base}}}}); err != nil {
+		return fmt.Errorf("drop unsaved chunks of upload %s: %w", w.id, err)
+	}
+	w.tail = make([]byte, 0, ChunkSize)
+	if keep := int(w.saved % ChunkSize); keep > 0 {
+		var c chunkDoc
+		if err := w.s.chunks.FindOne(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: w.base}}).Decode(&c); err != nil {
+			return fmt.Errorf("read last chunk of upload %s: %w", w.id, err)
+		}
+		if len(c.Data) < keep {
+			return fmt.Errorf("upload %s is corrupt: chunk %d has %d bytes, want at least %d", w.id, w.base, len(c.Data), keep)
+		}
+		w.tail = append(w.tail, c.Data[:keep]...)
+	}
+	return nil
+}
+
+func (w *chunkWriter) write(ctx context.Context, p []byte) error {
+	for len(p) > 0 {
+		n := min(len(p), ChunkSize-len(w.tail))
+		w.tail = append(w.tail, p[:n]...)
+		p = p[n:]
+		if len(w.tail) == ChunkSize {
+			w.pending = append(w.pending, chunkDoc{FilesID: w.id, N: w.base, Data: w.tail})
+			w.base++
+			w.tail = make([]byte, 0, ChunkSize)
+			if len(w.pending) == flushChunks {
+				if err := w.save(ctx, false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// save writes the pending chunks, and the partial tail chunk when withTail, hashes the bytes
+// they add, and records the new offset and hash state. A crash before the record leaves chunks
+// that the next append drops.
+func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
+	ctx = context.WithoutCancel(ctx) // a client gone mid-request must not stop the save
+	docs := w.pending
+	if withTail && len(w.tail) > 0 {
+		docs = append(docs, chunkDoc{FilesID: w.id, N: w.base, Data: w.tail})
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	// The first chunk may hold saved bytes: replace it in one step, never delete it first.
+	first := docs[0]
+	if _, err := w.s.chunks.ReplaceOne(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: first.N}}, first,
+		options.Replace().SetUpsert(true)); err != nil {
+		return fmt.Errorf("write chunk %d of upload %s: %w", first.N, w.id, err)
+	}
+	if len(docs) > 1 {
+		if _, err := w.s.chunks.InsertMany(ctx, docs[1:]); err != nil {
+			return fmt.Errorf("write chunks of upload %s: %w", w.id, err)
+		}
+	}
+	saved := w.saved
+	for _, c := range docs {
+		start := int64(c.N) * ChunkSize
+		if skip := saved - start; skip < int64(len(c.Data)) {
+			w.hash.Write(c.Data[max(skip, 0):])
+			saved = start + int64(len(c.Data))
+		}
+	}
+	state, err := w.hash.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("save sha256 state of upload %s: %w", w.id, err)
+	}
+	now := w.s.clock.Now()
+	res, err := w.s.uploads.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.id}, {Key: "lockToken", Value: w.token}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: "offset", Value: saved}, {Key: "hashState", Value: state},
+			{Key: "expires", Value: now.Add(w.s.uploadTTL)}, {Key: "lockUntil", Value: now.Add(w.s.lockTTL)},
+		}}})
+	if err != nil {
+		return fmt.Errorf("save progress of upload %s: %w", w.id, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("upload %s: lost the write lock (held longer than %s): %w", w.id, w.s.lockTTL, ErrBusy)
+	}
+	w.saved = saved
+	w.pending = nil
+	return nil
+}

@@ -1,0 +1,49 @@
+package mongodb
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestEmbeddedRoundTripAndRestart writes a document through the real wire protocol, restarts
+// the embedded server on the same directory, and reads it back.
+func TestEmbeddedRoundTripAndRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	for i, step := range []string{"write", "read after restart"} {
+		srv, err := StartEmbedded(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Connect(t.Context(), srv.URI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		coll := c.Database("edgefleet").Collection("probe")
+		if i == 0 {
+			if _, err := coll.InsertOne(t.Context(), bson.D{{Key: "_id", Value: "kept"}, {Key: "v", Value: 42}}); err != nil {
+				t.Fatalf("%s: %v", step, err)
+			}
+		} else {
+			var doc struct{ V int }
+			if err := coll.FindOne(t.Context(), bson.D{{Key: "_id", Value: "kept"}}).Decode(&doc); err != nil || doc.V != 42 {
+				t.Fatalf("%s: doc %+v, err %v", step, doc, err)
+			}
+		}
+		if err := c.Disconnect(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("data directory mode %v, want 0700", fi.Mode().Perm())
+	}
+}
