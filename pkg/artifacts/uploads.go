@@ -124,8 +124,11 @@ func (s *Store) unlock(ctx context.Context, id, token string) error {
 // Append writes the bytes of r at offset and returns the session's new offset. Progress is
 // saved every few MiB, so when r fails half way (a client gone) the bytes received so far are
 // kept and the upload resumes from the returned offset. A chunk at another offset than the
-// session's fails with *OffsetError and changes nothing.
+// session's fails with *OffsetError and changes nothing. Append does not stop when ctx is
+// cancelled (an HTTP request's context is, as soon as the client goes): it runs until r ends or
+// fails, so that what arrived is saved.
 func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader) (_ int64, reterr error) {
+	ctx = context.WithoutCancel(ctx)
 	d, token, err := s.lock(ctx, id, offset)
 	if err != nil {
 		return 0, err
@@ -229,7 +232,6 @@ func (w *chunkWriter) write(ctx context.Context, p []byte) error {
 // they add, and records the new offset and hash state. A crash before the record leaves chunks
 // that the next append drops.
 func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
-	ctx = context.WithoutCancel(ctx) // a client gone mid-request must not stop the save
 	docs := w.pending
 	if withTail && len(w.tail) > 0 {
 		docs = append(docs, chunkDoc{FilesID: w.id, N: w.base, Data: w.tail})
