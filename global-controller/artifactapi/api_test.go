@@ -31,8 +31,23 @@ func content(n int, seed uint64) ([]byte, string) {
 	return b, hex.EncodeToString(sum[:])
 }
 
+// answer is what the server answered; the body is read and closed.
+type answer struct {
+	StatusCode    int
+	Header        http.Header
+	ContentLength int64
+	what          string
+}
+
+func answerOf(resp *http.Response) (answer, []byte) {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{StatusCode: resp.StatusCode, Header: resp.Header, ContentLength: resp.ContentLength,
+		what: resp.Request.Method + " " + resp.Request.URL.Path}, b
+}
+
 // do sends a request as the holder of token and returns the answer with its body read.
-func do(t *testing.T, token, method, path string, body io.Reader, header map[string]string) (*http.Response, []byte) {
+func do(t *testing.T, token, method, path string, body io.Reader, header map[string]string) (answer, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, server.URL+path, body)
 	if err != nil {
@@ -48,12 +63,7 @@ func do(t *testing.T, token, method, path string, body io.Reader, header map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
+	return answerOf(resp)
 }
 
 func decode[T any](t *testing.T, b []byte) T {
@@ -65,10 +75,10 @@ func decode[T any](t *testing.T, b []byte) T {
 	return v
 }
 
-func expect(t *testing.T, resp *http.Response, body []byte, status int) {
+func expect(t *testing.T, resp answer, body []byte, status int) {
 	t.Helper()
 	if resp.StatusCode != status {
-		t.Fatalf("%s %s = %d, want %d: %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode, status, body)
+		t.Fatalf("%s = %d, want %d: %s", resp.what, resp.StatusCode, status, body)
 	}
 }
 
@@ -82,7 +92,7 @@ func query(kind restv1.ArtifactKind, name, version string, labels ...string) str
 
 // uploadWithTrailer sends content in one request with its sha256 as a trailer, computed while
 // sending, the way a streaming client does.
-func uploadWithTrailer(t *testing.T, path string, data []byte, digest string) (*http.Response, []byte) {
+func uploadWithTrailer(t *testing.T, path string, data []byte, digest string) (answer, []byte) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, server.URL+path, pr)
@@ -104,9 +114,7 @@ func uploadWithTrailer(t *testing.T, path string, data []byte, digest string) (*
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	return answerOf(resp)
 }
 
 func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
@@ -306,7 +314,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 		field                    string
 	}{
 		{"unknown kind", http.MethodPost, "/api/v1/uploads", `{"kind":"rpm","name":"a","version":"1","architecture":"amd64"}`, nil, "kind"},
-		{"unknown JSON field", http.MethodPost, "/api/v1/uploads", `{"kind":"os-image","nmae":"a"}`, nil, "body"},
+		{"unknown JSON field", http.MethodPost, "/api/v1/uploads", `{"kind":"os-image","title":"a"}`, nil, "body"},
 		{"bad sha256", http.MethodPost, "/api/v1/uploads", `{"kind":"os-image","name":"a","version":"1","architecture":"amd64","sha256":"xyz"}`, nil, "sha256"},
 		{"no digest on single upload", http.MethodPost, query(restv1.KindOSImage, "nodigest", "1"), "abc", nil, restv1.HeaderSHA256},
 		{"bad label", http.MethodPost, query(restv1.KindOSImage, "badlabel", "1", "novalue"), "abc", map[string]string{restv1.HeaderSHA256: strings.Repeat("a", 64)}, "label"},
