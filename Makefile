@@ -12,7 +12,6 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 30m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/edgefleet/edgefleet/pkg/version.Version=$(VERSION)
-COMMANDS := global-controller
 
 .PHONY: help
 help: ## List the targets.
@@ -40,9 +39,10 @@ verify-gen: generate manifests ## Fail when generated files are stale.
 		git status --porcelain -- api deploy; git --no-pager diff --stat -- api deploy; exit 1; fi
 
 .PHONY: build
-build: ## Build the edgefleet binaries into bin/.
+build: ## Build bin/global-controller and bin/edgefleet (the CLI).
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./,$(addsuffix /,$(COMMANDS)))
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/global-controller ./global-controller
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
 .PHONY: test
 test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end.

@@ -15,6 +15,9 @@ import (
 // fleet is a global control plane, two site control planes and bin/global-controller.
 var fleet *testenv.Fleet
 
+// controllerArgs make the controller notice site changes within seconds.
+var controllerArgs = []string{"--site-heartbeat-interval=2s", "--site-min-retry-interval=250ms", "--site-timeout=2s"}
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "edgefleet end-to-end")
@@ -25,7 +28,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	var err error
 	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{
 		Sites:          []string{"site-a", "site-b"},
-		ControllerArgs: []string{"--site-heartbeat-interval=2s", "--site-min-retry-interval=250ms", "--site-timeout=2s"},
+		ControllerArgs: controllerArgs,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {

@@ -117,7 +117,7 @@ spec:
 
 	It("keeps every site Ready across a restart of the global controller", func(ctx context.Context) {
 		Expect(fleet.StopController()).To(Succeed())
-		Expect(fleet.StartController(ctx, "--site-heartbeat-interval=2s", "--site-min-retry-interval=250ms", "--site-timeout=2s")).To(Succeed())
+		Expect(fleet.StartController(ctx, controllerArgs...)).To(Succeed())
 		Consistently(func(g Gomega) {
 			out, err := fleet.Kubectl(ctx, "get", "sites", "-n", "fleet", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}`)
 			g.Expect(err).NotTo(HaveOccurred())

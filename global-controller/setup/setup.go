@@ -2,6 +2,7 @@ package setup
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -46,6 +47,20 @@ type Options struct {
 	SiteTimeout time.Duration
 	// Concurrency is the number of sites (and hosts) reconciled in parallel.
 	Concurrency int
+	// APIAddr serves the artifact REST API; "0" disables it.
+	APIAddr string
+	// APITLSCertFile and APITLSKeyFile make the API serve HTTPS; without them it serves HTTP.
+	APITLSCertFile, APITLSKeyFile string
+	// MongoURI of the artifact store; empty starts an embedded FerretDB in DataDir.
+	MongoURI string
+	// MongoDatabase is the database of the artifact store.
+	MongoDatabase string
+	// DataDir holds the embedded FerretDB's files.
+	DataDir string
+	// UploadTTL is how long an upload session lives without receiving a chunk.
+	UploadTTL time.Duration
+	// JanitorInterval is how often expired upload sessions are deleted.
+	JanitorInterval time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -59,6 +74,11 @@ func DefaultOptions() Options {
 		SiteMinRetry:            2 * time.Second,
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
+		APIAddr:                 "127.0.0.1:8090",
+		MongoDatabase:           "edgefleet",
+		DataDir:                 "/var/lib/edgefleet",
+		UploadTTL:               24 * time.Hour,
+		JanitorInterval:         10 * time.Minute,
 	}
 }
 
@@ -73,6 +93,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
+	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
+	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
+	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
+	fs.StringVar(&o.MongoURI, "mongo-uri", o.MongoURI, "MongoDB URI of the artifact store (empty: FerretDB embedded on SQLite in --data-dir).")
+	fs.StringVar(&o.MongoDatabase, "mongo-database", o.MongoDatabase, "MongoDB database of the artifact store.")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
+	fs.DurationVar(&o.UploadTTL, "upload-ttl", o.UploadTTL, "How long an artifact upload session lives without receiving a chunk.")
+	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions are deleted.")
 }
 
 // Validate names the first bad option.
@@ -86,6 +114,14 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-timeout must be positive, got %s", o.SiteTimeout)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
+		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
+	case o.MongoURI == "" && o.DataDir == "":
+		return errors.New("--data-dir is needed for the embedded FerretDB when no --mongo-uri is given")
+	case o.UploadTTL <= 0:
+		return fmt.Errorf("--upload-ttl must be positive, got %s", o.UploadTTL)
+	case o.JanitorInterval <= 0:
+		return fmt.Errorf("--janitor-interval must be positive, got %s", o.JanitorInterval)
 	}
 	return nil
 }
@@ -137,6 +173,13 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := SetupReconcilers(ctx, mgr, opts, siteMetrics); err != nil {
 		return err
+	}
+	if opts.APIAddr != "0" {
+		stop, err := setupArtifactAPI(ctx, mgr, cfg, opts)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {

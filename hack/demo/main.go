@@ -5,6 +5,8 @@
 package main
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +76,22 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+
+	pkg := filepath.Join(dir, "hello-1.0.0.tar.gz")
+	if err := writeSamplePackage(pkg); err != nil {
+		return err
+	}
+	step("edgefleet artifact upload " + filepath.Base(pkg) + " --kind binary-package --name hello --version 1.0.0 --label edgefleet.io/component=demo")
+	if out, err = fleet.Edgefleet(ctx, "artifact", "upload", pkg, "--kind", "binary-package", "--name", "hello",
+		"--version", "1.0.0", "--label", "edgefleet.io/component=demo"); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	step("edgefleet artifact list -o wide")
+	if out, err = fleet.Edgefleet(ctx, "artifact", "list", "-o", "wide"); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
 	fmt.Printf(`
 Everything keeps running until you press Ctrl-C. In another terminal:
 
@@ -83,8 +101,12 @@ Everything keeps running until you press Ctrl-C. In another terminal:
   bin/kubectl get events -n fleet                  # one event per condition change
   curl -s %[2]s | grep edgefleet_site              # Prometheus metrics
 
+  export EDGEFLEET_API_SERVER=%[4]s
+  bin/edgefleet --kubeconfig %[5]s artifact list
+  bin/edgefleet --kubeconfig %[5]s artifact upload FILE --kind os-image --name NAME --version V
+
 Global controller log: %[3]s
-`, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog())
+`, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog(), fleet.APIURL, fleet.OperatorKubeconfig())
 	<-ctx.Done()
 	fmt.Println()
 	return nil
@@ -116,3 +138,31 @@ func waitReady(ctx context.Context, c client.Client, names ...string) error {
 }
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
+
+// writeSamplePackage writes a small binary package: a manifest and a script, as tar.gz.
+func writeSamplePackage(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	gz := gzip.NewWriter(f)
+	tw := tar.NewWriter(gz)
+	files := []struct {
+		name string
+		mode int64
+		body string
+	}{
+		{"manifest.yaml", 0o644, "name: hello\nversion: 1.0.0\narchitecture: amd64\nfiles: [bin/hello]\n"},
+		{"bin/hello", 0o755, "#!/bin/sh\necho hello from edgefleet\n"},
+	}
+	for _, file := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: file.name, Mode: file.mode, Size: int64(len(file.body)), ModTime: time.Now()}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(file.body)); err != nil {
+			return err
+		}
+	}
+	return errors.Join(tw.Close(), gz.Close())
+}

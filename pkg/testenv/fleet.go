@@ -18,10 +18,15 @@ import (
 	"syscall"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -45,8 +50,8 @@ type Fleet struct {
 	Sites map[string]*ControlPlane
 	// Dir holds global.kubeconfig (admin) and global-controller.log.
 	Dir string
-	// MetricsURL and HealthURL are the global controller's endpoints.
-	MetricsURL, HealthURL string
+	// MetricsURL, HealthURL and APIURL are the global controller's endpoints.
+	MetricsURL, HealthURL, APIURL string
 
 	root       string
 	ownDir     bool
@@ -96,10 +101,65 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err := f.Global.Client.Create(ctx, ns); err != nil {
 		return nil, fmt.Errorf("create namespace edgefleet-system: %w", err)
 	}
+	if _, err := f.Kubectl(ctx, "apply", "-f", "deploy/rbac/global-controller/roles.yaml"); err != nil {
+		return nil, err
+	}
+	if err := f.writeOperatorKubeconfig(ctx); err != nil {
+		return nil, err
+	}
 	if err := f.StartController(ctx, opts.ControllerArgs...); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// OperatorKubeconfig is the path of a kubeconfig with the token of ServiceAccount
+// edgefleet-system/fleet-admin, bound to ClusterRole edgefleet-fleet-admin: what the edgefleet
+// CLI uses (the artifact API authenticates tokens).
+func (f *Fleet) OperatorKubeconfig() string { return filepath.Join(f.Dir, "operator.kubeconfig") }
+
+func (f *Fleet) writeOperatorKubeconfig(ctx context.Context) error {
+	const ns, name = "edgefleet-system", "fleet-admin"
+	c := f.Global.Client
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		return fmt.Errorf("create ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edgefleet-fleet-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
+	}
+	if err := c.Create(ctx, binding); err != nil {
+		return fmt.Errorf("bind %s: %w", name, err)
+	}
+	cs, err := kubernetes.NewForConfig(f.Global.Config)
+	if err != nil {
+		return err
+	}
+	ttl := int64(24 * 3600)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("token of %s: %w", name, err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["global"] = &clientcmdapi.Cluster{Server: f.Global.Config.Host, CertificateAuthorityData: f.Global.Config.CAData}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["global"] = &clientcmdapi.Context{Cluster: "global", AuthInfo: name}
+	kc.CurrentContext = "global"
+	return clientcmd.WriteToFile(*kc, f.OperatorKubeconfig())
+}
+
+// Edgefleet runs bin/edgefleet with the operator's kubeconfig against the controller's API and
+// returns its combined output.
+func (f *Fleet) Edgefleet(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "edgefleet"),
+		append([]string{"--kubeconfig", f.OperatorKubeconfig(), "--api-server", f.APIURL, "--quiet"}, args...)...)
+	cmd.Dir = f.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("edgefleet %v: %w: %s", args, err, out)
+	}
+	return out, nil
 }
 
 // Kubeconfig is the path of the global cluster's admin kubeconfig.
@@ -118,8 +178,13 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	if err != nil {
 		return err
 	}
+	apiPort, err := freePort()
+	if err != nil {
+		return err
+	}
 	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
 	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(healthPort)
+	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(apiPort)
 	logFile, err := os.OpenFile(f.ControllerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -134,6 +199,8 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 		"--leader-election-namespace", "edgefleet-system",
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
+		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(apiPort),
+		"--data-dir", filepath.Join(f.Dir, "data"),
 	}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,2 @@
+// Package cmd holds the cobra commands of the edgefleet CLI.
+package cmd

@@ -1,0 +1,125 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/mongodb"
+)
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// setupArtifactAPI opens the artifact store (starting the embedded FerretDB when no MongoDB URI
+// is given) and adds the REST API server and the upload janitor to mgr. The returned function
+// disconnects and stops the database once the manager has stopped.
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config, opts Options) (func(), error) {
+	log := ctrl.Log.WithName("artifacts")
+	db := mongodb.External(opts.MongoURI)
+	if opts.MongoURI == "" {
+		var err error
+		dir := filepath.Join(opts.DataDir, "ferretdb")
+		if db, err = mongodb.StartEmbedded(dir, nil); err != nil {
+			return nil, err
+		}
+		log.Info("started embedded FerretDB", "dir", dir)
+	}
+	client, err := mongodb.Connect(ctx, db.URI)
+	if err != nil {
+		return nil, errors.Join(err, db.Stop())
+	}
+	stop := func() {
+		if err := errors.Join(client.Disconnect(context.Background()), db.Stop()); err != nil {
+			log.Error(err, "stop the artifact store's database")
+		}
+	}
+	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{UploadTTL: opts.UploadTTL})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("open artifact store: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("client for token and access reviews: %w", err)
+	}
+	api := &artifactapi.Server{
+		Store: store,
+		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
+		Log:   log,
+	}
+	srv := &apiServer{addr: opts.APIAddr, certFile: opts.APITLSCertFile, keyFile: opts.APITLSKeyFile, handler: api.Handler()}
+	janitor := manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(opts.JanitorInterval)
+		defer t.Stop()
+		for {
+			if n, err := store.ExpireUploads(ctx); err != nil {
+				log.Error(err, "expire upload sessions")
+			} else if n > 0 {
+				log.Info("expired upload sessions", "count", n)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	})
+	for _, r := range []manager.Runnable{srv, janitor} {
+		if err := mgr.Add(r); err != nil {
+			stop()
+			return nil, fmt.Errorf("add artifact API to the manager: %w", err)
+		}
+	}
+	return stop, nil
+}
+
+// apiServer serves the artifact API on every replica, leader or not.
+type apiServer struct {
+	addr, certFile, keyFile string
+	handler                 http.Handler
+}
+
+// NeedLeaderElection is false: every replica serves the API.
+func (s *apiServer) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx is done.
+func (s *apiServer) Start(ctx context.Context) error {
+	l, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("artifact API: listen on %s: %w", s.addr, err)
+	}
+	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	log := ctrl.Log.WithName("artifacts")
+	done := make(chan error, 1)
+	go func() {
+		if s.certFile != "" {
+			log.Info("serving the artifact API over HTTPS", "address", l.Addr().String())
+			done <- srv.ServeTLS(l, s.certFile, s.keyFile)
+		} else {
+			log.Info("serving the artifact API over plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback", "address", l.Addr().String())
+			done <- srv.Serve(l)
+		}
+	}()
+	select {
+	case err := <-done:
+		return fmt.Errorf("artifact API: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	}
+}

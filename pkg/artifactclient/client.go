@@ -1,0 +1,301 @@
+package artifactclient
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+)
+
+// Client talks to one artifact API.
+type Client struct {
+	// BaseURL of the global controller's API, e.g. "https://edgefleet.example:8443".
+	BaseURL string
+	// HTTP sends the requests and adds the credentials (a bearer token).
+	HTTP *http.Client
+	// Retries is how often a broken transfer is resumed before giving up.
+	Retries int
+	// RetryDelay is the pause before the first resume; it doubles with each.
+	RetryDelay time.Duration
+}
+
+// APIError is an error answer of the API.
+type APIError struct {
+	Status int
+	Body   restv1.Error
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("%d %s: %s", e.Status, http.StatusText(e.Status), e.Body.Message)
+	if e.Status == http.StatusUnauthorized {
+		msg += " (the artifact API takes a bearer token: use a kubeconfig user with a token)"
+	}
+	return msg
+}
+
+// Progress is told how many bytes of a transfer are done (the total is known up front).
+type Progress func(done int64)
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, header http.Header, out any, want ...int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	for _, w := range want {
+		if resp.StatusCode == w {
+			if out != nil {
+				if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+					return resp, fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, path, err)
+				}
+			}
+			return resp, nil
+		}
+	}
+	e := &APIError{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e.Body) != nil || e.Body.Message == "" {
+		e.Body.Message = strings.TrimSpace(string(b))
+	}
+	return resp, e
+}
+
+// List returns one page of artifacts.
+func (c *Client) List(ctx context.Context, kind restv1.ArtifactKind, name, labelSelector string, limit int, cont string) (restv1.ArtifactList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"kind": string(kind), "name": name, "labelSelector": labelSelector, "continue": cont} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var list restv1.ArtifactList
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/artifacts?"+q.Encode(), nil, nil, &list, http.StatusOK)
+	return list, err
+}
+
+// Get returns an artifact's metadata.
+func (c *Client) Get(ctx context.Context, id string) (restv1.Artifact, error) {
+	var a restv1.Artifact
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/artifacts/"+url.PathEscape(id), nil, nil, &a, http.StatusOK)
+	return a, err
+}
+
+// Delete deletes an artifact.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/api/v1/artifacts/"+url.PathEscape(id), nil, nil, nil, http.StatusNoContent)
+	return err
+}
+
+// Upload uploads a file as an artifact through a resumable session: it hashes the file, opens
+// the session, sends the content and, when the connection breaks, asks the server for its
+// offset and continues from there, up to Retries times.
+func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path string, progress Progress) (restv1.Artifact, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return restv1.Artifact{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return restv1.Artifact{}, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return restv1.Artifact{}, fmt.Errorf("hash %s: %w", path, err)
+	}
+	digest := hex.EncodeToString(h.Sum(nil))
+	size := st.Size()
+	body, _ := json.Marshal(restv1.CreateUpload{ArtifactSpec: spec, SHA256: digest, Size: &size})
+	var up restv1.Upload
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads", bytes.NewReader(body), jsonHeader(), &up, http.StatusCreated); err != nil {
+		return restv1.Artifact{}, fmt.Errorf("start upload of %s: %w", path, err)
+	}
+	offset := int64(0)
+	delay := c.RetryDelay
+	for attempt := 0; ; attempt++ {
+		err = nil
+		if offset < size {
+			err = c.sendFrom(ctx, up.ID, f, offset, size, progress)
+		}
+		if err == nil {
+			break
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) && apiErr.Status != http.StatusConflict || attempt >= c.Retries || ctx.Err() != nil {
+			return restv1.Artifact{}, fmt.Errorf("upload %s (session %s, at %d of %d bytes): %w", path, up.ID, offset, size, err)
+		}
+		select {
+		case <-ctx.Done():
+			return restv1.Artifact{}, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay *= 2
+		if offset, err = c.offset(ctx, up.ID); err != nil {
+			return restv1.Artifact{}, fmt.Errorf("resume upload of %s: %w", path, err)
+		}
+	}
+	var a restv1.Artifact
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads/"+up.ID+"/finish", strings.NewReader(`{}`), jsonHeader(), &a, http.StatusCreated); err != nil {
+		return restv1.Artifact{}, fmt.Errorf("finish upload of %s: %w", path, err)
+	}
+	return a, nil
+}
+
+func (c *Client) sendFrom(ctx context.Context, id string, f *os.File, offset, size int64, progress Progress) error {
+	r := &countingReader{r: io.NewSectionReader(f, offset, size-offset), done: offset, progress: progress}
+	h := http.Header{restv1.HeaderUploadOffset: {strconv.FormatInt(offset, 10)}, "Content-Type": {"application/octet-stream"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, strings.TrimSuffix(c.BaseURL, "/")+"/api/v1/uploads/"+id, r)
+	if err != nil {
+		return err
+	}
+	req.Header = h
+	req.ContentLength = size - offset
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	e := &APIError{Status: resp.StatusCode}
+	_ = json.NewDecoder(resp.Body).Decode(&e.Body)
+	return e
+}
+
+func (c *Client) offset(ctx context.Context, id string) (int64, error) {
+	resp, err := c.do(ctx, http.MethodHead, "/api/v1/uploads/"+id, nil, nil, nil, http.StatusOK)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(resp.Header.Get(restv1.HeaderUploadOffset), 10, 64)
+}
+
+// Download writes the content with this sha256 to path. It writes to path+".part" first and,
+// when that file exists from a broken earlier download, continues it with a Range request; a
+// broken connection is resumed the same way up to Retries times. The file is renamed to path
+// only when its sha256 matches.
+func (c *Client) Download(ctx context.Context, digest, path string, progress Progress) error {
+	part := path + ".part"
+	delay := c.RetryDelay
+	for attempt := 0; ; attempt++ {
+		err := c.downloadPart(ctx, digest, part, progress)
+		if err == nil {
+			break
+		}
+		var apiErr *APIError
+		if errors.As(err, &apiErr) || attempt >= c.Retries || ctx.Err() != nil {
+			return fmt.Errorf("download sha256:%s: %w", digest, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+	if err := verify(part, digest); err != nil {
+		_ = os.Remove(part)
+		return err
+	}
+	return os.Rename(part, path)
+}
+
+func (c *Client) downloadPart(ctx context.Context, digest, part string, progress Progress) error {
+	f, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	have, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.BaseURL, "/")+"/api/v1/blobs/sha256:"+digest, nil)
+	if err != nil {
+		return err
+	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
+		req.Header.Set("If-Range", `"sha256:`+digest+`"`)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+	case http.StatusOK:
+		if err := f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		have = 0
+	case http.StatusRequestedRangeNotSatisfiable:
+		return nil // the part file is complete
+	default:
+		e := &APIError{Status: resp.StatusCode}
+		_ = json.NewDecoder(resp.Body).Decode(&e.Body)
+		return e
+	}
+	_, err = io.Copy(f, &countingReader{r: resp.Body, done: have, progress: progress})
+	return err
+}
+
+func verify(path, digest string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != digest {
+		return fmt.Errorf("downloaded content has sha256 %s, want %s; discarded", got, digest)
+	}
+	return nil
+}
+
+type countingReader struct {
+	r        io.Reader
+	done     int64
+	progress Progress
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.done += int64(n)
+	if c.progress != nil && n > 0 {
+		c.progress(c.done)
+	}
+	return n, err
+}
+
+func jsonHeader() http.Header { return http.Header{"Content-Type": {"application/json"}} }
