@@ -18,6 +18,7 @@ var _ = Describe("The global controller's kustomize base", func() {
 			"clusterrole.rbac.authorization.k8s.io/edgefleet-fleet-admin",
 			"clusterrole.rbac.authorization.k8s.io/edgefleet-fleet-viewer",
 			"deployment.apps/edgefleet-global-controller",
+			"persistentvolumeclaim/edgefleet-data",
 		} {
 			Expect(string(out)).To(ContainSubstring(obj))
 		}

@@ -81,4 +81,3 @@ func (g *globals) client() (*artifactclient.Client, error) {
 	hc.Timeout = 0 // transfers take as long as they take
 	return &artifactclient.Client{BaseURL: g.apiServer, HTTP: hc, Retries: 8, RetryDelay: time.Second}, nil
 }
-

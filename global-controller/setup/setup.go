@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -116,6 +117,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
 	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
+	case o.APIAddr != "0" && o.APITLSCertFile == "" && !loopback(o.APIAddr):
+		return fmt.Errorf("--api-bind-address %s is not a loopback address: give --api-tls-cert-file and --api-tls-key-file, bearer tokens must not cross a network in clear", o.APIAddr)
 	case o.MongoURI == "" && o.DataDir == "":
 		return errors.New("--data-dir is needed for the embedded FerretDB when no --mongo-uri is given")
 	case o.UploadTTL <= 0:
@@ -227,4 +230,17 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
 	}
 	return cfg, nil
+}
+
+// loopback reports whether addr (host:port) only listens on a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

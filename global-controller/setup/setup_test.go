@@ -13,10 +13,19 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		flag   string
 	}{
 		{"defaults are valid", func(*Options) {}, ""},
+		{"HTTPS off loopback", func(o *Options) {
+			o.APIAddr = ":8443"
+			o.APITLSCertFile, o.APITLSKeyFile = "/tls/tls.crt", "/tls/tls.key"
+		}, ""},
+		{"external MongoDB needs no data dir", func(o *Options) { o.DataDir = ""; o.MongoURI = "mongodb://db:27017" }, ""},
 		{"zero heartbeat", func(o *Options) { o.SiteHeartbeat = 0 }, "--site-heartbeat-interval"},
 		{"retry longer than heartbeat", func(o *Options) { o.SiteMinRetry = 2 * time.Minute }, "--site-min-retry-interval"},
 		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency"},
+		{"plain HTTP API off loopback", func(o *Options) { o.APIAddr = ":8443" }, "--api-tls-cert-file"},
+		{"certificate without key", func(o *Options) { o.APITLSCertFile = "/tls/tls.crt" }, "--api-tls-key-file"},
+		{"no data dir for embedded FerretDB", func(o *Options) { o.DataDir = "" }, "--data-dir"},
+		{"zero upload TTL", func(o *Options) { o.UploadTTL = 0 }, "--upload-ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

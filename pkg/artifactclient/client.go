@@ -48,7 +48,9 @@ func (e *APIError) Error() string {
 // Progress is told how many bytes of a transfer are done (the total is known up front).
 type Progress func(done int64)
 
-func (c *Client) do(ctx context.Context, method, path string, body io.Reader, header http.Header, out any, want ...int) (*http.Response, error) {
+// do sends a request and decodes a JSON answer with one of the wanted statuses into out; it
+// returns the answer's headers.
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, header http.Header, out any, want ...int) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
@@ -65,10 +67,10 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, he
 		if resp.StatusCode == w {
 			if out != nil {
 				if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-					return resp, fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, path, err)
+					return resp.Header, fmt.Errorf("%s %s: answer is not the expected JSON: %w", method, path, err)
 				}
 			}
-			return resp, nil
+			return resp.Header, nil
 		}
 	}
 	e := &APIError{Status: resp.StatusCode}
@@ -76,7 +78,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, he
 	if json.Unmarshal(b, &e.Body) != nil || e.Body.Message == "" {
 		e.Body.Message = strings.TrimSpace(string(b))
 	}
-	return resp, e
+	return resp.Header, e
 }
 
 // List returns one page of artifacts.
@@ -186,11 +188,11 @@ func (c *Client) sendFrom(ctx context.Context, id string, f *os.File, offset, si
 }
 
 func (c *Client) offset(ctx context.Context, id string) (int64, error) {
-	resp, err := c.do(ctx, http.MethodHead, "/api/v1/uploads/"+id, nil, nil, nil, http.StatusOK)
+	h, err := c.do(ctx, http.MethodHead, "/api/v1/uploads/"+id, nil, nil, nil, http.StatusOK)
 	if err != nil {
 		return 0, err
 	}
-	return strconv.ParseInt(resp.Header.Get(restv1.HeaderUploadOffset), 10, 64)
+	return strconv.ParseInt(h.Get(restv1.HeaderUploadOffset), 10, 64)
 }
 
 // Download writes the content with this sha256 to path. It writes to path+".part" first and,
