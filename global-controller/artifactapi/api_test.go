@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -20,16 +19,6 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
-
-func content(n int, seed uint64) ([]byte, string) {
-	b := make([]byte, n)
-	r := rand.New(rand.NewPCG(seed, seed))
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	sum := sha256.Sum256(b)
-	return b, hex.EncodeToString(sum[:])
-}
 
 // answer is what the server answered; the body is read and closed.
 type answer struct {
@@ -118,7 +107,7 @@ func uploadWithTrailer(t *testing.T, path string, data []byte, digest string) (a
 }
 
 func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
-	data, digest := content(24<<20+123, 1)
+	data, digest := testenv.RandomContent(24<<20+123, 1)
 	resp, body := uploadWithTrailer(t, query(restv1.KindOSImage, "debian-bookworm", "12.8"), data, digest)
 	expect(t, resp, body, http.StatusCreated)
 	a := decode[restv1.Artifact](t, body)
@@ -140,7 +129,7 @@ func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
 }
 
 func TestRangeAndConditionalDownload(t *testing.T) {
-	data, digest := content(1<<20, 2)
+	data, digest := testenv.RandomContent(1<<20, 2)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	for _, r := range []struct {
@@ -180,7 +169,7 @@ func cutUpload(t *testing.T, id string, offset int64, data []byte, n int) {
 }
 
 func TestResumableUploadSurvivesACut(t *testing.T) {
-	data, digest := content(9<<20+77, 3)
+	data, digest := testenv.RandomContent(9<<20+77, 3)
 	resp, body := do(t, adminToken, http.MethodPost, "/api/v1/uploads",
 		strings.NewReader(`{"kind":"helm-chart","name":"cilium","version":"1.18.0","architecture":"noarch","labels":{"edgefleet.io/layer":"cni"}}`), nil)
 	expect(t, resp, body, http.StatusCreated)
@@ -213,8 +202,8 @@ func TestResumableUploadSurvivesACut(t *testing.T) {
 }
 
 func TestWrongDigestStoresNothing(t *testing.T) {
-	data, digest := content(300_000, 4)
-	_, wrong := content(1, 5)
+	data, digest := testenv.RandomContent(300_000, 4)
+	_, wrong := testenv.RandomContent(1, 5)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "wrong-digest", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: wrong})
 	expect(t, resp, body, http.StatusBadRequest)
 	e := decode[restv1.Error](t, body)
@@ -231,7 +220,7 @@ func TestWrongDigestStoresNothing(t *testing.T) {
 }
 
 func TestConcurrentSameBytesShareOneBlob(t *testing.T) {
-	data, digest := content(2<<20, 6)
+	data, digest := testenv.RandomContent(2<<20, 6)
 	var wg sync.WaitGroup
 	ids := make([]string, 2)
 	for i := range 2 {
@@ -334,7 +323,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	data, digest := content(1000, 7)
+	data, digest := testenv.RandomContent(1000, 7)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "to-delete", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	id := decode[restv1.Artifact](t, body).ID

@@ -3,8 +3,6 @@ package artifacts_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +21,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
 // client talks to one embedded FerretDB (the real MongoDB wire protocol) for the whole package;
@@ -73,16 +72,6 @@ func open(t *testing.T, db *mongo.Database, opts artifacts.Options) *artifacts.S
 	return s
 }
 
-func content(n int, seed uint64) ([]byte, string) {
-	b := make([]byte, n)
-	r := rand.New(rand.NewPCG(seed, seed))
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
-	sum := sha256.Sum256(b)
-	return b, hex.EncodeToString(sum[:])
-}
-
 func spec(name, version string) restv1.ArtifactSpec {
 	return restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: name, Version: version, Architecture: "amd64"}
 }
@@ -126,7 +115,7 @@ func TestRoundTripAndRanges(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
 	size := 3*artifacts.ChunkSize*flush + 12345 // several flushes and a partial last chunk
-	data, digest := content(size, 1)
+	data, digest := testenv.RandomContent(size, 1)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("kubelet", "1.36.3"), SHA256: digest}, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +152,7 @@ func TestResumeAfterCutAndRestart(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
 	size := 2*artifacts.ChunkSize*flush + 777
-	data, digest := content(size, 2)
+	data, digest := testenv.RandomContent(size, 2)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("etcd", "3.6.16")}, "bob")
 	if err != nil {
 		t.Fatal(err)
@@ -208,8 +197,8 @@ func TestResumeAfterCutAndRestart(t *testing.T) {
 func TestWrongDigestStoresNothing(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
-	data, digest := content(300_000, 3)
-	_, other := content(10, 4)
+	data, digest := testenv.RandomContent(300_000, 3)
+	_, other := testenv.RandomContent(10, 4)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("bad", "1"), SHA256: other}, "eve")
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +222,7 @@ func TestWrongDigestStoresNothing(t *testing.T) {
 func TestSameBytesStoredOnce(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
-	data, digest := content(500_000, 5)
+	data, digest := testenv.RandomContent(500_000, 5)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
@@ -279,7 +268,7 @@ func TestSameBytesStoredOnce(t *testing.T) {
 
 func TestConflictAndValidation(t *testing.T) {
 	s := open(t, newDB(t), artifacts.Options{})
-	data, digest := content(10, 6)
+	data, digest := testenv.RandomContent(10, 6)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("dup", "1"), SHA256: digest}, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +323,7 @@ func (r refs) ReferencesTo(_ context.Context, digest string) ([]string, error) {
 
 func TestListFiltersPagesAndReferences(t *testing.T) {
 	db := newDB(t)
-	data, digest := content(100, 7)
+	data, digest := testenv.RandomContent(100, 7)
 	s := open(t, db, artifacts.Options{References: refs{digest: {"Release/fleet/r1"}}})
 	for i, l := range []map[string]string{
 		{"edgefleet.io/channel": "stable", "tier": "base"},
@@ -349,7 +338,7 @@ func TestListFiltersPagesAndReferences(t *testing.T) {
 		}
 		d, dd := data, digest
 		if i > 0 {
-			d, dd = content(100+i, uint64(10+i))
+			d, dd = testenv.RandomContent(100+i, uint64(10+i))
 		}
 		if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(d)); err != nil {
 			t.Fatal(err)
@@ -423,7 +412,7 @@ func TestExpireUploads(t *testing.T) {
 	db := newDB(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := open(t, db, artifacts.Options{Clock: clk, UploadTTL: time.Hour})
-	data, _ := content(200_000, 8)
+	data, _ := testenv.RandomContent(200_000, 8)
 	old, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("old", "1")}, "x")
 	if err != nil {
 		t.Fatal(err)

@@ -40,22 +40,10 @@ const (
 var global *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	cp, err := testenv.Start(testenv.Options{Name: "global"})
-	if err != nil {
-		println(err.Error())
-		return 1
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			println(err.Error())
-		}
-	}()
-	global = cp
-	return m.Run()
+	os.Exit(testenv.Run(m, testenv.Options{Name: "global"}, func(_ context.Context, cp *testenv.ControlPlane) error {
+		global = cp
+		return nil
+	}))
 }
 
 // calls counts the requests a client sends, by the resource they create.

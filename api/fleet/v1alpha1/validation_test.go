@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -18,22 +19,10 @@ import (
 var global *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	cp, err := testenv.Start(testenv.Options{Name: "global", InstallCRDs: true})
-	if err != nil {
-		println(err.Error())
-		return 1
-	}
-	defer func() {
-		if err := cp.Stop(); err != nil {
-			println(err.Error())
-		}
-	}()
-	global = cp
-	return m.Run()
+	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
+		global = cp
+		return nil
+	}))
 }
 
 func validSite(ns string) *fleetv1.Site {
