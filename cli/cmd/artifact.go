@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -120,11 +121,7 @@ func newGetCmd(g *globals) *cobra.Command {
 		Short: "Show one artifact",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			a, err := cl.Get(cmd.Context(), args[0])
+			_, a, err := g.artifact(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -140,11 +137,7 @@ func newDownloadCmd(g *globals) *cobra.Command {
 		Short: "Download an artifact's content, verified against its sha256; a broken download resumes",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			a, err := cl.Get(cmd.Context(), args[0])
+			cl, a, err := g.artifact(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -184,6 +177,16 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// artifact returns a client and the artifact with this id.
+func (g *globals) artifact(ctx context.Context, id string) (*artifactclient.Client, restv1.Artifact, error) {
+	cl, err := g.client()
+	if err != nil {
+		return nil, restv1.Artifact{}, err
+	}
+	a, err := cl.Get(ctx, id)
+	return cl, a, err
 }
 
 // bar returns a progress callback drawing a bar on stderr, or nil when quiet.

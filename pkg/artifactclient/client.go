@@ -280,7 +280,7 @@ func verify(path, digest string) error {
 		return err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != digest {
-		return fmt.Errorf("downloaded content has sha256 %s, want %s; discarded", got, digest)
+		return fmt.Errorf("downloaded content has sha256 %s, want %s; discarded it, download again to start over", got, digest)
 	}
 	return nil
 }
