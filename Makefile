@@ -27,10 +27,12 @@ generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs into deploy/crds and the controllers' RBAC into deploy/rbac.
+manifests: ## Generate CRDs into deploy/crds/{global,site} and the controllers' RBAC into deploy/rbac.
 	hack/tools.sh controller-gen
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/crds
+	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=deploy/crds/global
+	$(CONTROLLER_GEN) crd paths=./api/site/... output:crd:artifacts:config=deploy/crds/site
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-global-controller paths=./global-controller/... output:rbac:artifacts:config=deploy/rbac/global-controller
+	$(CONTROLLER_GEN) rbac:roleName=edgefleet-local-controller paths=./local-controller/... output:rbac:artifacts:config=deploy/rbac/local-controller
 
 .PHONY: verify-gen
 verify-gen: generate manifests ## Fail when generated files are stale.
@@ -39,9 +41,10 @@ verify-gen: generate manifests ## Fail when generated files are stale.
 		git status --porcelain -- api deploy; git --no-pager diff --stat -- api deploy; exit 1; fi
 
 .PHONY: build
-build: ## Build bin/global-controller and bin/edgefleet (the CLI).
+build: ## Build bin/global-controller, bin/local-controller and bin/edgefleet (the CLI).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/global-controller ./global-controller
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller ./local-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
 .PHONY: test
@@ -52,9 +55,16 @@ test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) 
 test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
 	$(GO) test $(GO_TEST_FLAGS) ./e2e/... -ginkgo.v
 
+# Go benchmarks run only in the packages that have some: `go test` runs every package's TestMain,
+# and most of those start control planes.
+BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -r -n1 dirname | sort -u)
+# The Artifacts harness (hack/bench/artifacts): REST API vs raw GridFS, see docs/benchmarks.md.
+ARTIFACTS_BENCH_FLAGS ?= -sizes 256MiB,2GiB -timeout 20m
+
 .PHONY: bench
-bench: tools build ## Run the benchmarks (results are recorded in docs/benchmarks.md).
-	$(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) ./...
+bench: tools build ## Run the benchmarks: Go benchmarks and the Artifacts harness (results go to docs/benchmarks.md).
+	@pkgs="$(BENCH_PKGS)"; if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) $$pkgs; else echo "no Go benchmarks (func Benchmark...) in any package"; fi
+	$(GO) run ./hack/bench/artifacts $(ARTIFACTS_BENCH_FLAGS)
 
 .PHONY: lint
 lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.

@@ -1,6 +1,8 @@
-// Package localcontroller will be the manager on each site's bootstrap cluster: it expands the
-// site's desired application cluster into Cluster-API objects, runs the Metal3-backed
-// infrastructure provider, keeps the site artifact cache and publishes its version in the
+// Package main is the local controller: the controller-runtime manager on each site's
+// bootstrap cluster. It keeps the site artifact cache (ArtifactSets fetched from the global
+// artifact API, verified, served to Ironic and the BPA) and publishes its version in the
 // ConfigMap named by api/site/v1alpha1 (InfoNamespace/InfoConfigMapName), which the global
-// controller reads into Site.status.localControllerVersion. Filled by the site-provisioning work.
-package localcontroller
+// controller reads into Site.status.localControllerVersion. The site-provisioning work adds the
+// Cluster-API expansion and the Metal3 infrastructure provider. main.go only parses flags and
+// hands over to setup.
+package main

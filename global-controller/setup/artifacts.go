@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"path/filepath"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
+	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
 )
@@ -61,7 +60,10 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
 		Log:   log,
 	}
-	srv := &apiServer{addr: opts.APIAddr, certFile: opts.APITLSCertFile, keyFile: opts.APITLSKeyFile, handler: api.Handler()}
+	if opts.APITLSCertFile == "" {
+		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
+	}
+	srv := &httpserver.Server{Name: "artifact API", Addr: opts.APIAddr, CertFile: opts.APITLSCertFile, KeyFile: opts.APITLSKeyFile, Handler: api.Handler(), Log: log}
 	janitor := manager.RunnableFunc(func(ctx context.Context) error {
 		t := time.NewTicker(opts.JanitorInterval)
 		defer t.Stop()
@@ -78,6 +80,10 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 			}
 		}
 	})
+	if err := mgr.AddReadyzCheck("artifact-api", srv.Ready); err != nil {
+		stop()
+		return nil, fmt.Errorf("add artifact API ready check: %w", err)
+	}
 	for _, r := range []manager.Runnable{srv, janitor} {
 		if err := mgr.Add(r); err != nil {
 			stop()
@@ -85,41 +91,4 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		}
 	}
 	return stop, nil
-}
-
-// apiServer serves the artifact API on every replica, leader or not.
-type apiServer struct {
-	addr, certFile, keyFile string
-	handler                 http.Handler
-}
-
-// NeedLeaderElection is false: every replica serves the API.
-func (s *apiServer) NeedLeaderElection() bool { return false }
-
-// Start serves until ctx is done.
-func (s *apiServer) Start(ctx context.Context) error {
-	l, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("artifact API: listen on %s: %w", s.addr, err)
-	}
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
-	log := ctrl.Log.WithName("artifacts")
-	done := make(chan error, 1)
-	go func() {
-		if s.certFile != "" {
-			log.Info("serving the artifact API over HTTPS", "address", l.Addr().String())
-			done <- srv.ServeTLS(l, s.certFile, s.keyFile)
-		} else {
-			log.Info("serving the artifact API over plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback", "address", l.Addr().String())
-			done <- srv.Serve(l)
-		}
-	}()
-	select {
-	case err := <-done:
-		return fmt.Errorf("artifact API: %w", err)
-	case <-ctx.Done():
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
-	}
 }

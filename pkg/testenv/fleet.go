@@ -9,14 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +52,8 @@ type Fleet struct {
 
 	root       string
 	ownDir     bool
-	controller *exec.Cmd
-	exited     chan struct{}
+	controller *process
+	locals     map[string]*process
 }
 
 // StartFleet starts the control planes and the global controller and waits until the
@@ -66,7 +63,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*ControlPlane{}, Dir: opts.Dir, root: root}
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.Stop())
@@ -84,7 +81,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	for _, name := range opts.Sites {
-		cp, err := Start(Options{Name: name})
+		cp, err := Start(Options{Name: name, InstallSiteCRDs: true})
 		if err != nil {
 			return nil, err
 		}
@@ -170,87 +167,35 @@ func (f *Fleet) ControllerLog() string { return filepath.Join(f.Dir, "global-con
 
 // StartController starts bin/global-controller and waits until it is ready.
 func (f *Fleet) StartController(ctx context.Context, args ...string) error {
-	metricsPort, err := freePort()
+	ports, err := freePorts(3)
 	if err != nil {
 		return err
 	}
-	healthPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	apiPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(metricsPort) + "/metrics"
-	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(healthPort)
-	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(apiPort)
-	logFile, err := os.OpenFile(f.ControllerLog(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	bin := filepath.Join(f.root, "bin", "global-controller")
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s not found: run 'make build' first", bin)
-	}
-	cmd := exec.Command(bin, append([]string{
+	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
+	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
+	p, err := startProcess("global controller", filepath.Join(f.root, "bin", "global-controller"), append([]string{
 		"--kubeconfig", f.Kubeconfig(),
 		"--leader-election-namespace", "edgefleet-system",
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(metricsPort),
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(healthPort),
-		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(apiPort),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--data-dir", filepath.Join(f.Dir, "data"),
-	}, args...)...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", bin, err)
+	}, args...), f.ControllerLog(), f.Global.guard)
+	if err != nil {
+		return err
 	}
-	// The global control plane's guard kills the controller too if this process dies.
-	f.Global.guard.watch([]int{cmd.Process.Pid})
-	f.controller, f.exited = cmd, make(chan struct{})
-	go func() {
-		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
-		close(f.exited)
-	}()
-
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		select {
-		case <-f.exited:
-			f.controller = nil
-			return fmt.Errorf("global controller exited during start (%s); see %s", cmd.ProcessState, f.ControllerLog())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if resp, err := http.Get(f.HealthURL + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("global controller not ready after 60s; see %s", f.ControllerLog())
-		}
+	f.controller = p
+	if err := p.waitReady(ctx, f.HealthURL+"/readyz"); err != nil {
+		return errors.Join(err, f.StopController())
 	}
+	return nil
 }
 
 // StopController stops the global controller (SIGTERM, then SIGKILL after 10s).
 func (f *Fleet) StopController() error {
-	if f.controller == nil {
-		return nil
-	}
 	defer func() { f.controller = nil }()
-	_ = f.controller.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-f.exited:
-		return nil
-	case <-time.After(10 * time.Second):
-		_ = f.controller.Process.Kill()
-		<-f.exited
-		return errors.New("global controller did not stop within 10s of SIGTERM")
-	}
+	return f.controller.stop()
 }
 
 // Apply registers the Sites and Hosts of a manifest the way an operator would: for each Site it
@@ -331,6 +276,9 @@ func (f *Fleet) KubectlStdin(ctx context.Context, stdin string, args ...string) 
 // Stop stops the controller and every control plane, and removes a temporary Dir.
 func (f *Fleet) Stop() error {
 	errs := []error{f.StopController()}
+	for name := range f.locals {
+		errs = append(errs, f.StopLocalController(name))
+	}
 	for _, cp := range f.Sites {
 		errs = append(errs, cp.Stop())
 	}
@@ -343,11 +291,16 @@ func (f *Fleet) Stop() error {
 	return errors.Join(errs...)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close() // held until all are chosen, so they differ
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }

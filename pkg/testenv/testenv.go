@@ -16,14 +16,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // Options configure a control plane.
 type Options struct {
 	// Name identifies the control plane in errors and logs ("global", "site-a").
 	Name string
-	// InstallCRDs installs edgefleet's CRDs from deploy/crds.
+	// InstallCRDs installs the global cluster's CRDs from deploy/crds/global.
 	InstallCRDs bool
+	// InstallSiteCRDs installs a site cluster's CRDs from deploy/crds/site.
+	InstallSiteCRDs bool
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -49,6 +52,9 @@ func Scheme() *runtime.Scheme {
 	if err := fleetv1.AddToScheme(s); err != nil {
 		panic(fmt.Sprintf("testenv: add fleet scheme: %v", err))
 	}
+	if err := sitev1.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("testenv: add site scheme: %v", err))
+	}
 	return s
 }
 
@@ -73,9 +79,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
 	if opts.InstallCRDs {
-		env.CRDDirectoryPaths = []string{filepath.Join(root, "deploy", "crds")}
-		env.ErrorIfCRDPathMissing = true
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "deploy", "crds", "global"))
 	}
+	if opts.InstallSiteCRDs {
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "deploy", "crds", "site"))
+	}
+	env.ErrorIfCRDPathMissing = true
 	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
 
 	before := childPIDs()

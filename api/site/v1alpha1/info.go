@@ -10,3 +10,18 @@ const (
 	// InfoVersionKey is the key of InfoConfigMapName that holds the local controller's version.
 	InfoVersionKey = "version"
 )
+
+// The local controller reaches the global controller's artifact API with the site's own
+// credentials, kept in one Secret in InfoNamespace. It reads the Secret on every transfer, so a
+// rotated token takes effect without a restart.
+const (
+	// GlobalAPISecretName is the Secret with the URL, CA and token of the global artifact API.
+	GlobalAPISecretName = "edgefleet-global-api"
+	// GlobalAPIURLKey holds the API's base URL, e.g. "https://edgefleet.example:8443".
+	GlobalAPIURLKey = "url"
+	// GlobalAPITokenKey holds the site's bearer token.
+	GlobalAPITokenKey = "token"
+	// GlobalAPICAKey holds the PEM CA bundle that signs the API's certificate; optional (the
+	// system roots are used without it).
+	GlobalAPICAKey = "ca.crt"
+)

@@ -1,0 +1,271 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/local-controller/reconcilers/artifactset"
+	"github.com/edgefleet/edgefleet/local-controller/sitecache"
+	"github.com/edgefleet/edgefleet/pkg/httpserver"
+	"github.com/edgefleet/edgefleet/pkg/version"
+)
+
+// Options are the local controller's settings.
+type Options struct {
+	// Kubeconfig of the site's local cluster; empty means in-cluster.
+	Kubeconfig string
+	// MetricsAddr serves Prometheus metrics; "0" disables them.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables them.
+	ProbeAddr string
+	// LeaderElect makes only one replica active at a time.
+	LeaderElect bool
+	// Namespace of the local controller: its lease, info ConfigMap and global API Secret.
+	Namespace string
+	// CacheDir holds the site cache.
+	CacheDir string
+	// CacheAddr serves the site cache over HTTP on the site network.
+	CacheAddr string
+	// CacheURL is the base URL under which Ironic and the BPA reach CacheAddr.
+	CacheURL string
+	// CacheVerifyInterval is how often every cached artifact is hashed again.
+	CacheVerifyInterval time.Duration
+	// FetchRetries is how often a broken transfer from the global API is resumed in one attempt.
+	FetchRetries int
+	// Concurrency is the number of ArtifactSets reconciled in parallel.
+	Concurrency int
+}
+
+// DefaultOptions returns safe production defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:         ":8080",
+		ProbeAddr:           ":8081",
+		LeaderElect:         true,
+		Namespace:           sitev1.InfoNamespace,
+		CacheDir:            "/var/lib/edgefleet/cache",
+		CacheAddr:           ":8180",
+		CacheVerifyInterval: 24 * time.Hour,
+		FetchRetries:        8,
+		Concurrency:         2,
+	}
+}
+
+// AddFlags binds the options to command-line flags.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the site's local cluster (empty: in-cluster config).")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the local controller: its lease, info ConfigMap and the Secret "+sitev1.GlobalAPISecretName+".")
+	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "Directory of the site artifact cache.")
+	fs.StringVar(&o.CacheAddr, "cache-bind-address", o.CacheAddr, "Address on which the site cache serves artifacts over HTTP to Ironic and the BPA.")
+	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL, "Base URL under which the site network reaches --cache-bind-address, e.g. http://10.0.0.2:8180 (default: http://<bind address> when it names a host).")
+	fs.DurationVar(&o.CacheVerifyInterval, "cache-verify-interval", o.CacheVerifyInterval, "How often every cached artifact is hashed again to catch silent corruption.")
+	fs.IntVar(&o.FetchRetries, "fetch-retries", o.FetchRetries, "How often a broken transfer from the global artifact API is resumed before the attempt counts as failed.")
+	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "ArtifactSets reconciled in parallel.")
+}
+
+// Validate names the first bad option, and fills CacheURL from CacheAddr when it can.
+func (o *Options) Validate() error {
+	if o.CacheURL == "" {
+		host, _, err := net.SplitHostPort(o.CacheAddr)
+		if err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
+			return fmt.Errorf("--cache-url is needed: --cache-bind-address %q does not say how the site network reaches it", o.CacheAddr)
+		}
+		o.CacheURL = "http://" + o.CacheAddr
+	}
+	if u, err := url.Parse(o.CacheURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--cache-url %q must be an http:// or https:// URL with a host", o.CacheURL)
+	}
+	switch {
+	case o.Namespace == "":
+		return errors.New("--namespace must not be empty")
+	case o.CacheDir == "":
+		return errors.New("--cache-dir must not be empty")
+	case o.CacheVerifyInterval <= 0:
+		return fmt.Errorf("--cache-verify-interval must be positive, got %s", o.CacheVerifyInterval)
+	case o.FetchRetries < 0:
+		return fmt.Errorf("--fetch-retries must not be negative, got %d", o.FetchRetries)
+	case o.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	}
+	return nil
+}
+
+// Scheme returns the scheme of the local controller's manager.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Run starts the local controller and blocks until ctx is done.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cfg, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "edgefleet-local-controller",
+		LeaderElectionNamespace: opts.Namespace,
+		// The only Secret read is the global API's, in the controller's own namespace.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("add ready check: %w", err)
+	}
+	if err := setupArtifactCache(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := mgr.Add(&infoPublisher{client: mgr.GetClient(), namespace: opts.Namespace}); err != nil {
+		return fmt.Errorf("add info publisher: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("starting local controller", "version", version.Version)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// setupArtifactCache adds the site cache's reconciler, HTTP server and periodic verification.
+func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) error {
+	log := ctrl.Log.WithName("sitecache")
+	sc, err := sitecache.New(opts.CacheDir, log)
+	if err != nil {
+		return err
+	}
+	m, err := artifactset.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("register site cache metrics: %w", err)
+	}
+	r := &artifactset.Reconciler{
+		Client:   mgr.GetClient(),
+		Cache:    sc,
+		Fetchers: artifactset.GlobalAPIFetchers(mgr.GetAPIReader(), opts.Namespace, opts.FetchRetries, time.Second),
+		BaseURL:  opts.CacheURL,
+		Recorder: mgr.GetEventRecorder("artifactset-controller"),
+		Metrics:  m,
+	}
+	sc.OnCorrupt = r.CorruptionFound
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
+		return fmt.Errorf("set up ArtifactSet reconciler: %w", err)
+	}
+	srv := &httpserver.Server{Name: "site cache", Addr: opts.CacheAddr, Handler: sc.Handler(), Log: log}
+	verify := manager.RunnableFunc(func(ctx context.Context) error {
+		t := time.NewTicker(opts.CacheVerifyInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			if n, err := sc.VerifyAll(ctx); err != nil {
+				log.Error(err, "verify the site cache")
+			} else {
+				log.Info("verified the site cache", "corrupted", n)
+			}
+		}
+	})
+	if err := mgr.AddReadyzCheck("site-cache", srv.Ready); err != nil {
+		return fmt.Errorf("add site cache ready check: %w", err)
+	}
+	for _, run := range []manager.Runnable{srv, verify} {
+		if err := mgr.Add(run); err != nil {
+			return fmt.Errorf("add site cache to the manager: %w", err)
+		}
+	}
+	return nil
+}
+
+// +kubebuilder:rbac:groups="",namespace=edgefleet-system,resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=edgefleet-system,resources=leases,verbs=get;create;update
+
+// infoPublisher writes the local controller's version into the info ConfigMap, which the
+// global controller reads into Site.status.localControllerVersion.
+type infoPublisher struct {
+	client    client.Client
+	namespace string
+}
+
+// Start publishes once and returns.
+func (p *infoPublisher) Start(ctx context.Context) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: sitev1.InfoConfigMapName}}
+	err := p.client.Get(ctx, client.ObjectKeyFromObject(cm), cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm.Data = map[string]string{sitev1.InfoVersionKey: version.Version}
+		err = p.client.Create(ctx, cm)
+	case err == nil && cm.Data[sitev1.InfoVersionKey] != version.Version:
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[sitev1.InfoVersionKey] = version.Version
+		err = p.client.Update(ctx, cm)
+	}
+	if err != nil {
+		return fmt.Errorf("publish version in ConfigMap %s/%s: %w", p.namespace, sitev1.InfoConfigMapName, err)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load --kubeconfig %s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,46 @@
+package setup
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateNamesTheBadFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*Options)
+		flag    string
+		wantURL string
+	}{
+		{"defaults with a cache URL", func(*Options) {}, "", "http://10.0.0.2:8180"},
+		{"cache URL from a bind address with a host", func(o *Options) { o.CacheURL, o.CacheAddr = "", "10.0.0.3:8180" }, "", "http://10.0.0.3:8180"},
+		{"bind address without a host", func(o *Options) { o.CacheURL = "" }, "--cache-url", ""},
+		{"bind address on every interface", func(o *Options) { o.CacheURL, o.CacheAddr = "", "0.0.0.0:8180" }, "--cache-url", ""},
+		{"cache URL not http", func(o *Options) { o.CacheURL = "ftp://10.0.0.2" }, "--cache-url", ""},
+		{"no namespace", func(o *Options) { o.Namespace = "" }, "--namespace", ""},
+		{"no cache dir", func(o *Options) { o.CacheDir = "" }, "--cache-dir", ""},
+		{"zero verify interval", func(o *Options) { o.CacheVerifyInterval = 0 }, "--cache-verify-interval", ""},
+		{"negative retries", func(o *Options) { o.FetchRetries = -1 }, "--fetch-retries", ""},
+		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.CacheURL = "http://10.0.0.2:8180"
+			tt.mutate(&o)
+			err := o.Validate()
+			if tt.flag == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				if o.CacheURL != tt.wantURL {
+					t.Fatalf("CacheURL = %q, want %q", o.CacheURL, tt.wantURL)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.flag) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.flag)
+			}
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package sitecache
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"strings"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+)
+
+// PathPrefix is where the handler serves content: PathPrefix + "<digest>".
+const PathPrefix = "/sha256/"
+
+// URL is where a cache served at base (e.g. "http://10.0.0.2:8180") serves digest.
+func URL(base, digest string) string { return strings.TrimSuffix(base, "/") + PathPrefix + digest }
+
+// Handler serves the published artifacts to Ironic and the BPA: GET and HEAD of
+// /sha256/<digest>, with Range requests, ETag "sha256:<digest>" (If-None-Match, If-Range) and
+// immutable caching. A file whose content no longer matches its digest is never served: it is
+// removed and the request answered 503 with Retry-After, while it is fetched again.
+func (c *Cache) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathPrefix+"{digest}", c.serve)
+	mux.HandleFunc("HEAD "+PathPrefix+"{digest}", c.serve)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	return mux
+}
+
+func (c *Cache) serve(w http.ResponseWriter, r *http.Request) {
+	digest := r.PathValue("digest")
+	if !digestRE.MatchString(digest) {
+		writeError(w, http.StatusBadRequest, "path: "+PathPrefix+"<digest> takes a sha256 of 64 lower-case hex digits")
+		return
+	}
+	f, err := os.Open(c.Path(digest))
+	if errors.Is(err, fs.ErrNotExist) {
+		writeError(w, http.StatusNotFound, "sha256:"+digest+" is not in this site's cache")
+		return
+	}
+	if err != nil {
+		c.log.Error(err, "open cached artifact", "sha256", digest)
+		writeError(w, http.StatusInternalServerError, "cannot read sha256:"+digest+" from the cache")
+		return
+	}
+	defer f.Close()
+	fi, err := c.verify(digest, f)
+	if errors.Is(err, ErrCorrupt) {
+		w.Header().Set("Retry-After", "30")
+		writeError(w, http.StatusServiceUnavailable, "sha256:"+digest+" failed verification in this site's cache and is being fetched again")
+		return
+	}
+	if err != nil {
+		c.log.Error(err, "verify cached artifact", "sha256", digest)
+		writeError(w, http.StatusInternalServerError, "cannot verify sha256:"+digest)
+		return
+	}
+	w.Header().Set("ETag", `"sha256:`+digest+`"`)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(restv1.Error{Message: msg})
+}
