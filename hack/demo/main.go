@@ -1,6 +1,7 @@
-// Command demo runs edgefleet's first vertical slice on this machine: a global control plane and
-// two site control planes (kube-apiserver + etcd from bin/), the global controller binary, and the
-// sites and hosts of deploy/samples/fleet.yaml. It prints what kubectl shows, then keeps
+// Command demo runs edgefleet on this machine: a global control plane and two site control
+// planes (kube-apiserver + etcd from bin/), the global controller binary, each site's local
+// controller, and the sites and hosts of deploy/samples/fleet.yaml. It uploads a sample package,
+// caches it at both sites and prints what kubectl, the CLI and a site cache show, then keeps
 // everything running until Ctrl-C and stops all it started. Run it with `make demo`.
 package main
 
@@ -8,8 +9,12 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,11 +23,14 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -61,6 +69,17 @@ func run(ctx context.Context) (err error) {
 		err = errors.Join(err, fleet.Stop())
 	}()
 
+	step("Starting the local controllers of site-a and site-b, with their own tokens for the artifact API")
+	local := map[string]testenv.LocalController{}
+	for _, site := range []string{"site-a", "site-b"} {
+		if err := fleet.ConnectSite(ctx, site, fleet.APIURL); err != nil {
+			return err
+		}
+		if local[site], err = fleet.StartLocalController(ctx, site); err != nil {
+			return err
+		}
+	}
+
 	step("Registering the sites and hosts of " + manifest + " (kubeconfig and BMC Secrets are generated)")
 	if err := fleet.Apply(ctx, manifest); err != nil {
 		return err
@@ -78,7 +97,8 @@ func run(ctx context.Context) (err error) {
 	}
 
 	pkg := filepath.Join(dir, "hello-1.0.0.tar.gz")
-	if err := writeSamplePackage(pkg); err != nil {
+	digest, err := writeSamplePackage(pkg)
+	if err != nil {
 		return err
 	}
 	step("edgefleet artifact upload " + filepath.Base(pkg) + " --kind binary-package --name hello --version 1.0.0 --label edgefleet.io/component=demo")
@@ -92,6 +112,23 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	fmt.Print(string(out))
+
+	step("Caching the package at both sites: an ArtifactSet on each site cluster")
+	for _, site := range []string{"site-a", "site-b"} {
+		if err := cacheAtSite(ctx, fleet.Sites[site].Client, digest); err != nil {
+			return err
+		}
+	}
+	step("kubectl --kubeconfig " + fleet.SiteKubeconfig("site-a") + " get artifactsets -n edgefleet-system -o wide")
+	if out, err = fleet.SiteKubectl(ctx, "site-a", "get", "artifactsets", "-n", sitev1.InfoNamespace, "-o", "wide"); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	pkgURL := sitecache.URL(local["site-b"].CacheURL, digest)
+	step("GET " + pkgURL + " (site-b's cache, as Ironic and the BPA read it): the files in the package")
+	if err := listPackage(ctx, pkgURL); err != nil {
+		return err
+	}
 	fmt.Printf(`
 Everything keeps running until you press Ctrl-C. In another terminal:
 
@@ -105,8 +142,11 @@ Everything keeps running until you press Ctrl-C. In another terminal:
   bin/edgefleet --kubeconfig %[5]s artifact list
   bin/edgefleet --kubeconfig %[5]s artifact upload FILE --kind os-image --name NAME --version V
 
-Global controller log: %[3]s
-`, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog(), fleet.APIURL, fleet.OperatorKubeconfig())
+  bin/kubectl --kubeconfig %[6]s get artifactsets -A -o yaml   # what site-a caches, with URLs
+
+Global controller log: %[3]s; local controller logs: %[7]s, %[8]s
+`, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog(), fleet.APIURL, fleet.OperatorKubeconfig(),
+		fleet.SiteKubeconfig("site-a"), local["site-a"].Log, local["site-b"].Log)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
@@ -139,14 +179,72 @@ func waitReady(ctx context.Context, c client.Client, names ...string) error {
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
-// writeSamplePackage writes a small binary package: a manifest and a script, as tar.gz.
-func writeSamplePackage(path string) error {
-	f, err := os.Create(path)
+// listPackage prints the names of the files in the tar.gz at url.
+func listPackage(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	gz, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("GET %s: %w", url, err)
+		}
+		fmt.Printf("%s  %s  %d bytes  (ETag %s)\n", os.FileMode(h.Mode), h.Name, h.Size, resp.Header.Get("ETag"))
+	}
+}
+
+// cacheAtSite creates an ArtifactSet listing digest on a site cluster and waits until the
+// site's cache holds it.
+func cacheAtSite(ctx context.Context, c client.Client, digest string) error {
+	set := &sitev1.ArtifactSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "demo"},
+		Spec:       sitev1.ArtifactSetSpec{Artifacts: []sitev1.ArtifactRef{{SHA256: digest, Name: "binary-package hello 1.0.0"}}},
+	}
+	if err := c.Create(ctx, set); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !meta.IsStatusConditionTrue(set.Status.Conditions, sitev1.ArtifactSetReadyCondition) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("package not cached at the site: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeSamplePackage writes a small binary package — a manifest and a script, as tar.gz — and
+// returns its sha256.
+func writeSamplePackage(path string) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
 	defer f.Close()
-	gz := gzip.NewWriter(f)
+	h := sha256.New()
+	gz := gzip.NewWriter(io.MultiWriter(f, h))
 	tw := tar.NewWriter(gz)
 	files := []struct {
 		name string
@@ -158,11 +256,14 @@ func writeSamplePackage(path string) error {
 	}
 	for _, file := range files {
 		if err := tw.WriteHeader(&tar.Header{Name: file.name, Mode: file.mode, Size: int64(len(file.body)), ModTime: time.Now()}); err != nil {
-			return err
+			return "", err
 		}
 		if _, err := tw.Write([]byte(file.body)); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return errors.Join(tw.Close(), gz.Close())
+	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -86,6 +86,13 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 			return nil, err
 		}
 		f.Sites[name] = cp
+		kc, err := cp.AdminKubeconfig()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f.SiteKubeconfig(name), kc, 0o600); err != nil {
+			return nil, err
+		}
 	}
 	kc, err := f.Global.AdminKubeconfig()
 	if err != nil {
@@ -158,6 +165,9 @@ func (f *Fleet) Edgefleet(ctx context.Context, args ...string) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// SiteKubeconfig is the path of a site cluster's admin kubeconfig.
+func (f *Fleet) SiteKubeconfig(site string) string { return filepath.Join(f.Dir, site+".kubeconfig") }
 
 // Kubeconfig is the path of the global cluster's admin kubeconfig.
 func (f *Fleet) Kubeconfig() string { return filepath.Join(f.Dir, "global.kubeconfig") }
@@ -258,12 +268,21 @@ func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[stri
 
 // Kubectl runs bin/kubectl against the global cluster and returns its combined output.
 func (f *Fleet) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
-	return f.KubectlStdin(ctx, "", args...)
+	return f.kubectl(ctx, f.Kubeconfig(), "", args...)
 }
 
 // KubectlStdin is Kubectl with stdin.
 func (f *Fleet) KubectlStdin(ctx context.Context, stdin string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "kubectl"), append([]string{"--kubeconfig", f.Kubeconfig()}, args...)...)
+	return f.kubectl(ctx, f.Kubeconfig(), stdin, args...)
+}
+
+// SiteKubectl runs bin/kubectl against a site cluster as its admin.
+func (f *Fleet) SiteKubectl(ctx context.Context, site string, args ...string) ([]byte, error) {
+	return f.kubectl(ctx, f.SiteKubeconfig(site), "", args...)
+}
+
+func (f *Fleet) kubectl(ctx context.Context, kubeconfig, stdin string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Dir = f.root
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()

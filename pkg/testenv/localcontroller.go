@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -48,14 +47,6 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 		return LocalController{}, err
 	}
 	lc := f.LocalController(site)
-	kubeconfig := filepath.Join(f.Dir, site+".kubeconfig")
-	kc, err := cp.AdminKubeconfig()
-	if err != nil {
-		return lc, err
-	}
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		return lc, err
-	}
 	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}})); err != nil {
 		return lc, fmt.Errorf("create namespace %s on %s: %w", sitev1.InfoNamespace, site, err)
 	}
@@ -67,7 +58,7 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	lc.CacheURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
 	p, err := startProcess(site+" local controller", filepath.Join(f.root, "bin", "local-controller"), append([]string{
-		"--kubeconfig", kubeconfig,
+		"--kubeconfig", f.SiteKubeconfig(site),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--cache-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
