@@ -6,6 +6,7 @@ require (
 	github.com/FerretDB/FerretDB v1.24.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-logr/logr v1.4.4
+	github.com/metal3-io/baremetal-operator/apis v0.13.2
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.42.1
 	github.com/prometheus/client_golang v1.23.2
@@ -84,7 +85,6 @@ require (
 	github.com/mailru/easyjson v0.7.7 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/metal3-io/baremetal-operator v0.13.2 // indirect
-	github.com/metal3-io/baremetal-operator/apis v0.13.2 // indirect
 	github.com/metal3-io/baremetal-operator/pkg/hardwareutils v0.13.1 // indirect
 	github.com/metal3-io/ironic-standalone-operator/api v0.9.0 // indirect
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect

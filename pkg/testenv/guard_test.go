@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +53,62 @@ func TestGuardKillsOrphans(t *testing.T) {
 		for _, p := range pids {
 			if alive(p) {
 				return fmt.Errorf("process %d of the dead test binary is still running", p)
+			}
+		}
+		return nil
+	})
+}
+
+const guardMetal3DirEnv = "EDGEFLEET_TESTENV_GUARD_METAL3_DIR"
+
+// TestGuardKillsOrphanedMetal3 is TestGuardKillsOrphans with Metal3's operator running too:
+// the child test binary starts a control plane and bin/bmo and exits without stopping them.
+func TestGuardKillsOrphanedMetal3(t *testing.T) {
+	if os.Getenv(guardChildEnv) == "metal3" {
+		cp, err := Start(Options{Name: "orphan-metal3"})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
+		m, err := cp.StartMetal3(t.Context(), Metal3Options{Namespace: "metal3", Dir: os.Getenv(guardMetal3DirEnv)})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
+		fmt.Println("BMO", m.cmd.Process.Pid)
+		var pids []string
+		for p := range childPIDs() {
+			pids = append(pids, strconv.Itoa(p))
+		}
+		fmt.Println("PIDS", strings.Join(pids, " "))
+		os.Exit(3) // no Stop: the guards have to clean up
+	}
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestGuardKillsOrphanedMetal3$")
+	cmd.Env = append(os.Environ(), guardChildEnv+"=metal3", guardMetal3DirEnv+"="+t.TempDir())
+	out, _ := cmd.Output()
+	var bmo int
+	var pids []int
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		switch {
+		case len(fields) == 2 && fields[0] == "BMO":
+			bmo, _ = strconv.Atoi(fields[1])
+		case len(fields) > 0 && fields[0] == "PIDS":
+			for _, f := range fields[1:] {
+				p, _ := strconv.Atoi(f)
+				pids = append(pids, p)
+			}
+		}
+	}
+	if bmo == 0 || !slices.Contains(pids, bmo) || len(pids) < 3 {
+		t.Fatalf("child did not report bmo among its kube-apiserver, etcd and bmo: %s", out)
+	}
+	Eventually(t, 30*time.Second, func() error {
+		for _, p := range pids {
+			if alive(p) {
+				return fmt.Errorf("process %d of the dead test binary is still running (bmo is %d)", p, bmo)
 			}
 		}
 		return nil

@@ -24,6 +24,12 @@ type Options struct {
 	Name string
 	// InstallCRDs installs edgefleet's CRDs from deploy/crds.
 	InstallCRDs bool
+	// Metal3CRDs installs Metal3's CRDs (BareMetalHost, ...) from the baremetal-operator module
+	// in the module cache; StartMetal3 installs them too.
+	Metal3CRDs bool
+	// ClusterAPICRDs installs Cluster-API's core CRDs (Cluster, Machine, ...) from the
+	// cluster-api module in the module cache.
+	ClusterAPICRDs bool
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -72,8 +78,12 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
-	if opts.InstallCRDs {
-		env.CRDDirectoryPaths = []string{filepath.Join(root, "deploy", "crds")}
+	crdDirs, err := opts.crdDirs(context.Background(), root)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("testenv %s: CRDs: %w", opts.Name, err), os.RemoveAll(certDir))
+	}
+	if len(crdDirs) > 0 {
+		env.CRDDirectoryPaths = crdDirs
 		env.ErrorIfCRDPathMissing = true
 	}
 	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
