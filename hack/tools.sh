@@ -4,7 +4,7 @@
 # only rebuilt when its version changes, so a fresh clone on a warm machine takes seconds.
 #
 #   hack/tools.sh            build (or link) every tool
-#   hack/tools.sh NAME...    only these (kube-apiserver kubectl etcd controller-gen golangci-lint)
+#   hack/tools.sh NAME...    only these (kube-apiserver kubectl etcd controller-gen golangci-lint bmo)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,9 +12,12 @@ cache=${EDGEFLEET_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgefleet/tools}
 bin=$root/bin
 mkdir -p "$cache" "$bin"
 
-# Versions. The Kubernetes and etcd pins live in the tools modules under hack/tools/.
+# Versions. The Kubernetes and etcd pins live in the tools modules under hack/tools/; Metal3's
+# baremetal-operator is a tool of the main module (its go.mod 'tool' line), so that the
+# operator and the apis the tests import are the same version.
 kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/kube/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$root/hack/tools/etcd/go.mod")
+bmo_version=$(awk '$1 == "github.com/metal3-io/baremetal-operator" {print $2}' "$root/go.mod")
 controller_gen_version=v0.22.0
 golangci_lint_version=v2.15.0
 
@@ -69,7 +72,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl controller-gen golangci-lint)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl controller-gen golangci-lint bmo)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -77,6 +80,9 @@ for t in "${want[@]}"; do
 	kube-apiserver) build_tool kube-apiserver "$kube_version" "$root/hack/tools/kube" k8s.io/kubernetes/cmd/kube-apiserver "$(kube_ldflags)" ;;
 	kubectl) build_tool kubectl "$kube_version" "$root/hack/tools/kube" k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)" ;;
 	controller-gen) install_tool controller-gen "$controller_gen_version" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
+	bmo)
+		[[ -n $bmo_version ]] || { echo "tools: github.com/metal3-io/baremetal-operator is not required in go.mod" >&2; exit 1; }
+		build_tool bmo "$bmo_version" "$root" github.com/metal3-io/baremetal-operator "-X github.com/metal3-io/baremetal-operator/pkg/version.Raw=$bmo_version" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -4,4 +4,10 @@
 // started to stand for sites. Every control plane is stopped by Stop (StartT registers it as a
 // test cleanup), and a guard process kills it if the test binary dies without stopping it
 // (a panic or a timeout), so no apiserver or etcd outlives its test.
+//
+// A site's control plane can also run Metal3: StartMetal3 installs the baremetal-operator's
+// CRDs and runs the operator (bin/bmo, also built by hack/tools.sh) in its fixture test mode,
+// so BareMetalHosts go through the operator's real state machine up to provisioned. Options
+// can install Cluster-API's core CRDs for reconcilers that run in-process. Third-party CRDs are
+// read from the module cache at the versions go.mod selects.
 package testenv

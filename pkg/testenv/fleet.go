@@ -191,7 +191,7 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--data-dir", filepath.Join(f.Dir, "data"),
-	}, args...), f.ControllerLog(), f.Global.guard)
+	}, args...), nil, f.ControllerLog())
 	if err != nil {
 		return err
 	}

@@ -5,17 +5,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 )
 
-const guardChildEnv = "EDGEFLEET_TESTENV_GUARD_CHILD"
+const (
+	guardChildEnv     = "EDGEFLEET_TESTENV_GUARD_CHILD"
+	guardMetal3DirEnv = "EDGEFLEET_TESTENV_GUARD_METAL3_DIR"
+)
 
-// TestGuardKillsOrphans runs a child test binary that starts a control plane and exits without
-// stopping it, as a panicking or timed-out test would; the guard must kill its kube-apiserver
-// and etcd.
+// TestGuardKillsOrphans runs a child test binary that starts a control plane and Metal3's
+// operator (a process of the test bed, like the controllers) and exits without stopping them,
+// as a panicking or timed-out test would: the guards must kill kube-apiserver, etcd and bmo.
 func TestGuardKillsOrphans(t *testing.T) {
 	if os.Getenv(guardChildEnv) == "1" {
 		cp, err := Start(Options{Name: "orphan"})
@@ -23,35 +27,45 @@ func TestGuardKillsOrphans(t *testing.T) {
 			fmt.Println("ERROR", err)
 			os.Exit(2)
 		}
+		m, err := cp.StartMetal3(t.Context(), Metal3Options{Namespace: "metal3", Dir: os.Getenv(guardMetal3DirEnv)})
+		if err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(2)
+		}
+		fmt.Println("BMO", m.proc.cmd.Process.Pid)
 		var pids []string
 		for p := range childPIDs() {
 			pids = append(pids, strconv.Itoa(p))
 		}
-		fmt.Println("PIDS", strings.Join(pids, " "), cp.Name)
-		os.Exit(3) // no Stop: the guard has to clean up
+		fmt.Println("PIDS", strings.Join(pids, " "))
+		os.Exit(3) // no Stop: the guards have to clean up
 	}
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestGuardKillsOrphans$")
-	cmd.Env = append(os.Environ(), guardChildEnv+"=1")
+	cmd.Env = append(os.Environ(), guardChildEnv+"=1", guardMetal3DirEnv+"="+t.TempDir())
 	out, _ := cmd.Output()
+	var bmo int
 	var pids []int
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 0 && fields[0] == "PIDS" {
-			for _, f := range fields[1 : len(fields)-1] {
+		switch {
+		case len(fields) == 2 && fields[0] == "BMO":
+			bmo, _ = strconv.Atoi(fields[1])
+		case len(fields) > 0 && fields[0] == "PIDS":
+			for _, f := range fields[1:] {
 				p, _ := strconv.Atoi(f)
 				pids = append(pids, p)
 			}
 		}
 	}
-	if len(pids) < 2 {
-		t.Fatalf("child did not report its kube-apiserver and etcd: %s", out)
+	if bmo == 0 || !slices.Contains(pids, bmo) || len(pids) < 3 {
+		t.Fatalf("child did not report bmo among its kube-apiserver, etcd and bmo: %s", out)
 	}
 	Eventually(t, 30*time.Second, func() error {
 		for _, p := range pids {
 			if alive(p) {
-				return fmt.Errorf("process %d of the dead test binary is still running", p)
+				return fmt.Errorf("process %d of the dead test binary is still running (bmo is %d)", p, bmo)
 			}
 		}
 		return nil

@@ -63,7 +63,7 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--cache-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--cache-dir", lc.CacheDir,
-	}, args...), lc.Log, cp.guard)
+	}, args...), nil, lc.Log)
 	if err != nil {
 		return lc, err
 	}

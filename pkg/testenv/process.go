@@ -4,26 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
 
-// process is a controller binary run by a Fleet, logging to a file.
+// process is a binary run for a test bed (a controller, Metal3's operator), logging to a file,
+// with a guard of its own that kills it if the test binary dies without stopping it.
 type process struct {
 	name   string
 	log    string
 	cmd    *exec.Cmd
+	guard  *guard
 	exited chan struct{}
 }
 
-// startProcess starts bin with args, appending its output to logPath; g kills it if the test
-// binary dies first.
-func startProcess(name, bin string, args []string, logPath string, g *guard) (*process, error) {
+// startProcess starts bin with args, appending its output to logPath. env, when not nil,
+// replaces the environment.
+func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("%s not found: run 'make build' first", bin)
+		return nil, fmt.Errorf("%s not found: run 'make build tools' first", bin)
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -31,12 +35,12 @@ func startProcess(name, bin string, args []string, logPath string, g *guard) (*p
 	}
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
-	g.watch([]int{cmd.Process.Pid})
-	p := &process{name: name, log: logPath, cmd: cmd, exited: make(chan struct{})}
+	p := &process{name: name, log: logPath, cmd: cmd, guard: startGuard([]int{cmd.Process.Pid}), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
 		close(p.exited)
@@ -44,34 +48,38 @@ func startProcess(name, bin string, args []string, logPath string, g *guard) (*p
 	return p, nil
 }
 
-// waitReady polls readyURL until it answers 200, the process exits, or a minute passes.
+// waitReady polls readyURL until it answers 200, the process exits, or a minute passes; the
+// errors carry the end of the log.
 func (p *process) waitReady(ctx context.Context, readyURL string) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case <-p.exited:
-			return fmt.Errorf("%s exited during start (%s); see %s", p.name, p.cmd.ProcessState, p.log)
+			return fmt.Errorf("%s exited during start (%s); end of %s:\n%s", p.name, p.cmd.ProcessState, p.log, p.logTail(20))
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
-		if resp, err := http.Get(readyURL); err == nil {
+		if resp, err := hc.Get(readyURL); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after 60s; see %s", p.name, p.log)
+			return fmt.Errorf("%s not ready after 60s; end of %s:\n%s", p.name, p.log, p.logTail(20))
 		}
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after 10s. A nil process is stopped already.
+// stop sends SIGTERM, then SIGKILL after 10s, and releases the guard. A nil process is
+// stopped already.
 func (p *process) stop() error {
 	if p == nil {
 		return nil
 	}
+	defer p.guard.release()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
@@ -81,4 +89,23 @@ func (p *process) stop() error {
 		<-p.exited
 		return errors.New(p.name + " did not stop within 10s of SIGTERM")
 	}
+}
+
+// logTail returns the last n lines of the log.
+func (p *process) logTail(n int) string {
+	f, err := os.Open(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	const maxTail = 64 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > maxTail {
+		_, _ = f.Seek(-maxTail, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

@@ -27,6 +27,12 @@ type Options struct {
 	InstallCRDs bool
 	// InstallSiteCRDs installs a site cluster's CRDs from deploy/crds/site.
 	InstallSiteCRDs bool
+	// Metal3CRDs installs Metal3's CRDs (BareMetalHost, ...) from the baremetal-operator module
+	// in the module cache; StartMetal3 installs them too.
+	Metal3CRDs bool
+	// ClusterAPICRDs installs Cluster-API's core CRDs (Cluster, Machine, ...) from the
+	// cluster-api module in the module cache.
+	ClusterAPICRDs bool
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -78,13 +84,14 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
 	env.ControlPlane.GetAPIServer().CertDir = certDir
-	if opts.InstallCRDs {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "deploy", "crds", "global"))
+	crdDirs, err := opts.crdDirs(context.Background(), root)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("testenv %s: CRDs: %w", opts.Name, err), os.RemoveAll(certDir))
 	}
-	if opts.InstallSiteCRDs {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "deploy", "crds", "site"))
+	if len(crdDirs) > 0 {
+		env.CRDDirectoryPaths = crdDirs
+		env.ErrorIfCRDPathMissing = true
 	}
-	env.ErrorIfCRDPathMissing = true
 	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
 
 	before := childPIDs()
