@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // SiteFinalizer is set on every Site so the global controller can drop the site's cached client
@@ -66,12 +68,41 @@ type SiteSpec struct {
 	// +optional
 	Location *Location `json:"location,omitempty"`
 
+	// Cluster is the site's desired application cluster: the global controller builds the
+	// site's ApplicationCluster from it and the site's Hosts, and pushes it to the site. Without
+	// it the site is only registered.
+	// +optional
+	Cluster *SiteCluster `json:"cluster,omitempty"`
+
 	// MaintenanceWindows are the times at which disruptive work (patch, upgrade) may start on
 	// this site. Empty means any time.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	MaintenanceWindows []MaintenanceWindow `json:"maintenanceWindows,omitempty"`
+}
+
+// SiteCluster is the desired application cluster of a site; its hosts are the site's Hosts.
+type SiteCluster struct {
+	// KubernetesVersion of every node, e.g. "v1.36.3".
+	// +required
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	KubernetesVersion string `json:"kubernetesVersion"`
+
+	// OSImage written to every host; with no URL, the site caches it from the artifact store
+	// by its sha256.
+	// +required
+	OSImage sitev1.OSImage `json:"osImage"`
+
+	// Network of the cluster.
+	// +required
+	Network sitev1.ClusterNetwork `json:"network"`
+
+	// HostRemovalPolicy says what happens at the site to a Host deleted here: Deprovision
+	// (default) wipes it, Keep leaves it provisioned and releases it.
+	// +optional
+	// +kubebuilder:default=Deprovision
+	HostRemovalPolicy sitev1.HostRemovalPolicy `json:"hostRemovalPolicy,omitempty"`
 }
 
 // SecretKeyReference names a key of a Secret in the referencing object's namespace.
@@ -172,6 +203,40 @@ type SiteStatus struct {
 	// Hosts counts the site's Host objects by role.
 	// +optional
 	Hosts HostCounts `json:"hosts,omitempty"`
+
+	// Cluster mirrors the summary the site reports of its application cluster.
+	// +optional
+	Cluster *ClusterSummary `json:"cluster,omitempty"`
+}
+
+// ClusterSummary is the compact summary of a site's application cluster, copied from the
+// status of its ApplicationCluster.
+type ClusterSummary struct {
+	// Phase in one word.
+	// +optional
+	Phase sitev1.ClusterPhase `json:"phase,omitempty"`
+	// KubernetesVersion every node runs; empty while nodes run different versions.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// ControlPlane counts the control-plane nodes.
+	// +optional
+	ControlPlane sitev1.NodeCounts `json:"controlPlane,omitempty"`
+	// Workers counts the worker nodes.
+	// +optional
+	Workers sitev1.NodeCounts `json:"workers,omitempty"`
+	// ObservedGeneration is the generation of the pushed ApplicationCluster the site last
+	// reconciled cleanly.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ObservedOperationGeneration is the operation generation the site last took in.
+	// +optional
+	ObservedOperationGeneration int64 `json:"observedOperationGeneration,omitempty"`
+	// Message is the site's Ready condition message.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastError is the site's last error.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
 }
 
 // HostCounts counts hosts by role; a count left out is zero.

@@ -11,7 +11,15 @@ var GroupVersion = schema.GroupVersion{Group: "site.edgefleet.io", Version: "v1a
 
 // AddToScheme adds the site kinds to a runtime.Scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &ArtifactSet{}, &ArtifactSetList{})
+	s.AddKnownTypes(GroupVersion,
+		&ArtifactSet{}, &ArtifactSetList{},
+		&ApplicationCluster{}, &ApplicationClusterList{},
+		&EdgeCluster{}, &EdgeClusterList{},
+		&EdgeMachine{}, &EdgeMachineList{},
+		&EdgeMachineTemplate{}, &EdgeMachineTemplateList{},
+		&EdgeBootstrapConfig{}, &EdgeBootstrapConfigList{},
+		&EdgeBootstrapConfigTemplate{}, &EdgeBootstrapConfigTemplateList{},
+	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -1,0 +1,362 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ApplicationClusterFinalizer lets the local controller take the cluster's machines and hosts
+// down before the object goes away.
+const ApplicationClusterFinalizer = "site.edgefleet.io/applicationcluster"
+
+// ApplicationCluster conditions. Each is set on every reconcile with a reason and a message that
+// says what was seen and what to do.
+const (
+	// HostsProvisionedCondition is True when every host of the cluster is provisioned by Metal3.
+	// False names the hosts that are not, and why (a failed host does not stop the others).
+	HostsProvisionedCondition = "HostsProvisioned"
+	// ControlPlaneReadyCondition is True when every control-plane host is a ready node of the
+	// desired Kubernetes version.
+	ControlPlaneReadyCondition = "ControlPlaneReady"
+	// WorkersReadyCondition is True when every worker host is a ready node of the desired
+	// Kubernetes version.
+	WorkersReadyCondition = "WorkersReady"
+	// ApplicationClusterReadyCondition summarizes the others.
+	ApplicationClusterReadyCondition = "Ready"
+)
+
+// Reasons of the ApplicationCluster conditions.
+const (
+	// ReasonAllHostsProvisioned means every host is provisioned.
+	ReasonAllHostsProvisioned = "AllHostsProvisioned"
+	// ReasonHostsProvisioning means some hosts are still on their way (registering, inspecting,
+	// provisioning); the message lists them with their state.
+	ReasonHostsProvisioning = "HostsProvisioning"
+	// ReasonHostFailed means Metal3 reported an error on at least one host; the message names
+	// each and gives Metal3's error.
+	ReasonHostFailed = "HostFailed"
+	// ReasonNodesReady means the nodes are ready and run the desired version.
+	ReasonNodesReady = "NodesReady"
+	// ReasonNodesNotReady means some nodes are not ready yet; the message names them.
+	ReasonNodesNotReady = "NodesNotReady"
+	// ReasonRollingUpdate means nodes are being replaced to reach the desired version.
+	ReasonRollingUpdate = "RollingUpdate"
+	// ReasonClusterReady means the cluster is ready.
+	ReasonClusterReady = "ClusterReady"
+	// ReasonClusterNotReady means another condition is not True; the message names it.
+	ReasonClusterNotReady = "ClusterNotReady"
+)
+
+// HostRole is what a host is in the application cluster.
+// +kubebuilder:validation:Enum=control-plane;worker
+type HostRole string
+
+// Host roles.
+const (
+	// RoleControlPlane hosts run etcd and the Kubernetes control plane.
+	RoleControlPlane HostRole = "control-plane"
+	// RoleWorker hosts run workloads.
+	RoleWorker HostRole = "worker"
+)
+
+// HostRemovalPolicy says what happens to a host removed from a cluster.
+// +kubebuilder:validation:Enum=Deprovision;Keep
+type HostRemovalPolicy string
+
+// Host removal policies.
+const (
+	// RemovalDeprovision wipes the host (Metal3 deprovisions it) and forgets it.
+	RemovalDeprovision HostRemovalPolicy = "Deprovision"
+	// RemovalKeep only takes the host out of the cluster: its machine is deleted, the host stays
+	// provisioned as it is, released for another use.
+	RemovalKeep HostRemovalPolicy = "Keep"
+)
+
+// ClusterPhase is where an application cluster stands, in one word.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Provisioned;Updating;Degraded;Deleting
+type ClusterPhase string
+
+// Cluster phases (see docs/site-provisioning.md for the diagram).
+const (
+	// ClusterPending has nothing provisioned yet.
+	ClusterPending ClusterPhase = "Pending"
+	// ClusterProvisioning is bringing hosts up for the first time.
+	ClusterProvisioning ClusterPhase = "Provisioning"
+	// ClusterProvisioned has every host a ready node of the desired version.
+	ClusterProvisioned ClusterPhase = "Provisioned"
+	// ClusterUpdating is adding, removing or replacing hosts of a cluster that was provisioned.
+	ClusterUpdating ClusterPhase = "Updating"
+	// ClusterDegraded has hosts that failed; the others carry on.
+	ClusterDegraded ClusterPhase = "Degraded"
+	// ClusterDeleting is taking the cluster down.
+	ClusterDeleting ClusterPhase = "Deleting"
+)
+
+// ApplicationClusterSpec is the desired application Kubernetes cluster of a site.
+// +kubebuilder:validation:XValidation:rule="self.hosts.exists(h, h.role == 'control-plane')",message="hosts must include at least one control-plane host"
+type ApplicationClusterSpec struct {
+	// KubernetesVersion of every node, e.g. "v1.36.3". Changing it replaces the nodes one by
+	// one, control plane first.
+	// +required
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	KubernetesVersion string `json:"kubernetesVersion"`
+
+	// OSImage is written to every host by Metal3.
+	// +required
+	OSImage OSImage `json:"osImage"`
+
+	// Packages are the binary packages the bootstrap provider installs on the hosts.
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Packages []ArtifactRef `json:"packages,omitempty"`
+
+	// Charts are the Helm charts installed into the cluster once it is up.
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Charts []ArtifactRef `json:"charts,omitempty"`
+
+	// Hosts are the bare-metal machines of the cluster. Adding one scales out, removing one
+	// scales in (see HostRemovalPolicy).
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=500
+	Hosts []ClusterHost `json:"hosts"`
+
+	// Network of the cluster.
+	// +required
+	Network ClusterNetwork `json:"network"`
+
+	// HostRemovalPolicy says what happens to a host removed from Hosts: Deprovision (default)
+	// wipes it, Keep leaves it provisioned and releases it.
+	// +optional
+	// +kubebuilder:default=Deprovision
+	HostRemovalPolicy HostRemovalPolicy `json:"hostRemovalPolicy,omitempty"`
+
+	// OperationGeneration is raised by the global controller for each operation it starts (an
+	// install, patch or upgrade); status.observedOperationGeneration says when the site has
+	// taken it in.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OperationGeneration int64 `json:"operationGeneration,omitempty"`
+}
+
+// OSImage is the image Metal3 writes to the hosts.
+type OSImage struct {
+	// SHA256 of the image: 64 lower-case hex digits.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[a-f0-9]{64}$`
+	SHA256 string `json:"sha256"`
+
+	// URL from which Ironic downloads the image. Empty means the site cache: the local
+	// controller caches the image and uses its cache URL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https']",message="must be an http:// or https:// URL"
+	URL string `json:"url,omitempty"`
+
+	// Format of the image: raw, qcow2 or live-iso. Empty lets Ironic detect it.
+	// +optional
+	// +kubebuilder:validation:Enum=raw;qcow2;live-iso
+	Format string `json:"format,omitempty"`
+}
+
+// ClusterHost is one bare-metal machine of the cluster.
+type ClusterHost struct {
+	// Name of the host; its BareMetalHost and node are named after it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Role of the host.
+	// +required
+	Role HostRole `json:"role"`
+
+	// BootMACAddress is the MAC of the NIC the host boots from; it binds the host to its
+	// machine, exactly. The global controller keeps boot MACs unique across the fleet.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$`
+	BootMACAddress string `json:"bootMACAddress"`
+
+	// BMC of the host.
+	// +required
+	BMC BMC `json:"bmc"`
+}
+
+// BMC says how Metal3 reaches a host's baseboard management controller.
+type BMC struct {
+	// Address in Metal3's form, e.g. "redfish+https://10.0.0.5/redfish/v1/Systems/1".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	Address string `json:"address"`
+
+	// CredentialsName is the Secret, in the cluster's namespace, with keys username and
+	// password.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsName string `json:"credentialsName"`
+
+	// DisableCertificateVerification skips the BMC's TLS certificate check.
+	// +optional
+	DisableCertificateVerification bool `json:"disableCertificateVerification,omitempty"`
+}
+
+// ClusterNetwork is the networking of the application cluster.
+type ClusterNetwork struct {
+	// PodCIDRs of the cluster, e.g. ["10.244.0.0/16"].
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR, e.g. 10.244.0.0/16"
+	PodCIDRs []string `json:"podCIDRs"`
+
+	// ServiceCIDRs of the cluster, e.g. ["10.96.0.0/12"].
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MaxLength=43
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="must be a CIDR, e.g. 10.96.0.0/12"
+	ServiceCIDRs []string `json:"serviceCIDRs"`
+
+	// ControlPlaneEndpoint is where the cluster's API server is reached (a VIP or a DNS name).
+	// +required
+	ControlPlaneEndpoint APIEndpoint `json:"controlPlaneEndpoint"`
+}
+
+// APIEndpoint is a host and port.
+type APIEndpoint struct {
+	// Host is an IP address or DNS name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Host string `json:"host"`
+
+	// Port, default 6443.
+	// +optional
+	// +kubebuilder:default=6443
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+}
+
+// ApplicationClusterStatus is the compact summary the global controller reads.
+type ApplicationClusterStatus struct {
+	// Phase in one word.
+	// +optional
+	Phase ClusterPhase `json:"phase,omitempty"`
+
+	// ObservedGeneration is the generation last reconciled cleanly.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ObservedOperationGeneration is the spec.operationGeneration last taken in.
+	// +optional
+	ObservedOperationGeneration int64 `json:"observedOperationGeneration,omitempty"`
+
+	// KubernetesVersion every node runs; empty while nodes run different versions.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// ControlPlane counts the control-plane nodes.
+	// +optional
+	ControlPlane NodeCounts `json:"controlPlane,omitempty"`
+
+	// Workers counts the worker nodes.
+	// +optional
+	Workers NodeCounts `json:"workers,omitempty"`
+
+	// Hosts is the state of each host, in the order of spec.hosts.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Hosts []HostStatus `json:"hosts,omitempty"`
+
+	// Conditions: HostsProvisioned, ControlPlaneReady, WorkersReady, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// LastError is the last error met, with the object it concerns; empty after a clean
+	// reconcile.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
+// NodeCounts counts nodes; a count left out is zero.
+type NodeCounts struct {
+	// Ready nodes of the desired version.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// Total hosts of the role.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+}
+
+// HostStatus is where one host stands.
+type HostStatus struct {
+	// Name of the host.
+	// +required
+	Name string `json:"name"`
+	// Role of the host.
+	// +optional
+	Role HostRole `json:"role,omitempty"`
+	// ProvisioningState is Metal3's state of the host (registering, inspecting, available,
+	// provisioning, provisioned, deprovisioning, ...).
+	// +optional
+	ProvisioningState string `json:"provisioningState,omitempty"`
+	// Machine is the Cluster-API Machine bound to the host.
+	// +optional
+	Machine string `json:"machine,omitempty"`
+	// Version is the Kubernetes version of the host's machine.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Ready is true when the host is a ready node.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// Message says what is wrong, when something is.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ApplicationCluster is the desired application Kubernetes cluster of a site, written by the
+// global controller into the site's local cluster. The local controller makes it real on bare
+// metal through Cluster-API and Metal3 and reports a compact summary in status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=edgefleet,shortName=appcluster
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.kubernetesVersion`
+// +kubebuilder:printcolumn:name="CP",type=string,JSONPath=`.status.controlPlane.ready`,description="ready control-plane nodes"
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers.ready`,description="ready worker nodes"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ApplicationCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ApplicationClusterSpec   `json:"spec"`
+	Status ApplicationClusterStatus `json:"status,omitempty"`
+}
+
+// ApplicationClusterList is a list of ApplicationClusters.
+//
+// +kubebuilder:object:root=true
+type ApplicationClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ApplicationCluster `json:"items"`
+}
