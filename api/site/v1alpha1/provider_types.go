@@ -37,6 +37,22 @@ const (
 	ReasonHostError = "HostError"
 	// ReasonHostProvisioned means the bound host is provisioned.
 	ReasonHostProvisioned = "HostProvisioned"
+	// ReasonHostReleasing means the machine is being deleted and its host is being
+	// deprovisioned or released; the message has the host's state.
+	ReasonHostReleasing = "HostReleasing"
+)
+
+// EdgeCluster conditions.
+const (
+	// EdgeClusterReadyCondition is True once the cluster's infrastructure is provisioned.
+	EdgeClusterReadyCondition = "Ready"
+	// ReasonWaitingForOwner means Cluster-API has not set the owner (Cluster of an EdgeCluster,
+	// Machine of an EdgeMachine) yet, or the owner does not exist.
+	ReasonWaitingForOwner = "WaitingForOwner"
+	// ReasonNoControlPlaneEndpoint means spec.controlPlaneEndpoint.host is empty.
+	ReasonNoControlPlaneEndpoint = "NoControlPlaneEndpoint"
+	// ReasonInfrastructureProvisioned means the cluster's infrastructure is provisioned.
+	ReasonInfrastructureProvisioned = "InfrastructureProvisioned"
 )
 
 // MachineAddress is an address of a machine, as Cluster-API reads it.
