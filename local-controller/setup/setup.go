@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +17,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -118,7 +119,7 @@ func (o *Options) Validate() error {
 // Scheme returns the scheme of the local controller's manager.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme, clusterv1.AddToScheme, metal3api.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
 		}
@@ -135,9 +136,24 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	scheme, err := Scheme()
+	mgr, stop, err := NewManager(ctx, cfg, opts)
 	if err != nil {
 		return err
+	}
+	defer stop()
+	ctrl.Log.WithName("setup").Info("starting local controller", "version", version.Version)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// NewManager builds the local controller's manager on the site cluster of cfg with every
+// controller, server and check added. Call the returned function after the manager stopped.
+func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Manager, func(), error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -146,31 +162,28 @@ func Run(ctx context.Context, opts Options) error {
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-local-controller",
 		LeaderElectionNamespace: opts.Namespace,
-		// The only Secret read is the global API's, in the controller's own namespace.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
-		}},
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, nil, fmt.Errorf("create manager: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("add health check: %w", err)
+		return nil, nil, fmt.Errorf("add health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
-		return fmt.Errorf("add ready check: %w", err)
+		return nil, nil, fmt.Errorf("add ready check: %w", err)
 	}
 	if err := setupArtifactCache(ctx, mgr, opts); err != nil {
-		return err
+		return nil, nil, err
+	}
+	stop, err := setupProvisioning(ctx, mgr, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := mgr.Add(&infoPublisher{client: mgr.GetClient(), namespace: opts.Namespace}); err != nil {
-		return fmt.Errorf("add info publisher: %w", err)
+		stop()
+		return nil, nil, fmt.Errorf("add info publisher: %w", err)
 	}
-	ctrl.Log.WithName("setup").Info("starting local controller", "version", version.Version)
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("run manager: %w", err)
-	}
-	return nil
+	return mgr, stop, nil
 }
 
 // setupArtifactCache adds the site cache's reconciler, HTTP server and periodic verification.

@@ -276,7 +276,8 @@ type ApplicationClusterStatus struct {
 	// +optional
 	Workers NodeCounts `json:"workers,omitempty"`
 
-	// Hosts is the state of each host, in the order of spec.hosts.
+	// Hosts is the state of each host, in the order of spec.hosts, then the hosts being
+	// removed (listed until released).
 	// +optional
 	// +listType=map
 	// +listMapKey=name

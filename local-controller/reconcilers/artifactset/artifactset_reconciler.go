@@ -65,8 +65,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler and its digest index, and takes the cache's
-// corruption reports (cache.OnCorrupt must call CorruptionFound). The manager's cache should
-// hold Secrets of sitev1.InfoNamespace only: their metadata is watched.
+// corruption reports (cache.OnCorrupt must call CorruptionFound).
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &sitev1.ArtifactSet{}, IndexDigest, func(o client.Object) []string {
 		set := o.(*sitev1.ArtifactSet)

@@ -1,0 +1,8 @@
+// Package applicationcluster reconciles a site's ApplicationCluster into Metal3 BareMetalHosts
+// (one per host) and Cluster-API objects: a Cluster with its EdgeCluster, one control-plane
+// Machine per control-plane host (bound to it by exact boot MAC) and a worker
+// MachineDeployment (machines bound to free worker hosts by label, maxSurge 0). It rolls
+// version and image changes through them, control plane first and one host at a time, scales
+// in on exactly the removed hosts (deprovisioned or kept, as asked) and writes the compact
+// summary the global controller reads into status.
+package applicationcluster

@@ -1,0 +1,8 @@
+// Package edgebootstrap is the local controller's Cluster-API bootstrap provider: it reconciles
+// EdgeBootstrapConfigs (cloned from EdgeBootstrapConfigTemplates by MachineDeployments) into a
+// machine's first-boot data Secret and, once Metal3 provisioned the host, makes the host a node
+// of the application cluster. What a host gets is behind the small Bootstrapper interface: the
+// Binary Provisioning Agent implements it with real package installs over SSH; NodeSimulator,
+// beside it, stands in for it by registering the node itself — the fixture of test beds and of
+// sites without a BPA yet.
+package edgebootstrap

@@ -1,0 +1,422 @@
+package setup_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/local-controller/setup"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// The bed of these tests: a site control plane with the site, Cluster-API and Metal3 CRDs,
+// Metal3's baremetal-operator in test mode watching every namespace, a second control plane
+// standing for the application cluster (the node simulator registers nodes there), and the
+// local controller's manager with all its controllers, in-process.
+var (
+	site, app *testenv.ControlPlane
+	siteC     client.Client
+	appC      client.Client
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapLevel())))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var err error
+	if site, err = testenv.Start(testenv.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop("site control plane", site.Stop)
+	m3, err := site.StartMetal3(ctx, testenv.Metal3Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop("Metal3", m3.Stop)
+	scheme, err := setup.Scheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if siteC, err = client.New(site.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if app, err = testenv.Start(testenv.Options{Name: "application-cluster"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop("application control plane", app.Stop)
+	appC = app.Client
+	if err := siteC.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cacheDir, err := os.MkdirTemp("", "edgefleet-cache-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(cacheDir)
+	opts := setup.DefaultOptions()
+	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
+	opts.CacheDir, opts.CacheAddr, opts.CacheURL = cacheDir, "127.0.0.1:0", "http://127.0.0.1:1"
+	mgr, stopCache, err := setup.NewManager(ctx, site.Config, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		code = 1
+	}
+	stopCache()
+	return code
+}
+
+// stop stops a part of the bed, saying so when that fails.
+func stop(what string, f func() error) {
+	if err := f(); err != nil {
+		fmt.Fprintf(os.Stderr, "stop %s: %v\n", what, err)
+	}
+}
+
+// zapLevel logs errors only, everything with EDGEFLEET_TEST_VERBOSE set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("EDGEFLEET_TEST_VERBOSE") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+// bed creates, in a namespace of its own, the BMC credentials of the hosts and the application
+// cluster's kubeconfig Secret (in Cluster-API's format), as the global controller and the BPA
+// would.
+func bed(t *testing.T, cluster string) string {
+	t.Helper()
+	ns := site.Namespace(t)
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := app.AdminKubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}},
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+			Type:       clusterv1.ClusterSecretType,
+			Data:       map[string][]byte{"value": kc},
+		},
+	} {
+		if err := siteC.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
+}
+
+var macSeq byte
+
+func host(name string, role sitev1.HostRole) sitev1.ClusterHost {
+	macSeq++
+	return sitev1.ClusterHost{
+		Name: name, Role: role,
+		BootMACAddress: fmt.Sprintf("52:54:00:aa:00:%02x", macSeq),
+		BMC:            sitev1.BMC{Address: "redfish+http://127.0.0.1:8000/redfish/v1/Systems/" + name, CredentialsName: "bmc"},
+	}
+}
+
+func cluster(ns, name, version string, hosts ...sitev1.ClusterHost) *sitev1.ApplicationCluster {
+	return &sitev1.ApplicationCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: sitev1.ApplicationClusterSpec{
+			KubernetesVersion: version,
+			OSImage: sitev1.OSImage{
+				SHA256: "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592",
+				URL:    "http://127.0.0.1:8180/sha256/5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592",
+			},
+			Hosts: hosts,
+			Network: sitev1.ClusterNetwork{
+				PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "192.0.2.10", Port: 6443},
+			},
+		},
+	}
+}
+
+// waitFor polls the ApplicationCluster until check passes.
+func waitFor(t *testing.T, ac *sitev1.ApplicationCluster, timeout time.Duration, check func(*sitev1.ApplicationCluster) error) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := siteC.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
+			return err
+		}
+		return check(ac)
+	})
+}
+
+// settled passes when the cluster is Provisioned with these many ready nodes per role, all of
+// version.
+func settled(cp, workers int32, version string) func(*sitev1.ApplicationCluster) error {
+	return func(ac *sitev1.ApplicationCluster) error {
+		st := ac.Status
+		ready := apimeta.FindStatusCondition(st.Conditions, sitev1.ApplicationClusterReadyCondition)
+		switch {
+		case st.Phase != sitev1.ClusterProvisioned:
+			return fmt.Errorf("phase %q, want Provisioned; conditions %+v", st.Phase, st.Conditions)
+		case ready == nil || ready.Status != metav1.ConditionTrue:
+			return fmt.Errorf("Ready is %+v", ready)
+		case st.ControlPlane != sitev1.NodeCounts{Ready: cp, Total: cp} || st.Workers != sitev1.NodeCounts{Ready: workers, Total: workers}:
+			return fmt.Errorf("control plane %+v and workers %+v, want %d and %d ready", st.ControlPlane, st.Workers, cp, workers)
+		case st.KubernetesVersion != version:
+			return fmt.Errorf("status version %q, want %s", st.KubernetesVersion, version)
+		case st.ObservedGeneration != ac.Generation:
+			return fmt.Errorf("observed generation %d, want %d", st.ObservedGeneration, ac.Generation)
+		}
+		return nil
+	}
+}
+
+// nodes returns the application cluster's nodes of these hosts, by name.
+func nodes(t *testing.T, hosts ...string) map[string]corev1.Node {
+	t.Helper()
+	list := &corev1.NodeList{}
+	if err := appC.List(t.Context(), list); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Node{}
+	for _, n := range list.Items {
+		if slices.Contains(hosts, n.Name) {
+			out[n.Name] = n
+		}
+	}
+	return out
+}
+
+func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
+	ns := bed(t, "edge")
+	hosts := []sitev1.ClusterHost{
+		host("p-cp-0", sitev1.RoleControlPlane), host("p-cp-1", sitev1.RoleControlPlane), host("p-cp-2", sitev1.RoleControlPlane),
+		host("p-w-0", sitev1.RoleWorker), host("p-w-1", sitev1.RoleWorker),
+	}
+	ac := cluster(ns, "edge", "v1.36.3", hosts...)
+	if err := siteC.Create(t.Context(), ac); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ac, 3*time.Minute, settled(3, 2, "v1.36.3"))
+
+	var names []string
+	for i, hs := range ac.Status.Hosts {
+		h := hosts[i]
+		names = append(names, h.Name)
+		if hs.Name != h.Name || hs.Role != h.Role || hs.ProvisioningState != "provisioned" || !hs.Ready || hs.Version != "v1.36.3" || hs.Machine == "" {
+			t.Errorf("status of host %s: %+v", h.Name, hs)
+		}
+		bmh := &metal3api.BareMetalHost{}
+		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: h.Name}, bmh); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.EqualFold(bmh.Spec.BootMACAddress, h.BootMACAddress) || bmh.Spec.ConsumerRef == nil || bmh.Spec.Image == nil ||
+			bmh.Spec.Image.Checksum != ac.Spec.OSImage.SHA256 || bmh.Status.Provisioning.State != metal3api.StateProvisioned {
+			t.Errorf("BareMetalHost %s: MAC %s, consumer %v, image %+v, state %s", h.Name, bmh.Spec.BootMACAddress, bmh.Spec.ConsumerRef, bmh.Spec.Image, bmh.Status.Provisioning.State)
+		}
+		m := &clusterv1.Machine{}
+		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: hs.Machine}, m); err != nil {
+			t.Fatal(err)
+		}
+		want := "metal3://" + ns + "/" + h.Name
+		if m.Spec.ProviderID != want || m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
+			t.Errorf("Machine %s of host %s: providerID %q (want %s), phase %s", m.Name, h.Name, m.Spec.ProviderID, want, m.Status.Phase)
+		}
+		_, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]
+		if isCP != (h.Role == sitev1.RoleControlPlane) {
+			t.Errorf("Machine %s of %s host %s has control-plane label %v", m.Name, h.Role, h.Name, isCP)
+		}
+	}
+	got := nodes(t, names...)
+	if len(got) != len(hosts) {
+		t.Fatalf("application cluster has nodes %v, want %v", slices.Collect(maps.Keys(got)), names)
+	}
+	for _, n := range got {
+		if n.Status.NodeInfo.KubeletVersion != "v1.36.3" || !strings.HasPrefix(n.Spec.ProviderID, "metal3://"+ns+"/") {
+			t.Errorf("node %s: version %s, providerID %s", n.Name, n.Status.NodeInfo.KubeletVersion, n.Spec.ProviderID)
+		}
+	}
+	md := &clusterv1.MachineDeployment{}
+	if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge-workers"}, md); err != nil {
+		t.Fatal(err)
+	}
+	if s := md.Spec.Rollout.Strategy.RollingUpdate; s.MaxSurge == nil || s.MaxSurge.IntValue() != 0 || *md.Spec.Replicas != 2 {
+		t.Errorf("worker MachineDeployment: replicas %d, maxSurge %v; want 2 and 0", *md.Spec.Replicas, s.MaxSurge)
+	}
+}
+
+func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
+	ctx := t.Context()
+	ns := bed(t, "roll")
+	cp0, w0, w1, w2 := host("r-cp-0", sitev1.RoleControlPlane), host("r-w-0", sitev1.RoleWorker), host("r-w-1", sitev1.RoleWorker), host("r-w-2", sitev1.RoleWorker)
+	ac := cluster(ns, "roll", "v1.36.3", cp0, w0, w1)
+	if err := siteC.Create(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ac, 3*time.Minute, settled(1, 2, "v1.36.3"))
+
+	update := func(change func(*sitev1.ApplicationCluster)) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if err := siteC.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
+				return err
+			}
+			change(ac)
+			return siteC.Update(ctx, ac)
+		})
+	}
+	bmh := func(name string) (*metal3api.BareMetalHost, error) {
+		b := &metal3api.BareMetalHost{}
+		return b, siteC.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b)
+	}
+
+	t.Log("scale out: a third worker")
+	update(func(ac *sitev1.ApplicationCluster) { ac.Spec.Hosts = append(ac.Spec.Hosts, w2) })
+	waitFor(t, ac, 3*time.Minute, settled(1, 3, "v1.36.3"))
+
+	t.Log("scale in, deprovisioning: remove r-w-0")
+	update(func(ac *sitev1.ApplicationCluster) {
+		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w0.Name })
+	})
+	waitFor(t, ac, 3*time.Minute, settled(1, 2, "v1.36.3"))
+	testenv.Eventually(t, time.Minute, func() error {
+		b, err := bmh(w0.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("BareMetalHost %s of the removed host is still there (%s), want it deprovisioned and deleted", w0.Name, b.Status.Provisioning.State)
+	})
+
+	t.Log("scale in, keeping the host: remove r-w-1")
+	update(func(ac *sitev1.ApplicationCluster) {
+		ac.Spec.HostRemovalPolicy = sitev1.RemovalKeep
+		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w1.Name })
+	})
+	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
+	testenv.Eventually(t, time.Minute, func() error {
+		b, err := bmh(w1.Name)
+		switch {
+		case err != nil:
+			return err
+		case b.Spec.ConsumerRef != nil || b.Labels[sitev1.ClusterNameLabel] != "":
+			return fmt.Errorf("kept host %s still bound: consumer %v, labels %v", w1.Name, b.Spec.ConsumerRef, b.Labels)
+		case b.Status.Provisioning.State != metal3api.StateProvisioned:
+			return fmt.Errorf("kept host %s is %s, want still provisioned", w1.Name, b.Status.Provisioning.State)
+		}
+		return nil
+	})
+	// Cluster-API deletes a removed machine's node last, after its infrastructure.
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := nodes(t, w0.Name, w1.Name); len(n) != 0 {
+			return fmt.Errorf("nodes of removed hosts still registered: %v", slices.Collect(maps.Keys(n)))
+		}
+		return nil
+	})
+
+	t.Log("version change: v1.36.3 -> v1.36.4, control plane first")
+	update(func(ac *sitev1.ApplicationCluster) { ac.Spec.KubernetesVersion = "v1.36.4" })
+	waitFor(t, ac, 5*time.Minute, settled(1, 1, "v1.36.4"))
+	machines := &clusterv1.MachineList{}
+	if err := siteC.List(ctx, machines, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var cpCreated, workerCreated time.Time
+	for _, m := range machines.Items {
+		if m.Spec.Version != "v1.36.4" {
+			t.Errorf("Machine %s still runs %s", m.Name, m.Spec.Version)
+		}
+		if _, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]; isCP {
+			cpCreated = m.CreationTimestamp.Time
+		} else {
+			workerCreated = m.CreationTimestamp.Time
+		}
+	}
+	if len(machines.Items) != 2 || !workerCreated.After(cpCreated) {
+		t.Errorf("after the roll: %d machines, control plane created %s, worker %s; want 2, the worker after the control plane",
+			len(machines.Items), cpCreated, workerCreated)
+	}
+	for name, n := range nodes(t, cp0.Name, w2.Name) {
+		if n.Status.NodeInfo.KubeletVersion != "v1.36.4" {
+			t.Errorf("node %s runs %s after the roll", name, n.Status.NodeInfo.KubeletVersion)
+		}
+	}
+}
+
+func TestFailedHostIsReportedAndDoesNotBlockTheOthers(t *testing.T) {
+	ns := bed(t, "partial")
+	// Credentials without a password: Metal3 refuses to register the host.
+	if err := siteC.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-no-password"},
+		Data: map[string][]byte{"username": []byte("admin")}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := host("f-w-bad", sitev1.RoleWorker)
+	bad.BMC.CredentialsName = "bmc-no-password"
+	ac := cluster(ns, "partial", "v1.36.3", host("f-cp-0", sitev1.RoleControlPlane), host("f-w-0", sitev1.RoleWorker), bad)
+	if err := siteC.Create(t.Context(), ac); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ac, 3*time.Minute, func(ac *sitev1.ApplicationCluster) error {
+		st := ac.Status
+		hp := apimeta.FindStatusCondition(st.Conditions, sitev1.HostsProvisionedCondition)
+		switch {
+		case st.Phase != sitev1.ClusterDegraded:
+			return fmt.Errorf("phase %q, want Degraded", st.Phase)
+		case hp == nil || hp.Reason != sitev1.ReasonHostFailed || !strings.Contains(hp.Message, bad.Name):
+			return fmt.Errorf("HostsProvisioned is %+v, want HostFailed naming %s", hp, bad.Name)
+		case st.ControlPlane.Ready != 1 || st.Workers.Ready != 1:
+			return fmt.Errorf("control plane %+v, workers %+v: the good hosts must still come up", st.ControlPlane, st.Workers)
+		}
+		return nil
+	})
+	var failed *sitev1.HostStatus
+	for i := range ac.Status.Hosts {
+		if ac.Status.Hosts[i].Name == bad.Name {
+			failed = &ac.Status.Hosts[i]
+		}
+	}
+	if failed == nil || failed.Message == "" || failed.Ready {
+		t.Fatalf("status of the failed host: %+v", failed)
+	}
+	t.Logf("failed host reported as: %s", failed.Message)
+}
