@@ -29,7 +29,8 @@ import (
 
 // FleetOptions configure a Fleet.
 type FleetOptions struct {
-	// Sites names the site control planes to start.
+	// Sites names the site control planes to start; each gets the site, Cluster-API and Metal3
+	// CRDs, as a site's local cluster has.
 	Sites []string
 	// Dir receives the kubeconfigs and logs; a temporary directory when empty.
 	Dir string
@@ -81,7 +82,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	for _, name := range opts.Sites {
-		cp, err := Start(Options{Name: name, InstallSiteCRDs: true})
+		cp, err := Start(Options{Name: name, InstallSiteCRDs: true, ClusterAPICRDs: true, Metal3CRDs: true})
 		if err != nil {
 			return nil, err
 		}
