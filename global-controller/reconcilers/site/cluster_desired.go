@@ -218,6 +218,19 @@ func summary(ac *sitev1.ApplicationCluster) *fleetv1.ClusterSummary {
 	return sum
 }
 
+// hostReport is what the ApplicationCluster's status says of host (nil: nothing).
+func hostReport(ac *sitev1.ApplicationCluster, host string) *fleetv1.HostClusterStatus {
+	if ac == nil {
+		return nil
+	}
+	for _, h := range ac.Status.Hosts {
+		if h.Name == host {
+			return &fleetv1.HostClusterStatus{ProvisioningState: h.ProvisioningState, Ready: h.Ready, Version: h.Version, Message: h.Message}
+		}
+	}
+	return nil
+}
+
 // clusterReady is the Site's ClusterReady condition for the ApplicationCluster on the site (nil:
 // none there).
 func clusterReady(ac *sitev1.ApplicationCluster) (metav1.ConditionStatus, string, string) {

@@ -214,4 +214,15 @@ func TestSummary(t *testing.T) {
 	if got := summary(ac); *got != want {
 		t.Errorf("summary = %+v, want %+v", *got, want)
 	}
+
+	ac.Status.Hosts = []sitev1.HostStatus{{Name: "w-0", Role: sitev1.RoleWorker, ProvisioningState: "provisioned", Machine: "m", Version: "v1.36.3", Ready: true, Message: "ok"}}
+	if got := hostReport(ac, "w-0"); got == nil || *got != (fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Message: "ok"}) {
+		t.Errorf("hostReport(w-0) = %+v", got)
+	}
+	if got := hostReport(ac, "w-1"); got != nil {
+		t.Errorf("hostReport of an unreported host = %+v, want nil", got)
+	}
+	if got := hostReport(nil, "w-0"); got != nil {
+		t.Errorf("hostReport without a cluster = %+v, want nil", got)
+	}
 }

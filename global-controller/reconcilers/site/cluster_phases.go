@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -297,17 +298,23 @@ func removeCluster(ctx context.Context, s *scope, siteClient client.Client) erro
 			return err
 		}
 	}
-	s.clusterRead, s.cluster, s.site.Status.Cluster = false, nil, nil
+	s.clusterRead, s.clusterRemoved, s.cluster, s.site.Status.Cluster = true, true, nil, nil
 	meta.RemoveStatusCondition(&s.site.Status.Conditions, fleetv1.SiteClusterSyncedCondition)
 	meta.RemoveStatusCondition(&s.site.Status.Conditions, fleetv1.SiteClusterReadyCondition)
 	return nil
 }
 
 // reconcileClusterStatus mirrors the status of the ApplicationCluster read this reconcile into
-// status.cluster and ClusterReady. When it could not be read, both keep what they were (the
-// condition says it is not current).
-func (r *Reconciler) reconcileClusterStatus(_ context.Context, s *scope) error {
+// status.cluster and ClusterReady, and each host's entry into its Host's status.cluster. When it
+// could not be read, all keep what they were (the condition says it is not current).
+func (r *Reconciler) reconcileClusterStatus(ctx context.Context, s *scope) error {
 	if !s.clusterRead {
+		return nil
+	}
+	if err := r.mirrorHosts(ctx, s); err != nil {
+		return err
+	}
+	if s.clusterRemoved {
 		return nil
 	}
 	if s.cluster == nil {
@@ -317,6 +324,25 @@ func (r *Reconciler) reconcileClusterStatus(_ context.Context, s *scope) error {
 	}
 	status, reason, msg := clusterReady(s.cluster)
 	setCondition(s.site, fleetv1.SiteClusterReadyCondition, status, reason, msg)
+	return nil
+}
+
+// mirrorHosts copies what the site reports of each host into the Host's status.cluster, with a
+// merge patch of that field alone (the host reconciler owns the rest of the status), and only for
+// the hosts whose report changed.
+func (r *Reconciler) mirrorHosts(ctx context.Context, s *scope) error {
+	for i := range s.hosts {
+		h := &s.hosts[i]
+		want := hostReport(s.cluster, h.Name)
+		if apiequality.Semantic.DeepEqual(h.Status.Cluster, want) {
+			continue
+		}
+		before := h.DeepCopy()
+		h.Status.Cluster = want
+		if err := r.Client.Status().Patch(ctx, h, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("patch status.cluster of host %s: %w", client.ObjectKeyFromObject(h), err)
+		}
+	}
 	return nil
 }
 

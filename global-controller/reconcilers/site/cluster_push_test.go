@@ -257,6 +257,7 @@ func readyStatus(status metav1.ConditionStatus, reason, message string) []metav1
 // changes, status mirrored back, a host removed while the site still deprovisions it, and
 // spec.cluster removed while the site still takes the cluster down.
 func TestClusterPushedToSite(t *testing.T) {
+	t.Parallel() // with the other cluster test: both mostly wait for heartbeats
 	siteCP, kc := startClusterSite(t)
 	ns := global.Namespace(t)
 	site, _ := register(t, ns, "plant-1", kc, withCluster)
@@ -380,7 +381,17 @@ func TestClusterPushedToSite(t *testing.T) {
 		ac.Status.Workers = sitev1.NodeCounts{Ready: 1, Total: 3}
 		ac.Status.LastError = "w-2: BMC did not answer"
 		ac.Status.Conditions = readyStatus(metav1.ConditionFalse, sitev1.ReasonClusterNotReady, "WorkersReady is False: w-1, w-2 provisioning")
+		ac.Status.Hosts = []sitev1.HostStatus{
+			{Name: "cp-0", ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"},
+			{Name: "w-1", ProvisioningState: "provisioning"},
+			{Name: "w-2", ProvisioningState: "registering", Message: "BMC did not answer"},
+		}
 	})
+	// Each host's report lands in its Host.
+	waitHostReport(t, ns, "w-1", &fleetv1.HostClusterStatus{ProvisioningState: "provisioning"})
+	waitHostReport(t, ns, "w-2", &fleetv1.HostClusterStatus{ProvisioningState: "registering", Message: "BMC did not answer"})
+	waitHostReport(t, ns, "cp-0", &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"})
+	waitHostReport(t, ns, "w-0", nil)
 	got = waitSite(t, key, conditionIs(fleetv1.SiteClusterReadyCondition, metav1.ConditionFalse, fleetv1.ReasonClusterNotReady, "w-1, w-2 provisioning"))
 	ac = waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil })
 	want := fleetv1.ClusterSummary{
@@ -404,8 +415,9 @@ func TestClusterPushedToSite(t *testing.T) {
 	// Deleting a Host takes it out of the spec; its Secret stays while the site still reports the
 	// host (it is deprovisioning it), and goes when the site no longer does.
 	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
-		ac.Status.Hosts = []sitev1.HostStatus{{Name: "w-2", ProvisioningState: "provisioned"}}
+		ac.Status.Hosts = []sitev1.HostStatus{{Name: "cp-0", ProvisioningState: "provisioned", Ready: true}, {Name: "w-2", ProvisioningState: "provisioned"}}
 	})
+	waitHostReport(t, ns, "w-1", nil)
 	if err := global.Client.Delete(t.Context(), &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-2"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -461,12 +473,32 @@ func TestClusterPushedToSite(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1.SiteReadyCondition) {
 		t.Errorf("Site not Ready after its cluster was removed: %+v", got.Status.Conditions)
 	}
+	waitHostReport(t, ns, "cp-0", nil)
+}
+
+// waitHostReport waits until the Host's status.cluster is want.
+func waitHostReport(t *testing.T, ns, name string, want *fleetv1.HostClusterStatus) {
+	t.Helper()
+	testenv.Eventually(t, wait, func() error {
+		h := &fleetv1.Host{}
+		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, h); err != nil {
+			return err
+		}
+		if !equality.Semantic.DeepEqual(h.Status.Cluster, want) {
+			return fmt.Errorf("host %s status.cluster = %+v, want %+v", name, h.Status.Cluster, want)
+		}
+		if !meta.IsStatusConditionTrue(h.Status.Conditions, fleetv1.HostReadyCondition) {
+			return fmt.Errorf("host %s lost its Ready condition: %+v", name, h.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 // TestUnreachableSiteKeepsClusterSummary stops one of two sites: it keeps its last summary with
 // ClusterReady Unknown, the other site's pushes go on meanwhile, and what changed while it was
 // down is pushed when it is back.
 func TestUnreachableSiteKeepsClusterSummary(t *testing.T) {
+	t.Parallel()
 	cpA, kcA := startClusterSite(t)
 	cpB, kcB := startClusterSite(t)
 	ns := global.Namespace(t)

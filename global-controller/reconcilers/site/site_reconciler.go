@@ -71,6 +71,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -154,6 +155,8 @@ type scope struct {
 	// is what was read (after this reconcile's write), nil when there is none.
 	clusterRead bool
 	cluster     *sitev1.ApplicationCluster
+	// clusterRemoved is set when this reconcile finished removing what was pushed.
+	clusterRemoved bool
 	// dirty is set when a step failed without an error to return (a push the site refused):
 	// the reconcile is not clean.
 	dirty bool
