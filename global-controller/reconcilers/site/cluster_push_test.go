@@ -3,6 +3,7 @@ package site_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strconv"
@@ -67,6 +68,13 @@ func createBMCHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, m
 	if err := global.Client.Create(t.Context(), host); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mac returns a boot MAC unique to the test's namespace: boot MACs are unique fleet-wide, and the
+// namespaces of earlier runs (-count) are never finalized by envtest, so their Hosts stay.
+func mac(ns string, n int) string {
+	h := sha256.Sum256([]byte(ns))
+	return fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", h[0], h[1], n>>8, n&0xff)
 }
 
 func creds(host string) map[string]string {
@@ -262,11 +270,11 @@ func TestClusterPushedToSite(t *testing.T) {
 	ns := global.Namespace(t)
 	site, _ := register(t, ns, "plant-1", kc, withCluster)
 	key := client.ObjectKeyFromObject(site)
-	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, "52:54:00:00:03:01", creds("cp-0"))
-	createBMCHost(t, ns, "w-1", site.Name, fleetv1.RoleWorker, "52:54:00:00:03:03", creds("w-1"))
-	createBMCHost(t, ns, "w-0", site.Name, fleetv1.RoleWorker, "52:54:00:00:03:02", creds("w-0"))
+	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, mac(ns, 0x0301), creds("cp-0"))
+	createBMCHost(t, ns, "w-1", site.Name, fleetv1.RoleWorker, mac(ns, 0x0303), creds("w-1"))
+	createBMCHost(t, ns, "w-0", site.Name, fleetv1.RoleWorker, mac(ns, 0x0302), creds("w-0"))
 	// w-2's credentials lack the password: it is left out, and said so.
-	createBMCHost(t, ns, "w-2", site.Name, fleetv1.RoleWorker, "52:54:00:00:03:04", map[string]string{"username": "admin-w-2"})
+	createBMCHost(t, ns, "w-2", site.Name, fleetv1.RoleWorker, mac(ns, 0x0304), map[string]string{"username": "admin-w-2"})
 
 	// The ApplicationCluster appears with exactly the three usable hosts, control plane first.
 	start := time.Now()
@@ -278,7 +286,7 @@ func TestClusterPushedToSite(t *testing.T) {
 		!slices.Equal(spec.Network.PodCIDRs, []string{"10.244.0.0/16"}) || spec.OperationGeneration != 0 {
 		t.Errorf("spec does not follow Site.spec.cluster: %+v", spec)
 	}
-	wantCP := sitev1.ClusterHost{Name: "cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: "52:54:00:00:03:01", BMC: sitev1.BMC{
+	wantCP := sitev1.ClusterHost{Name: "cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: mac(ns, 0x0301), BMC: sitev1.BMC{
 		Address: "redfish+https://192.0.2.10/redfish/v1/Systems/cp-0", CredentialsName: "cp-0-bmc", DisableCertificateVerification: true,
 	}}
 	if got := hostEntry(ac, "cp-0"); got != wantCP {
@@ -505,8 +513,8 @@ func TestUnreachableSiteKeepsClusterSummary(t *testing.T) {
 	siteA, _ := register(t, ns, "site-a", kcA, withCluster)
 	siteB, _ := register(t, ns, "site-b", kcB, withCluster)
 	keyA, keyB := client.ObjectKeyFromObject(siteA), client.ObjectKeyFromObject(siteB)
-	createBMCHost(t, ns, "a-cp-0", siteA.Name, fleetv1.RoleControlPlane, "52:54:00:00:04:01", creds("a-cp-0"))
-	createBMCHost(t, ns, "b-cp-0", siteB.Name, fleetv1.RoleControlPlane, "52:54:00:00:04:11", creds("b-cp-0"))
+	createBMCHost(t, ns, "a-cp-0", siteA.Name, fleetv1.RoleControlPlane, mac(ns, 0x0401), creds("a-cp-0"))
+	createBMCHost(t, ns, "b-cp-0", siteB.Name, fleetv1.RoleControlPlane, mac(ns, 0x0411), creds("b-cp-0"))
 
 	waitCluster(t, cpA, siteA.Name, hostsAre("a-cp-0"))
 	waitCluster(t, cpB, siteB.Name, hostsAre("b-cp-0"))
@@ -534,8 +542,8 @@ func TestUnreachableSiteKeepsClusterSummary(t *testing.T) {
 
 	// While site A is down, site B takes a new worker at once, and A's change waits.
 	start := time.Now()
-	createBMCHost(t, ns, "b-w-0", siteB.Name, fleetv1.RoleWorker, "52:54:00:00:04:12", creds("b-w-0"))
-	createBMCHost(t, ns, "a-w-0", siteA.Name, fleetv1.RoleWorker, "52:54:00:00:04:02", creds("a-w-0"))
+	createBMCHost(t, ns, "b-w-0", siteB.Name, fleetv1.RoleWorker, mac(ns, 0x0412), creds("b-w-0"))
+	createBMCHost(t, ns, "a-w-0", siteA.Name, fleetv1.RoleWorker, mac(ns, 0x0402), creds("a-w-0"))
 	waitCluster(t, cpB, siteB.Name, hostsAre("b-cp-0", "b-w-0"))
 	if took := time.Since(start); took > heartbeat+timeout {
 		t.Errorf("site B's push took %s while site A was down", took)
