@@ -18,6 +18,8 @@ const (
 	HostBootMAC = "spec.bootMACAddress"
 	// SiteKubeconfigSecret indexes Sites by "namespace/secret" of their kubeconfig Secret.
 	SiteKubeconfigSecret = "spec.kubeconfigSecretRef"
+	// HostBMCSecret indexes Hosts by "namespace/secret" of their BMC credentials Secret.
+	HostBMCSecret = "spec.bmc.credentialsSecretRef"
 )
 
 // Key joins a namespace and a name the way the indexes store references.
@@ -39,6 +41,10 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 		{&fleetv1.Host{}, HostBootMAC, func(o client.Object) []string {
 			return []string{NormalizeMAC(o.(*fleetv1.Host).Spec.BootMACAddress)}
+		}},
+		{&fleetv1.Host{}, HostBMCSecret, func(o client.Object) []string {
+			h := o.(*fleetv1.Host)
+			return []string{Key(h.Namespace, h.Spec.BMC.CredentialsSecretRef.Name)}
 		}},
 		{&fleetv1.Site{}, SiteKubeconfigSecret, func(o client.Object) []string {
 			s := o.(*fleetv1.Site)

@@ -7,11 +7,17 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
@@ -34,6 +40,9 @@ type Cache struct {
 	// UserAgent is sent to the sites.
 	UserAgent string
 
+	scheme *runtime.Scheme
+	mapper meta.RESTMapper
+
 	mu      sync.Mutex
 	entries map[types.NamespacedName]entry
 }
@@ -41,11 +50,32 @@ type Cache struct {
 type entry struct {
 	fingerprint string
 	client      kubernetes.Interface
+	objects     client.Client
 }
 
 // NewCache returns an empty cache whose requests time out after timeout.
 func NewCache(timeout time.Duration, userAgent string) *Cache {
-	return &Cache{Timeout: timeout, UserAgent: userAgent, entries: map[types.NamespacedName]entry{}}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(fmt.Sprintf("siteclient: add client-go scheme: %v", err))
+	}
+	if err := sitev1.AddToScheme(scheme); err != nil {
+		panic(fmt.Sprintf("siteclient: add site scheme: %v", err))
+	}
+	return &Cache{
+		Timeout: timeout, UserAgent: userAgent, entries: map[types.NamespacedName]entry{},
+		scheme: scheme, mapper: pushMapper(),
+	}
+}
+
+// pushMapper maps the kinds the global controller writes to a site. It is static, so a site
+// client never runs discovery: fewer requests, and nothing to grant for it.
+func pushMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper(nil)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Secret"), meta.RESTScopeNamespace)
+	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
+	m.Add(sitev1.GroupVersion.WithKind("ApplicationCluster"), meta.RESTScopeNamespace)
+	return m
 }
 
 // Connect makes sure the site has a client built from the kubeconfig with this fingerprint.
@@ -70,14 +100,36 @@ func (c *Cache) Connect(ctx context.Context, site types.NamespacedName, fingerpr
 	cfg.Timeout = c.Timeout
 	cfg.UserAgent = c.UserAgent
 	cfg.QPS, cfg.Burst = 5, 10
-	cs, err := kubernetes.NewForConfig(cfg)
+	// One HTTP client (one connection pool, one rate limiter) per site, shared by both clients.
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	objects, err := client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: c.scheme, Mapper: c.mapper})
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.mu.Lock()
-	c.entries[site] = entry{fingerprint: fingerprint, client: cs}
+	c.entries[site] = entry{fingerprint: fingerprint, client: cs, objects: objects}
 	c.mu.Unlock()
 	return true, nil
+}
+
+// Client returns the site's client for the objects the global controller pushes to it
+// (ApplicationCluster, Secrets, ConfigMaps; no discovery, no cache). Every request times out
+// after Timeout. It fails when the site has no client (Connect first).
+func (c *Cache) Client(site types.NamespacedName) (client.Client, error) {
+	c.mu.Lock()
+	e, ok := c.entries[site]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("site %s has no client: its kubeconfig was not loaded", site)
+	}
+	return e.objects, nil
 }
 
 // Forget drops the site's client.

@@ -1,43 +1,78 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
-// GlobalUser is the user the global controller is known as on the site control planes.
+// GlobalUser is the user the global controller is known as on the site control planes; the
+// RoleBinding of deploy/rbac/site grants its access to this user.
 const GlobalUser = "edgefleet-global"
 
+// SiteAccessManifest is the manifest, relative to the repository root, that every site applies to
+// grant the global controller its access.
+const SiteAccessManifest = "deploy/rbac/site/global-access.yaml"
+
 // SiteKubeconfig prepares this control plane to stand for a site and returns the kubeconfig the
-// global controller gets for it: user GlobalUser with least privilege — authenticated, and
-// allowed to read only the local controller's info ConfigMap.
+// global controller gets for it: user GlobalUser with the least privilege a real site grants —
+// the objects of SiteAccessManifest (read the local controller's info ConfigMap, write the
+// ApplicationCluster and BMC Secrets in namespace edgefleet-system), applied as shipped.
 func (cp *ControlPlane) SiteKubeconfig(ctx context.Context) ([]byte, error) {
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}},
-		&rbacv1.Role{
-			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: GlobalUser},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-				ResourceNames: []string{sitev1.InfoConfigMapName}, Verbs: []string{"get"}}},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: GlobalUser},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: GlobalUser},
-			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: GlobalUser}},
-		},
+	objs, err := siteAccessObjects()
+	if err != nil {
+		return nil, fmt.Errorf("testenv %s: %w", cp.Name, err)
 	}
+	objs = append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}}, objs...)
 	for _, o := range objs {
 		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, o)); err != nil {
 			return nil, fmt.Errorf("testenv %s: prepare site access: %w", cp.Name, err)
 		}
 	}
 	return cp.Kubeconfig(GlobalUser)
+}
+
+// siteAccessObjects reads the objects of SiteAccessManifest.
+func siteAccessObjects() ([]client.Object, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(SiteAccessManifest)))
+	if err != nil {
+		return nil, fmt.Errorf("read site access manifest: %w", err)
+	}
+	var objs []client.Object
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("decode %s: %w", SiteAccessManifest, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		objs = append(objs, u)
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%s holds no objects", SiteAccessManifest)
+	}
+	return objs, nil
 }
 
 // PublishLocalControllerVersion writes the info ConfigMap a local controller publishes.

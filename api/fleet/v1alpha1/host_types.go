@@ -162,6 +162,29 @@ type HostStatus struct {
 	// ObservedGeneration is the generation last reconciled cleanly.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Cluster is where the host stands in its site's application cluster, as the site last
+	// reported it (its ApplicationCluster's status.hosts, read on every heartbeat). Unset while
+	// the site reports nothing of the host; kept while the site is unreachable.
+	// +optional
+	Cluster *HostClusterStatus `json:"cluster,omitempty"`
+}
+
+// HostClusterStatus is what a site reports of one of its hosts.
+type HostClusterStatus struct {
+	// ProvisioningState is Metal3's state of the host (registering, inspecting, available,
+	// provisioning, provisioned, deprovisioning, ...).
+	// +optional
+	ProvisioningState string `json:"provisioningState,omitempty"`
+	// Ready is true when the host is a ready node of the cluster.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// Version is the Kubernetes version of the host's node.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Message says what is wrong, when something is.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Host is a bare-metal (or VM) machine of a site, with its role in the site's application
@@ -174,6 +197,7 @@ type HostStatus struct {
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="Boot-MAC",type=string,JSONPath=`.spec.bootMACAddress`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Provisioning",type=string,JSONPath=`.status.cluster.provisioningState`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmc.address`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

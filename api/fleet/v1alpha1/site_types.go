@@ -18,8 +18,18 @@ const (
 	SiteKubeconfigValidCondition = "KubeconfigValid"
 	// SiteReachableCondition is True when the site's API server answered the last check.
 	SiteReachableCondition = "Reachable"
-	// SiteReadyCondition summarizes the others: True when the site can take work.
+	// SiteReadyCondition summarizes KubeconfigValid and Reachable: True when the site can take
+	// work. It does not depend on ClusterSynced or ClusterReady: a site without a (ready)
+	// application cluster is still usable, e.g. to install one.
 	SiteReadyCondition = "Ready"
+	// SiteClusterSyncedCondition is True when the site holds the ApplicationCluster and the
+	// hosts' BMC Secrets built from spec.cluster and the site's Hosts. Set only while
+	// spec.cluster is set or the pushed objects are being removed.
+	SiteClusterSyncedCondition = "ClusterSynced"
+	// SiteClusterReadyCondition mirrors the Ready condition the site reports on its
+	// ApplicationCluster. Set only while spec.cluster is set or the pushed objects are being
+	// removed.
+	SiteClusterReadyCondition = "ClusterReady"
 )
 
 // Reasons used by the Site conditions.
@@ -41,13 +51,46 @@ const (
 	// ReasonAPIServerUnreachable means the site's API server did not answer (connection refused,
 	// timeout, TLS or authentication failure); the message carries the error.
 	ReasonAPIServerUnreachable = "APIServerUnreachable"
-	// ReasonNotChecked means the check could not run because an earlier condition failed.
+	// ReasonNotChecked means the check could not run because an earlier condition failed (for
+	// ClusterSynced and ClusterReady: the site is not reachable; status.cluster keeps the last
+	// summary it reported).
 	ReasonNotChecked = "NotChecked"
 
 	// ReasonSiteReady means the site is registered, its kubeconfig is valid and it is reachable.
 	ReasonSiteReady = "SiteReady"
 	// ReasonSiteNotReady means one of the other conditions is not True; the message names it.
 	ReasonSiteNotReady = "SiteNotReady"
+
+	// ReasonClusterSynced means the site's ApplicationCluster and BMC Secrets match
+	// spec.cluster and every Host of the site.
+	ReasonClusterSynced = "ClusterSynced"
+	// ReasonHostsLeftOut means the ApplicationCluster was pushed, but some Hosts of the site are
+	// not in it (not Ready, BMC credentials missing, name unusable as a node name); the message
+	// names each and why. A host that was pushed before keeps its last pushed entry instead.
+	ReasonHostsLeftOut = "HostsLeftOut"
+	// ReasonNoControlPlaneHost means nothing was pushed because no usable control-plane Host
+	// exists: an ApplicationCluster needs at least one. An ApplicationCluster pushed before is
+	// left as it was.
+	ReasonNoControlPlaneHost = "NoControlPlaneHost"
+	// ReasonPushFailed means the site refused a write or did not answer; the message names the
+	// object and carries the error. It is retried on the next heartbeat.
+	ReasonPushFailed = "PushFailed"
+	// ReasonClusterDeleting means spec.cluster was removed: the ApplicationCluster was deleted
+	// on the site and waits there for its finalizer (the local controller takes the cluster
+	// down); the BMC Secrets go once it is gone.
+	ReasonClusterDeleting = "ClusterDeleting"
+
+	// ReasonClusterReady means the site reports its ApplicationCluster Ready.
+	ReasonClusterReady = "ClusterReady"
+	// ReasonClusterNotReady means the site reports its ApplicationCluster not Ready; the
+	// message carries the site's reason and message.
+	ReasonClusterNotReady = "ClusterNotReady"
+	// ReasonClusterUpdatePending means the site has not yet reconciled the last pushed
+	// generation of its ApplicationCluster; the message gives both generations.
+	ReasonClusterUpdatePending = "ClusterUpdatePending"
+	// ReasonClusterNotReported means the site has no ApplicationCluster yet, or reports no
+	// Ready condition on it (no local controller handles it yet).
+	ReasonClusterNotReported = "ClusterNotReported"
 )
 
 // SiteSpec is the desired registration of an edge site.
@@ -173,7 +216,8 @@ type MaintenanceWindow struct {
 
 // SiteStatus is what the global controller last saw of the site.
 type SiteStatus struct {
-	// Conditions: KubeconfigValid, Reachable, Ready.
+	// Conditions: KubeconfigValid, Reachable, Ready; ClusterSynced and ClusterReady while
+	// spec.cluster is set.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -204,7 +248,9 @@ type SiteStatus struct {
 	// +optional
 	Hosts HostCounts `json:"hosts,omitempty"`
 
-	// Cluster mirrors the summary the site reports of its application cluster.
+	// Cluster mirrors the summary the site reports of its application cluster, read from the
+	// status of its ApplicationCluster on every heartbeat. It keeps the last summary while the
+	// site is unreachable, and goes away with spec.cluster once the pushed objects are removed.
 	// +optional
 	Cluster *ClusterSummary `json:"cluster,omitempty"`
 }
@@ -263,6 +309,7 @@ type HostCounts struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.status.hosts.total`
 // +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.location.region`,priority=1
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster.phase`,priority=1
 // +kubebuilder:printcolumn:name="Local-Controller",type=string,JSONPath=`.status.localControllerVersion`,priority=1
 // +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

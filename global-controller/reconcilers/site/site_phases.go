@@ -124,13 +124,14 @@ func (r *Reconciler) retryInterval(reachable *metav1.Condition, now time.Time) t
 	return min(d, r.HeartbeatInterval)
 }
 
-// reconcileHosts counts the site's hosts by role.
+// reconcileHosts lists the site's hosts and counts them by role.
 func (r *Reconciler) reconcileHosts(ctx context.Context, s *scope) error {
 	hosts := &fleetv1.HostList{}
 	if err := r.Client.List(ctx, hosts, client.InNamespace(s.site.Namespace),
 		client.MatchingFields{index.HostSite: index.Key(s.site.Namespace, s.site.Name)}); err != nil {
 		return fmt.Errorf("list hosts of site %s: %w", s.key, err)
 	}
+	s.hosts = hosts.Items
 	counts := fleetv1.HostCounts{}
 	for _, h := range hosts.Items {
 		counts.Total++
@@ -145,7 +146,8 @@ func (r *Reconciler) reconcileHosts(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// reconcileReady sums the other conditions up.
+// reconcileReady sums KubeconfigValid and Reachable up. The cluster conditions stay out of it:
+// a site is usable (e.g. to install a cluster) whatever its cluster's state.
 func (r *Reconciler) reconcileReady(_ context.Context, s *scope) error {
 	if why, notReady := conditions.NotTrue(s.site.Status.Conditions, fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition); notReady {
 		setCondition(s.site, fleetv1.SiteReadyCondition, metav1.ConditionFalse, fleetv1.ReasonSiteNotReady, why)

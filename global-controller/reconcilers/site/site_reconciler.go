@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
@@ -36,6 +39,8 @@ type Connections interface {
 	Connect(ctx context.Context, site types.NamespacedName, fingerprint string, read func(context.Context) ([]byte, error)) (bool, error)
 	// Probe asks the site for its versions.
 	Probe(ctx context.Context, site types.NamespacedName) (siteclient.Probe, error)
+	// Client returns the client that pushes objects to the site and reads them back.
+	Client(site types.NamespacedName) (client.Client, error)
 	// Forget drops the site's client.
 	Forget(site types.NamespacedName)
 }
@@ -44,7 +49,8 @@ type Connections interface {
 type Reconciler struct {
 	// Client reads Sites, Hosts and Secret metadata from the cache and writes Sites.
 	Client client.Client
-	// APIReader reads Secret data straight from the API server; Secrets are not cached.
+	// APIReader reads Secret data (kubeconfigs, BMC credentials) straight from the API server;
+	// Secrets are not cached.
 	APIReader client.Reader
 	// Sites keeps the per-site clients.
 	Sites Connections
@@ -65,6 +71,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -74,11 +81,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("site").
 		For(&fleetv1.Site{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
-		// Hosts created, deleted or changed in spec change the site's counts; their status does not.
+		// Hosts created, deleted or changed in spec change the site's counts and cluster; of their
+		// status only Ready matters (a host that is not Ready is not pushed).
 		Watches(&fleetv1.Host{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			h := o.(*fleetv1.Host)
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.SiteRef.Name}}}
-		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, hostReadyChanged()))).
+		// Kubeconfig Secrets rebuild the site's client; BMC Secrets are copied to the site.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sitesOfSecret)).
 		WithOptions(opts).
 		Complete(r)
@@ -106,17 +115,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 
 	before := site.DeepCopy()
+	s := &scope{site: site, key: req.NamespacedName, now: r.Clock.Now()}
 	defer func() {
-		if err := r.patchStatus(ctx, before, site, reterr == nil); err != nil {
+		if err := r.patchStatus(ctx, before, site, reterr == nil && !s.dirty); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
 	}()
 
-	s := &scope{site: site, key: req.NamespacedName, now: r.Clock.Now()}
 	phases := []func(context.Context, *scope) error{
 		r.reconcileKubeconfig,
 		r.reconcileReachability,
 		r.reconcileHosts,
+		r.reconcileClusterPush,
+		r.reconcileClusterStatus,
 		r.reconcileReady,
 	}
 	for _, phase := range phases {
@@ -138,6 +149,17 @@ type scope struct {
 	rebuilt bool
 	// requeueAfter is when the site is due for its next probe.
 	requeueAfter time.Duration
+	// hosts are the site's Hosts.
+	hosts []fleetv1.Host
+	// clusterRead is set when the site's ApplicationCluster was read in this reconcile; cluster
+	// is what was read (after this reconcile's write), nil when there is none.
+	clusterRead bool
+	cluster     *sitev1.ApplicationCluster
+	// clusterRemoved is set when this reconcile finished removing what was pushed.
+	clusterRemoved bool
+	// dirty is set when a step failed without an error to return (a push the site refused):
+	// the reconcile is not clean.
+	dirty bool
 }
 
 func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) error {
@@ -165,7 +187,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, site *fleetv1.Site
 		site.Status.ObservedGeneration = site.Generation
 	}
 	conditions.RecordChanges(r.Recorder, site, before.Status.Conditions, site.Status.Conditions,
-		fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition, fleetv1.SiteReadyCondition)
+		fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition, fleetv1.SiteReadyCondition,
+		fleetv1.SiteClusterSyncedCondition, fleetv1.SiteClusterReadyCondition)
 	if apiequality.Semantic.DeepEqual(before.Status, site.Status) {
 		return nil
 	}
@@ -175,17 +198,40 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, site *fleetv1.Site
 	return nil
 }
 
+// sitesOfSecret maps a Secret to the Sites whose kubeconfig it holds and to the Sites of the
+// Hosts whose BMC credentials it holds.
 func (r *Reconciler) sitesOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	key := index.Key(o.GetNamespace(), o.GetName())
 	sites := &fleetv1.SiteList{}
-	if err := r.Client.List(ctx, sites, client.MatchingFields{index.SiteKubeconfigSecret: index.Key(o.GetNamespace(), o.GetName())}); err != nil {
+	if err := r.Client.List(ctx, sites, client.MatchingFields{index.SiteKubeconfigSecret: key}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list sites of secret", "secret", client.ObjectKeyFromObject(o))
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(sites.Items))
+	hosts := &fleetv1.HostList{}
+	if err := r.Client.List(ctx, hosts, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.HostBMCSecret: key}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list hosts of secret", "secret", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(sites.Items)+len(hosts.Items))
 	for _, s := range sites.Items {
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
 	}
+	for _, h := range hosts.Items {
+		site := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: h.Namespace, Name: h.Spec.SiteRef.Name}}
+		if !slices.Contains(reqs, site) {
+			reqs = append(reqs, site)
+		}
+	}
 	return reqs
+}
+
+// hostReadyChanged lets through updates that change a Host's Ready status.
+func hostReadyChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		old, cur := e.ObjectOld.(*fleetv1.Host), e.ObjectNew.(*fleetv1.Host)
+		return meta.IsStatusConditionTrue(old.Status.Conditions, fleetv1.HostReadyCondition) !=
+			meta.IsStatusConditionTrue(cur.Status.Conditions, fleetv1.HostReadyCondition)
+	}}
 }
 
 // deletionPredicate lets through updates that start a deletion, which change no generation.

@@ -26,7 +26,12 @@ const wait = 60 * time.Second
 // published, and returns it with the least-privilege kubeconfig the global controller gets.
 func startSite(t *testing.T, localVersion string) (*testenv.ControlPlane, []byte) {
 	t.Helper()
-	cp := testenv.StartT(t, testenv.Options{Name: "site"})
+	return startSiteWith(t, testenv.Options{Name: "site"}, localVersion)
+}
+
+func startSiteWith(t *testing.T, opts testenv.Options, localVersion string) (*testenv.ControlPlane, []byte) {
+	t.Helper()
+	cp := testenv.StartT(t, opts)
 	kc, err := cp.SiteKubeconfig(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -37,8 +42,9 @@ func startSite(t *testing.T, localVersion string) (*testenv.ControlPlane, []byte
 	return cp, kc
 }
 
-// register creates the kubeconfig Secret and the Site on the global cluster.
-func register(t *testing.T, ns, name string, kubeconfig []byte) (*fleetv1.Site, *corev1.Secret) {
+// register creates the kubeconfig Secret and the Site on the global cluster; edits change the
+// Site before it is created.
+func register(t *testing.T, ns, name string, kubeconfig []byte, edits ...func(*fleetv1.Site)) (*fleetv1.Site, *corev1.Secret) {
 	t.Helper()
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig"},
@@ -50,6 +56,9 @@ func register(t *testing.T, ns, name string, kubeconfig []byte) (*fleetv1.Site, 
 	site := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: secret.Name}},
+	}
+	for _, edit := range edits {
+		edit(site)
 	}
 	if err := global.Client.Create(t.Context(), site); err != nil {
 		t.Fatal(err)

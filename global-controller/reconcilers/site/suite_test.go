@@ -12,13 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// global is the global cluster: a real API server with the fleet CRDs, and the site reconciler
-// running against it in a manager. Each test starts the site control planes it needs.
+// global is the global cluster: a real API server with the fleet CRDs, and the site and host
+// reconcilers running against it in a manager. Each test starts the site control planes it needs.
 var global *testenv.ControlPlane
 
 // Short intervals so state changes show within seconds.
@@ -49,6 +50,11 @@ func TestMain(m *testing.M) {
 				HeartbeatInterval: heartbeat,
 				MinRetryInterval:  minRetry,
 			}
-			return r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4})
+			if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
+				return err
+			}
+			// Hosts are pushed to a site once the host reconciler finds them Ready.
+			hosts := &host.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("host-controller")}
+			return hosts.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})
 		}))
 }

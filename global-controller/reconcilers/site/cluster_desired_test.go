@@ -1,0 +1,228 @@
+package site
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+)
+
+func readyHost(name string, ready metav1.ConditionStatus) *fleetv1.Host {
+	h := &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if ready != "" {
+		h.Status.Conditions = []metav1.Condition{{Type: fleetv1.HostReadyCondition, Status: ready, Message: "because"}}
+	}
+	return h
+}
+
+func TestUnusable(t *testing.T) {
+	tests := []struct {
+		name string
+		host *fleetv1.Host
+		want string // substring; "" means usable
+	}{
+		{"ready", readyHost("w-0", metav1.ConditionTrue), ""},
+		{"not ready", readyHost("w-0", metav1.ConditionFalse), "Ready is False: because"},
+		{"not checked yet", readyHost("w-0", ""), "not checked"},
+		{"dotted name", readyHost("w.0", metav1.ConditionTrue), "not a valid node name"},
+		{"long name", readyHost(strings.Repeat("a", 64), metav1.ConditionTrue), "not a valid node name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := unusable(tt.host)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("unusable = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSortHostsControlPlaneFirstThenName(t *testing.T) {
+	hosts := []sitev1.ClusterHost{
+		{Name: "b", Role: sitev1.RoleWorker}, {Name: "z", Role: sitev1.RoleControlPlane},
+		{Name: "a", Role: sitev1.RoleWorker}, {Name: "c", Role: sitev1.RoleControlPlane},
+	}
+	sortHosts(hosts)
+	var got []string
+	for _, h := range hosts {
+		got = append(got, h.Name)
+	}
+	if strings.Join(got, ",") != "c,z,a,b" {
+		t.Errorf("order = %v, want c,z,a,b", got)
+	}
+}
+
+func TestClusterHostFromHost(t *testing.T) {
+	h := &fleetv1.Host{
+		ObjectMeta: metav1.ObjectMeta{Name: "w-0"},
+		Spec: fleetv1.HostSpec{Role: fleetv1.RoleWorker, BootMACAddress: "52:54:00:AB:CD:EF", BMC: fleetv1.BMCDetails{
+			Address: "redfish+https://10.0.0.5/redfish/v1/Systems/1", CredentialsSecretRef: fleetv1.SecretReference{Name: "anything"},
+			DisableCertificateVerification: true,
+		}},
+	}
+	want := sitev1.ClusterHost{Name: "w-0", Role: sitev1.RoleWorker, BootMACAddress: "52:54:00:ab:cd:ef", BMC: sitev1.BMC{
+		Address: "redfish+https://10.0.0.5/redfish/v1/Systems/1", CredentialsName: "w-0-bmc", DisableCertificateVerification: true,
+	}}
+	if got := clusterHost(h); got != want {
+		t.Errorf("clusterHost = %+v, want %+v", got, want)
+	}
+}
+
+func siteCluster() *fleetv1.SiteCluster {
+	return &fleetv1.SiteCluster{
+		KubernetesVersion: "v1.36.3",
+		OSImage:           sitev1.OSImage{SHA256: strings.Repeat("a", 64)},
+		Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+			ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10"}},
+	}
+}
+
+func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
+	hosts := []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane}}
+	spec := desiredSpec(siteCluster(), hosts, 0, nil)
+	if spec.Network.ControlPlaneEndpoint.Port != 6443 || spec.HostRemovalPolicy != sitev1.RemovalDeprovision {
+		t.Errorf("defaults not filled: port %d, policy %q", spec.Network.ControlPlaneEndpoint.Port, spec.HostRemovalPolicy)
+	}
+	if spec.OperationGeneration != 0 {
+		t.Errorf("operationGeneration = %d, want 0", spec.OperationGeneration)
+	}
+	existing := &sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{OperationGeneration: 7}}
+	if got := desiredSpec(siteCluster(), hosts, 3, existing).OperationGeneration; got != 7 {
+		t.Errorf("operationGeneration went down to %d, want the site's 7 kept", got)
+	}
+	if got := desiredSpec(siteCluster(), hosts, 9, existing).OperationGeneration; got != 9 {
+		t.Errorf("operationGeneration = %d, want 9", got)
+	}
+
+	// Applying the same spec twice changes nothing the second time.
+	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}
+	ac := &sitev1.ApplicationCluster{}
+	if !applyClusterSpec(ac, site, spec) {
+		t.Fatal("first apply reported no change")
+	}
+	if applyClusterSpec(ac, site, desiredSpec(siteCluster(), hosts, 0, nil)) {
+		t.Error("second apply of the same spec reported a change")
+	}
+	if !managed(ac) || ac.Annotations[sitev1.SourceAnnotation] != "Site ns/s" {
+		t.Errorf("marks missing: labels %v annotations %v", ac.Labels, ac.Annotations)
+	}
+}
+
+func TestBMCSecretCopy(t *testing.T) {
+	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-0-creds", UID: "u1", ResourceVersion: "10"}}
+	fp := fingerprint("u1", "10")
+	s := &corev1.Secret{}
+	if bmcSecretCurrent(nil, "c", "cp-0", fp) {
+		t.Error("a missing copy is current")
+	}
+	if !applyBMCSecret(s, source, "c", "cp-0", "admin", "secret") {
+		t.Fatal("first copy reported no change")
+	}
+	if string(s.Data["username"]) != "admin" || string(s.Data["password"]) != "secret" || s.Type != corev1.SecretTypeOpaque {
+		t.Errorf("copy = %v %s", s.Data, s.Type)
+	}
+	if strings.Contains(s.Annotations[sitev1.DataHashAnnotation], "secret") {
+		t.Error("the password shows in an annotation")
+	}
+	if !bmcSecretCurrent(s, "c", "cp-0", fp) {
+		t.Error("a fresh copy is not current")
+	}
+	if applyBMCSecret(s, source, "c", "cp-0", "admin", "secret") {
+		t.Error("copying the same data again reported a change")
+	}
+
+	tests := []struct {
+		name   string
+		change func(*corev1.Secret)
+		fp     string
+	}{
+		{"source changed", func(*corev1.Secret) {}, fingerprint("u1", "11")},
+		{"source recreated", func(*corev1.Secret) {}, fingerprint("u2", "10")},
+		{"password changed on the site", func(s *corev1.Secret) { s.Data["password"] = []byte("other") }, fp},
+		{"key added on the site", func(s *corev1.Secret) { s.Data["extra"] = []byte("x") }, fp},
+		{"label removed on the site", func(s *corev1.Secret) { delete(s.Labels, sitev1.ManagedByLabel) }, fp},
+		{"other host", func(s *corev1.Secret) { s.Labels[sitev1.HostLabel] = "w-0" }, fp},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := s.DeepCopy()
+			tt.change(c)
+			if bmcSecretCurrent(c, "c", "cp-0", tt.fp) {
+				t.Error("copy counted as current")
+			}
+		})
+	}
+
+	if _, _, why := credentials(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Data: map[string][]byte{"username": []byte("a")}}); !strings.Contains(why, `no key "password"`) {
+		t.Errorf("credentials without password: %q", why)
+	}
+}
+
+func TestClusterReady(t *testing.T) {
+	ac := func(generation, observed int64, ready *metav1.Condition) *sitev1.ApplicationCluster {
+		a := &sitev1.ApplicationCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "edgefleet-system", Name: "s", Generation: generation}}
+		a.Status.ObservedGeneration = observed
+		if ready != nil {
+			a.Status.Conditions = []metav1.Condition{*ready}
+		}
+		return a
+	}
+	readyCond := func(s metav1.ConditionStatus) *metav1.Condition {
+		return &metav1.Condition{Type: "Ready", Status: s, Reason: "R", Message: "site says"}
+	}
+	tests := []struct {
+		name   string
+		ac     *sitev1.ApplicationCluster
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{"no cluster", nil, metav1.ConditionFalse, fleetv1.ReasonClusterNotReported},
+		{"no Ready yet", ac(1, 0, nil), metav1.ConditionFalse, fleetv1.ReasonClusterNotReported},
+		{"ready", ac(2, 2, readyCond(metav1.ConditionTrue)), metav1.ConditionTrue, fleetv1.ReasonClusterReady},
+		{"ready for an older generation", ac(3, 2, readyCond(metav1.ConditionTrue)), metav1.ConditionFalse, fleetv1.ReasonClusterUpdatePending},
+		{"not ready", ac(2, 2, readyCond(metav1.ConditionFalse)), metav1.ConditionFalse, fleetv1.ReasonClusterNotReady},
+		{"unknown", ac(2, 2, readyCond(metav1.ConditionUnknown)), metav1.ConditionFalse, fleetv1.ReasonClusterNotReady},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, reason, msg := clusterReady(tt.ac)
+			if status != tt.status || reason != tt.reason {
+				t.Errorf("clusterReady = %s %s (%s), want %s %s", status, reason, msg, tt.status, tt.reason)
+			}
+			if tt.ac != nil && len(tt.ac.Status.Conditions) > 0 && !strings.Contains(msg, "site says") {
+				t.Errorf("message %q does not carry the site's", msg)
+			}
+		})
+	}
+}
+
+func TestSummary(t *testing.T) {
+	ac := &sitev1.ApplicationCluster{Status: sitev1.ApplicationClusterStatus{
+		Phase: sitev1.ClusterProvisioning, ObservedGeneration: 4, ObservedOperationGeneration: 2, KubernetesVersion: "v1.36.3",
+		ControlPlane: sitev1.NodeCounts{Ready: 1, Total: 1}, Workers: sitev1.NodeCounts{Total: 2}, LastError: "boom",
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Message: "workers provisioning"}},
+	}}
+	want := fleetv1.ClusterSummary{
+		Phase: sitev1.ClusterProvisioning, ObservedGeneration: 4, ObservedOperationGeneration: 2, KubernetesVersion: "v1.36.3",
+		ControlPlane: sitev1.NodeCounts{Ready: 1, Total: 1}, Workers: sitev1.NodeCounts{Total: 2}, LastError: "boom",
+		Message: "workers provisioning",
+	}
+	if got := summary(ac); *got != want {
+		t.Errorf("summary = %+v, want %+v", *got, want)
+	}
+
+	ac.Status.Hosts = []sitev1.HostStatus{{Name: "w-0", Role: sitev1.RoleWorker, ProvisioningState: "provisioned", Machine: "m", Version: "v1.36.3", Ready: true, Message: "ok"}}
+	if got := hostReport(ac, "w-0"); got == nil || *got != (fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Message: "ok"}) {
+		t.Errorf("hostReport(w-0) = %+v", got)
+	}
+	if got := hostReport(ac, "w-1"); got != nil {
+		t.Errorf("hostReport of an unreported host = %+v, want nil", got)
+	}
+	if got := hostReport(nil, "w-0"); got != nil {
+		t.Errorf("hostReport without a cluster = %+v, want nil", got)
+	}
+}
