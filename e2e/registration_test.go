@@ -55,8 +55,9 @@ var _ = Describe("Site and host registration", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			rows := columns(out)
 			g.Expect(rows).To(HaveLen(4))
-			g.Expect(rows[0]).To(Equal([]string{"NAME", "SITE", "ROLE", "BOOT-MAC", "READY", "AGE"}))
+			g.Expect(rows[0]).To(Equal([]string{"NAME", "SITE", "ROLE", "BOOT-MAC", "READY", "PROVISIONING", "AGE"}))
 			for _, r := range rows[1:] {
+				// PROVISIONING is empty: these sites have no application cluster.
 				g.Expect(r).To(HaveLen(6), "columns of %v", r)
 			}
 			g.Expect(rows[1][:5]).To(Equal([]string{"site-a-cp-0", "site-a", "control-plane", "52:54:00:0a:00:01", "True"}))
