@@ -51,10 +51,16 @@ type Fleet struct {
 	// MetricsURL, HealthURL and APIURL are the global controller's endpoints.
 	MetricsURL, HealthURL, APIURL string
 
+	// Applications are the control planes standing for the sites' application clusters, by
+	// site (StartSiteProvisioning).
+	Applications map[string]*ControlPlane
+
 	root       string
 	ownDir     bool
 	controller *process
 	locals     map[string]*process
+	// stops stop what StartSiteProvisioning started, before the control planes.
+	stops []func() error
 }
 
 // StartFleet starts the control planes and the global controller and waits until the
@@ -64,7 +70,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}}
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.Stop())
@@ -298,6 +304,9 @@ func (f *Fleet) Stop() error {
 	errs := []error{f.StopController()}
 	for name := range f.locals {
 		errs = append(errs, f.StopLocalController(name))
+	}
+	for _, stop := range f.stops {
+		errs = append(errs, stop())
 	}
 	for _, cp := range f.Sites {
 		errs = append(errs, cp.Stop())

@@ -80,6 +80,12 @@ func (f *Fleet) StopLocalController(site string) error {
 	return f.locals[site].stop()
 }
 
+// KillLocalController kills a site's local controller with SIGKILL, as a crash would.
+func (f *Fleet) KillLocalController(site string) error {
+	defer delete(f.locals, site)
+	return f.locals[site].kill()
+}
+
 // ConnectSite gives a site its own credentials for the global artifact API: a ServiceAccount
 // site-<name> in edgefleet-system on the global cluster, bound to ClusterRole edgefleet-site,
 // whose token goes with apiURL into the site's Secret sitev1.GlobalAPISecretName.

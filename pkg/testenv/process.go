@@ -91,6 +91,19 @@ func (p *process) stop() error {
 	}
 }
 
+// kill sends SIGKILL and waits for the process to end. A nil process is stopped already.
+func (p *process) kill() error {
+	if p == nil {
+		return nil
+	}
+	defer p.guard.release()
+	if err := p.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	<-p.exited
+	return nil
+}
+
 // logTail returns the last n lines of the log.
 func (p *process) logTail(n int) string {
 	f, err := os.Open(p.log)
