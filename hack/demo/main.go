@@ -1,8 +1,9 @@
 // Command demo runs edgefleet on this machine: a global control plane and two site control
 // planes (kube-apiserver + etcd from bin/), the global controller binary, each site's local
 // controller, and the sites and hosts of deploy/samples/fleet.yaml. It uploads a sample package,
-// caches it at both sites and prints what kubectl, the CLI and a site cache show, then keeps
-// everything running until Ctrl-C and stops all it started. Run it with `make demo`.
+// caches it at both sites, provisions site-a's hosts through Metal3 (fixture provisioner) and
+// Cluster-API, and prints what kubectl, the CLI and a site cache show, then keeps everything
+// running until Ctrl-C and stops all it started. Run it with `make demo`.
 package main
 
 import (
@@ -69,6 +70,11 @@ func run(ctx context.Context) (err error) {
 		err = errors.Join(err, fleet.Stop())
 	}()
 
+	step("Starting site-a's Metal3 (baremetal-operator, fixture provisioner) and a control plane for its application cluster")
+	if err := fleet.StartSiteProvisioning(ctx, "site-a"); err != nil {
+		return err
+	}
+
 	step("Starting the local controllers of site-a and site-b, with their own tokens for the artifact API")
 	local := map[string]testenv.LocalController{}
 	for _, site := range []string{"site-a", "site-b"} {
@@ -129,6 +135,9 @@ func run(ctx context.Context) (err error) {
 	if err := listPackage(ctx, pkgURL); err != nil {
 		return err
 	}
+	if err := provisionSite(ctx, fleet, dir, "site-a"); err != nil {
+		return err
+	}
 	fmt.Printf(`
 Everything keeps running until you press Ctrl-C. In another terminal:
 
@@ -178,6 +187,76 @@ func waitReady(ctx context.Context, c client.Client, names ...string) error {
 }
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
+
+// provisionSite uploads an OS image, gives the site a desired application cluster on the
+// global cluster, and follows its hosts until they are provisioned nodes.
+func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string) error {
+	image := filepath.Join(dir, "edge-os-1.0.img")
+	data, digest := testenv.RandomContent(4<<20, 1)
+	if err := os.WriteFile(image, data, 0o600); err != nil {
+		return err
+	}
+	step("edgefleet artifact upload " + filepath.Base(image) + " --kind os-image --name edge-os --version 1.0")
+	out, err := fleet.Edgefleet(ctx, "artifact", "upload", image, "--kind", "os-image", "--name", "edge-os", "--version", "1.0")
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	patch := fmt.Sprintf(`{"spec":{"cluster":{"kubernetesVersion":"v1.36.3","osImage":{"sha256":%q},`+
+		`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":"192.0.2.20"}}}}}`, digest)
+	step("kubectl patch site " + site + " -n fleet --type merge -p '" + patch + "'")
+	if out, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", "fleet", "--type", "merge", "-p", patch); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+
+	step("Following " + site + "'s hosts: the global controller pushes the cluster, the site caches the image, Metal3 provisions, Cluster-API sees the nodes")
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	last := ""
+	for {
+		hosts := &fleetv1.HostList{}
+		s := &fleetv1.Site{}
+		if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: site}, s); err != nil {
+			return err
+		}
+		if err := fleet.Global.Client.List(ctx, hosts, client.InNamespace("fleet")); err != nil {
+			return err
+		}
+		line := "cluster: pending"
+		if c := s.Status.Cluster; c != nil {
+			line = fmt.Sprintf("cluster: %s, control plane %d/%d, workers %d/%d", c.Phase, c.ControlPlane.Ready, c.ControlPlane.Total, c.Workers.Ready, c.Workers.Total)
+		}
+		for _, h := range hosts.Items {
+			if h.Spec.SiteRef.Name == site && h.Status.Cluster != nil {
+				line += fmt.Sprintf(" | %s %s", h.Name, h.Status.Cluster.ProvisioningState)
+			}
+		}
+		if line != last {
+			fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), line)
+			last = line
+		}
+		if s.Status.Cluster != nil && s.Status.Cluster.Phase == sitev1.ClusterProvisioned {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not provisioned: %w", site, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	step("kubectl get hosts -n fleet")
+	if out, err = fleet.Kubectl(ctx, "get", "hosts", "-n", "fleet"); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	step("kubectl --kubeconfig " + fleet.SiteKubeconfig(site) + " get applicationclusters,baremetalhosts,machines -n edgefleet-system")
+	if out, err = fleet.SiteKubectl(ctx, site, "get", "applicationclusters,baremetalhosts,machines", "-n", sitev1.InfoNamespace); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	return nil
+}
 
 // listPackage prints the names of the files in the tar.gz at url.
 func listPackage(ctx context.Context, url string) error {

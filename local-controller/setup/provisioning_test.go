@@ -19,6 +19,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capiconditions "sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -259,6 +260,9 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 		want := "metal3://" + ns + "/" + h.Name
 		if m.Spec.ProviderID != want || m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
 			t.Errorf("Machine %s of host %s: providerID %q (want %s), phase %s", m.Name, h.Name, m.Spec.ProviderID, want, m.Status.Phase)
+		}
+		if !capiconditions.IsTrue(m, clusterv1.MachineReadyCondition) {
+			t.Errorf("Machine %s is not Ready for Cluster-API: %+v", m.Name, m.Status.Conditions)
 		}
 		_, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]
 		if isCP != (h.Role == sitev1.RoleControlPlane) {

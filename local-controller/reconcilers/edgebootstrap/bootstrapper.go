@@ -93,6 +93,12 @@ func (s *NodeSimulator) Join(ctx context.Context, cluster *clusterv1.Cluster, ma
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 		Message: "simulated kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now,
 	}}
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{
+			Type: t, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficient" + string(t)[:len(t)-len("Pressure")],
+			Message: "simulated kubelet", LastHeartbeatTime: now, LastTransitionTime: now,
+		})
+	}
 	if err := c.Status().Update(ctx, node); err != nil {
 		return false, fmt.Errorf("report node %s ready: %w", node.Name, err)
 	}
