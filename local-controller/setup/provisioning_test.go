@@ -424,3 +424,38 @@ func TestFailedHostIsReportedAndDoesNotBlockTheOthers(t *testing.T) {
 	}
 	t.Logf("failed host reported as: %s", failed.Message)
 }
+
+func TestDeleteTakesTheClusterDown(t *testing.T) {
+	ctx := t.Context()
+	ns := bed(t, "gone")
+	ac := cluster(ns, "gone", "v1.36.3", host("d-cp-0", sitev1.RoleControlPlane), host("d-w-0", sitev1.RoleWorker))
+	if err := siteC.Create(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
+	if err := siteC.Delete(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		var left []string
+		for _, list := range []client.ObjectList{&sitev1.ApplicationClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
+			&metal3api.BareMetalHostList{}, &sitev1.EdgeMachineList{}, &clusterv1.MachineDeploymentList{}} {
+			if err := siteC.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			items, err := apimeta.ExtractList(list)
+			if err != nil {
+				return err
+			}
+			for _, o := range items {
+				left = append(left, fmt.Sprintf("%T %s", o, o.(client.Object).GetName()))
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("still there after the ApplicationCluster's deletion: %v", left)
+		}
+		return nil
+	})
+	// The application cluster's Node objects stay: Cluster-API does not delete nodes of a
+	// cluster being deleted, whose hosts are wiped anyway.
+}
