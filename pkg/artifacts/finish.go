@@ -30,10 +30,10 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 	if err != nil {
 		return restv1.Artifact{}, err
 	}
-	unlock := true
+	unlock, wrote := true, false
 	defer func() {
 		if unlock {
-			reterr = errors.Join(reterr, s.unlock(ctx, id, token))
+			reterr = errors.Join(reterr, s.unlock(ctx, id, token, !wrote))
 		}
 	}()
 
@@ -65,6 +65,7 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 	// Each step is idempotent, so a crash between two is completed by calling Finish again.
 	// First the last, partial chunk, which the session kept until now.
 	if len(d.Tail) > 0 {
+		wrote = true
 		n := int32(d.Offset / ChunkSize)
 		if _, err := s.chunksOf(id).InsertOne(ctx, chunkDoc{ID: n, FilesID: id, N: n, Data: d.Tail}); err != nil && !mongo.IsDuplicateKeyError(err) {
 			return restv1.Artifact{}, fmt.Errorf("write last chunk of upload %s: %w", id, err)

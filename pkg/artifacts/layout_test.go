@@ -249,3 +249,48 @@ func TestOrphanBucketsDropped(t *testing.T) {
 }
 
 const cs3 = 3 * artifacts.ChunkSize
+
+// TestCrashedWriterLeftovers: a writer that died after inserting chunks it could not record
+// leaves them and its lock token; the next Append, or a Finish right away, drops them.
+func TestCrashedWriterLeftovers(t *testing.T) {
+	const cs = artifacts.ChunkSize
+	for _, finishNow := range []bool{false, true} {
+		db := newDB(t)
+		s := open(t, db, artifacts.Options{LockTTL: time.Millisecond})
+		data, digest := testenv.RandomContent(3*cs+10, 61)
+		saved := 2*cs + 5
+		if finishNow {
+			data, digest = testenv.RandomContent(saved, 62)
+		}
+		up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("crash", "1")}, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data[:saved])); err != nil {
+			t.Fatal(err)
+		}
+		// What the dead writer left: chunk 2 complete with other bytes, a chunk 3, its token.
+		junk := bytes.Repeat([]byte{0xee}, cs)
+		insert(t, db, "blobs."+up.ID+".chunks",
+			bson.D{{Key: "_id", Value: int32(2)}, {Key: "files_id", Value: up.ID}, {Key: "n", Value: int32(2)}, {Key: "data", Value: junk}},
+			bson.D{{Key: "_id", Value: int32(3)}, {Key: "files_id", Value: up.ID}, {Key: "n", Value: int32(3)}, {Key: "data", Value: junk[:10]}})
+		if _, err := db.Collection("uploads").UpdateOne(t.Context(), bson.D{{Key: "_id", Value: up.ID}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "lockToken", Value: "dead"}, {Key: "lockUntil", Value: time.Now().Add(-time.Second)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if !finishNow {
+			if _, err := s.Append(t.Context(), up.ID, int64(saved), bytes.NewReader(data[saved:])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Finish(t.Context(), up.ID, digest); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, s, digest, 0, int64(len(data))); !bytes.Equal(got, data) {
+			t.Fatalf("finishNow=%v: content differs after a crashed writer", finishNow)
+		}
+		if n, want := count(t, db, "blobs.chunks"), int64((len(data)+cs-1)/cs); n != want {
+			t.Errorf("finishNow=%v: %d chunks, want %d", finishNow, n, want)
+		}
+	}
+}

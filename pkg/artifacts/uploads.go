@@ -108,12 +108,41 @@ func (s *Store) lock(ctx context.Context, id string, offset int64) (*uploadDoc, 
 	if res.MatchedCount == 0 {
 		return nil, "", fmt.Errorf("upload %s: %w", id, ErrBusy)
 	}
+	if d.LockToken != "" {
+		if err := s.dropUnsaved(ctx, d); err != nil {
+			return nil, "", errors.Join(err, s.unlock(ctx, id, token, false))
+		}
+	}
 	return d, token, nil
 }
 
-func (s *Store) unlock(ctx context.Context, id, token string) error {
+// dropUnsaved drops the chunks from the session's offset on, which a holder of the lock that
+// did not release it cleanly (it crashed, or failed after writing chunks it could not record)
+// may have left. It reads the session's chunk collection (FerretDB pushes no range down), so
+// only then; a session whose chunks are a blob's already (Finish cut short) is left alone.
+func (s *Store) dropUnsaved(ctx context.Context, d *uploadDoc) error {
+	err := s.files.FindOne(ctx, bson.D{{Key: "_id", Value: d.ID}}).Err()
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return fmt.Errorf("check blob of upload %s: %w", d.ID, err)
+	}
+	if _, err := s.chunksOf(d.ID).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: int32(d.Offset / ChunkSize)}}}}); err != nil {
+		return fmt.Errorf("drop unsaved chunks of upload %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// unlock releases the session's lock. Unless clean (chunks past the offset may have been
+// written), the token stays, which tells the next holder to drop them.
+func (s *Store) unlock(ctx context.Context, id, token string, clean bool) error {
+	set := bson.D{{Key: "lockUntil", Value: time.Time{}}}
+	if clean {
+		set = append(set, bson.E{Key: "lockToken", Value: ""})
+	}
 	_, err := s.uploads.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}, {Key: "lockToken", Value: token}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "lockUntil", Value: time.Time{}}, {Key: "lockToken", Value: ""}}}})
+		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		return fmt.Errorf("unlock upload %s: %w", id, err)
 	}
@@ -132,14 +161,15 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 	if err != nil {
 		return 0, err
 	}
-	defer func() { reterr = errors.Join(reterr, s.unlock(ctx, id, token)) }()
+	var w *chunkWriter
+	defer func() { reterr = errors.Join(reterr, s.unlock(ctx, id, token, w == nil || !w.unrecorded)) }()
 
 	h := sha256.New()
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.HashState); err != nil {
 		return offset, fmt.Errorf("restore sha256 state of upload %s: %w", id, err)
 	}
-	w := &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
-	if err := w.start(ctx, d); err != nil {
+	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
+	if err := w.start(d); err != nil {
 		return offset, err
 	}
 	buf := make([]byte, 32<<10)
@@ -185,19 +215,17 @@ type chunkWriter struct {
 	tail    []byte
 	pending []any
 	chunks  *mongo.Collection
+	// unrecorded: chunks past saved may be written.
+	unrecorded bool
 }
 
 func (w *chunkWriter) received() int64 { return int64(w.base)*ChunkSize + int64(len(w.tail)) }
 
-// start drops chunks from the saved offset on (left by a write that crashed before it recorded
-// its progress) and takes the saved part of the last, partial chunk from the session.
-func (w *chunkWriter) start(ctx context.Context, d *uploadDoc) error {
+// start takes the saved part of the last, partial chunk from the session. (Chunks past the
+// saved offset, left by a writer that failed, were dropped when the lock was taken.)
+func (w *chunkWriter) start(d *uploadDoc) error {
 	w.chunks = w.s.chunksOf(w.id)
 	w.base = int32(w.saved / ChunkSize)
-	// A scan of this upload's own chunks (FerretDB pushes no range down): once per request.
-	if _, err := w.chunks.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: w.base}}}}); err != nil {
-		return fmt.Errorf("drop unsaved chunks of upload %s: %w", w.id, err)
-	}
 	keep := int(w.saved % ChunkSize)
 	if len(d.Tail) != keep {
 		return fmt.Errorf("upload %s is corrupt: its partial chunk has %d bytes, want %d", w.id, len(d.Tail), keep)
@@ -234,6 +262,7 @@ func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
 		return nil
 	}
 	if len(w.pending) > 0 {
+		w.unrecorded = true
 		if _, err := w.chunks.InsertMany(ctx, w.pending); err != nil {
 			return fmt.Errorf("write chunks of upload %s: %w", w.id, err)
 		}
@@ -272,5 +301,6 @@ func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
 	}
 	w.saved = saved
 	w.pending = nil
+	w.unrecorded = false
 	return nil
 }
