@@ -32,13 +32,50 @@ func (s *Server) serveBlob(c *gin.Context, digest, name string) {
 	http.ServeContent(c.Writer, c.Request, "", time.Time{}, r)
 }
 
+// queueChunks is how many chunks (4 MiB) a download reads ahead of what it has sent.
+const queueChunks = 32
+
 // blobReader is an io.ReadSeeker over a blob: each Read continues a stream of chunks from the
 // current position, restarted after a Seek.
 type blobReader struct {
 	ctx    context.Context
 	blob   *artifacts.Blob
 	pos    int64
-	stream *io.PipeReader
+	stream *queue
+}
+
+// queue passes the chunks WriteRange writes to Read through a bounded buffer, so that the next
+// chunks are read from the database while the previous ones are sent.
+type queue struct {
+	ch   chan []byte
+	stop chan struct{}
+	err  error // set before ch is closed
+	cur  []byte
+}
+
+func (q *queue) Write(p []byte) (int, error) {
+	select {
+	case q.ch <- append([]byte(nil), p...):
+		return len(p), nil
+	case <-q.stop:
+		return 0, io.ErrClosedPipe
+	}
+}
+
+func (q *queue) Read(p []byte) (int, error) {
+	for len(q.cur) == 0 {
+		b, ok := <-q.ch
+		if !ok {
+			if q.err != nil {
+				return 0, q.err
+			}
+			return 0, io.EOF
+		}
+		q.cur = b
+	}
+	n := copy(p, q.cur)
+	q.cur = q.cur[n:]
+	return n, nil
 }
 
 func (r *blobReader) Read(p []byte) (int, error) {
@@ -46,12 +83,13 @@ func (r *blobReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if r.stream == nil {
-		pr, pw := io.Pipe()
+		q := &queue{ch: make(chan []byte, queueChunks), stop: make(chan struct{})}
 		start := r.pos
 		go func() {
-			pw.CloseWithError(r.blob.WriteRange(r.ctx, pw, start, r.blob.Size-start))
+			q.err = r.blob.WriteRange(r.ctx, q, start, r.blob.Size-start)
+			close(q.ch)
 		}()
-		r.stream = pr
+		r.stream = q
 	}
 	n, err := r.stream.Read(p)
 	r.pos += int64(n)
@@ -86,7 +124,7 @@ func (r *blobReader) Seek(offset int64, whence int) (int64, error) {
 // Close stops the chunk stream, if one runs.
 func (r *blobReader) Close() {
 	if r.stream != nil {
-		_ = r.stream.Close()
+		close(r.stream.stop)
 		r.stream = nil
 	}
 }

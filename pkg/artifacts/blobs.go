@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
+
+// readBatch is how many chunks a reader asks for at a time: 8 MiB, far below mongo-driver's
+// 48 MB message limit.
+const readBatch = 64
 
 // Blob is stored content.
 type Blob struct {
@@ -31,8 +36,8 @@ func (s *Store) OpenBlob(ctx context.Context, digest string) (*Blob, error) {
 	return &Blob{SHA256: digest, Size: f.Length, s: s, fileID: f.ID}, nil
 }
 
-// WriteRange writes length bytes from offset start to w, reading only the chunks it needs, a
-// few at a time, so memory stays flat whatever the size.
+// WriteRange writes length bytes from offset start to w, reading only the blob's own chunks
+// in batches, so memory stays flat whatever the size. w must not keep the slices it is given.
 func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64) error {
 	if start < 0 || length < 0 || start+length > b.Size {
 		return fmt.Errorf("range %d+%d is outside blob sha256:%s of %d bytes", start, length, b.SHA256, b.Size)
@@ -41,24 +46,12 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 		return nil
 	}
 	first, last := start/ChunkSize, (start+length-1)/ChunkSize
-	cur, err := b.s.chunks.Find(ctx,
-		bson.D{{Key: "files_id", Value: b.fileID}, {Key: "n", Value: bson.D{{Key: "$gte", Value: first}, {Key: "$lte", Value: last}}}},
-		options.Find().SetSort(bson.D{{Key: "n", Value: 1}}).SetBatchSize(16))
-	if err != nil {
-		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
-	}
-	defer cur.Close(context.WithoutCancel(ctx))
 	want := first
-	for cur.Next(ctx) {
-		var c chunkDoc
-		if err := cur.Decode(&c); err != nil {
-			return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
+	send := func(n int64, data []byte) error {
+		if size := min(ChunkSize, b.Size-n*ChunkSize); int64(len(data)) != size {
+			return fmt.Errorf("blob sha256:%s is corrupt: chunk %d has %d bytes, want %d", b.SHA256, n, len(data), size)
 		}
-		if int64(c.N) != want {
-			return fmt.Errorf("blob sha256:%s is corrupt: chunk %d missing", b.SHA256, want)
-		}
-		data := c.Data
-		chunkStart := int64(c.N) * ChunkSize
+		chunkStart := n * ChunkSize
 		if lo := start - chunkStart; lo > 0 {
 			data = data[lo:]
 			chunkStart = start
@@ -70,12 +63,76 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 			return fmt.Errorf("send blob sha256:%s: %w", b.SHA256, err)
 		}
 		want++
+		return nil
+	}
+	// In insertion order, which is chunk order: sorted, FerretDB would load every chunk into
+	// memory first. The chunks before the range are read and skipped (FerretDB cannot skip
+	// them without decoding them either).
+	inOrder := true
+	err := b.scan(ctx, func(n int64, data []byte) (bool, error) {
+		switch {
+		case n < want:
+			return true, nil
+		case n > want:
+			inOrder = false
+			return false, nil
+		}
+		if err := send(n, data); err != nil {
+			return false, err
+		}
+		return want <= last, nil
+	})
+	if err != nil {
+		return err
+	}
+	// Out of order (never written so by this store): a window of chunks per pass.
+	for !inOrder && want <= last {
+		window := map[int64][]byte{}
+		end := min(want+readBatch, last+1)
+		if err := b.scan(ctx, func(n int64, data []byte) (bool, error) {
+			if n >= want && n < end && window[n] == nil {
+				window[n] = bytes.Clone(data)
+			}
+			return int64(len(window)) < end-want, nil
+		}); err != nil {
+			return err
+		}
+		for data := window[want]; data != nil && want < end; data = window[want] {
+			if err := send(want, data); err != nil {
+				return err
+			}
+		}
+		if want < end {
+			break
+		}
+	}
+	if want <= last {
+		return fmt.Errorf("blob sha256:%s is corrupt: chunk %d missing", b.SHA256, want)
+	}
+	return nil
+}
+
+// scan reads the blob's chunks in stored order and calls fn with each chunk's number and
+// data (valid only during the call) until fn returns false or an error.
+func (b *Blob) scan(ctx context.Context, fn func(n int64, data []byte) (bool, error)) error {
+	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(readBatch))
+	if err != nil {
+		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		n, ok := cur.Current.Lookup("n").AsInt64OK()
+		_, data, ok2 := cur.Current.Lookup("data").BinaryOK()
+		if !ok || !ok2 {
+			return fmt.Errorf("blob sha256:%s is corrupt: chunk %s", b.SHA256, cur.Current)
+		}
+		more, err := fn(n, data)
+		if err != nil || !more {
+			return err
+		}
 	}
 	if err := cur.Err(); err != nil {
 		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
-	}
-	if want != last+1 {
-		return fmt.Errorf("blob sha256:%s is corrupt: chunk %d missing", b.SHA256, want)
 	}
 	return nil
 }

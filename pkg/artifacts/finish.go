@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
@@ -28,10 +30,10 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 	if err != nil {
 		return restv1.Artifact{}, err
 	}
-	unlock := true
+	unlock, wrote := true, false
 	defer func() {
 		if unlock {
-			reterr = errors.Join(reterr, s.unlock(ctx, id, token))
+			reterr = errors.Join(reterr, s.unlock(ctx, id, token, !wrote))
 		}
 	}()
 
@@ -60,9 +62,22 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 	}
 
 	// The blob: this session's chunks become it, unless the same bytes are stored already.
-	// A crash between two steps is completed by calling Finish again.
+	// Each step is idempotent, so a crash between two is completed by calling Finish again.
+	// First the last, partial chunk, which the session kept until now.
+	if len(d.Tail) > 0 {
+		wrote = true
+		n := int32(d.Offset / ChunkSize)
+		if _, err := s.chunksOf(id).InsertOne(ctx, chunkDoc{ID: n, FilesID: id, N: n, Data: d.Tail}); err != nil && !mongo.IsDuplicateKeyError(err) {
+			return restv1.Artifact{}, fmt.Errorf("write last chunk of upload %s: %w", id, err)
+		}
+	}
+	// Then the files document of the blob's own GridFS bucket, then the catalogue entry.
 	now := s.clock.Now().UTC().Truncate(time.Millisecond)
-	_, err = s.files.InsertOne(ctx, fileDoc{ID: id, Length: d.Offset, ChunkSize: ChunkSize, UploadDate: now, Filename: actual})
+	f := fileDoc{ID: id, Length: d.Offset, ChunkSize: ChunkSize, UploadDate: now, Filename: actual}
+	if _, err := s.bucketFilesOf(id).ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}}, f, options.Replace().SetUpsert(true)); err != nil {
+		return restv1.Artifact{}, fmt.Errorf("store blob %s: %w", actual, err)
+	}
+	_, err = s.files.InsertOne(ctx, f)
 	switch {
 	case err == nil:
 	case mongo.IsDuplicateKeyError(err):
@@ -71,7 +86,7 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 			return restv1.Artifact{}, fmt.Errorf("find blob %s: %w", actual, err)
 		}
 		if existing.ID != id {
-			if _, err := s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: id}}); err != nil {
+			if err := s.dropBucket(ctx, id); err != nil {
 				return restv1.Artifact{}, fmt.Errorf("drop duplicate chunks of upload %s: %w", id, err)
 			}
 		}
@@ -127,15 +142,15 @@ func (s *Store) dropUpload(ctx context.Context, id string) error {
 	if n > 0 {
 		return nil
 	}
-	if _, err := s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: id}}); err != nil {
+	if err := s.dropBucket(ctx, id); err != nil {
 		return fmt.Errorf("delete chunks of upload %s: %w", id, err)
 	}
 	return nil
 }
 
 // ExpireUploads deletes the sessions that received nothing for the upload TTL, with their
-// chunks, and returns how many it deleted. The controller runs it periodically (FerretDB has
-// no TTL indexes).
+// chunks, and returns how many it deleted; it also drops the chunks of blobs whose deletion
+// was cut short. The controller runs it periodically (FerretDB has no TTL indexes).
 func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 	now := s.clock.Now()
 	cur, err := s.uploads.Find(ctx, bson.D{{Key: "expires", Value: bson.D{{Key: "$lt", Value: now}}}, {Key: "lockUntil", Value: bson.D{{Key: "$lt", Value: now}}}})
@@ -151,5 +166,55 @@ func (s *Store) ExpireUploads(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
+	if err := s.dropOrphanBuckets(ctx); err != nil {
+		return len(docs), err
+	}
 	return len(docs), nil
+}
+
+// dropOrphanBuckets drops the buckets ("blobs.ID.chunks", "blobs.ID.files") of neither a blob
+// nor an upload session: left by a Delete or an expiry that stopped half way.
+func (s *Store) dropOrphanBuckets(ctx context.Context) error {
+	names, err := s.db.ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		return fmt.Errorf("list collections: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		id, ok := bucketID(name)
+		if !ok || seen[id] {
+			continue
+		}
+		seen[id] = true
+		used := false
+		for _, c := range []*mongo.Collection{s.files, s.uploads} {
+			err := c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Err()
+			switch {
+			case err == nil:
+				used = true
+			case !errors.Is(err, mongo.ErrNoDocuments):
+				return fmt.Errorf("check bucket %s: %w", id, err)
+			}
+		}
+		if !used {
+			if err := s.dropBucket(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bucketID returns ID for the collections of a blob's bucket, "blobs.ID.chunks" and "blobs.ID.files".
+func bucketID(collection string) (string, bool) {
+	rest, ok := strings.CutPrefix(collection, bucketPrefix)
+	if !ok {
+		return "", false
+	}
+	for _, suffix := range []string{".chunks", ".files"} {
+		if id, ok := strings.CutSuffix(rest, suffix); ok && id != "" && !strings.Contains(id, ".") {
+			return id, true
+		}
+	}
+	return "", false
 }

@@ -24,7 +24,7 @@ func (s *Store) migrations() []func(context.Context) error {
 				{s.artifacts, bson.D{{Key: "kind", Value: 1}, {Key: "name", Value: 1}, {Key: "version", Value: 1}, {Key: "architecture", Value: 1}}, true},
 				{s.artifacts, bson.D{{Key: "sha256", Value: 1}}, false},
 				{s.files, bson.D{{Key: "filename", Value: 1}}, true},
-				{s.chunks, bson.D{{Key: "files_id", Value: 1}, {Key: "n", Value: 1}}, true},
+				// (and blobs.chunks {files_id, n}, unique: dropped by 2.)
 				{s.uploads, bson.D{{Key: "expires", Value: 1}}, false},
 			}
 			for _, i := range idx {
@@ -34,7 +34,139 @@ func (s *Store) migrations() []func(context.Context) error {
 			}
 			return nil
 		},
+		// 2: one GridFS bucket per blob instead of the shared blobs.chunks.
+		s.migrateToBuckets,
 	}
+}
+
+// legacyChunks is the chunk collection of schema 1, shared by all blobs and uploads.
+const legacyChunks = "blobs.chunks"
+
+// migrateToBuckets moves schema 1's chunks, all in blobs.chunks, to one bucket per blob or
+// upload session ("blobs.ID.chunks" with _id = n, and for blobs "blobs.ID.files"), and the
+// saved part of an upload's last, partial chunk into its session. Killed half way, it runs
+// again from the start: every step is idempotent, and blobs.chunks is dropped last.
+func (s *Store) migrateToBuckets(ctx context.Context) error {
+	legacy := s.db.Collection(legacyChunks)
+	// Every chunk, in one pass in stored order: a query filtered on files_id would read the
+	// whole collection once per blob. Within a blob, stored order is chunk order (schema 1
+	// wrote chunks in order and replaced the partial one in place); were it not, WriteRange
+	// still reads the blob, only slower. A chunk copied before a crash is not copied again
+	// (_id = n is unique), so the copies stay in order.
+	cur, err := legacy.Find(ctx, bson.D{}, options.Find().SetBatchSize(readBatch))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", legacyChunks, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var batch []any
+	var batchID string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := s.chunksOf(batchID).InsertMany(ctx, batch, options.InsertMany().SetOrdered(false)); err != nil && !onlyDuplicates(err) {
+			return fmt.Errorf("copy chunks of %s: %w", batchID, err)
+		}
+		batch = nil
+		return nil
+	}
+	for cur.Next(ctx) {
+		var c struct {
+			FilesID string `bson:"files_id"`
+			N       int32  `bson:"n"`
+			Data    []byte `bson:"data"`
+		}
+		if err := cur.Decode(&c); err != nil {
+			return fmt.Errorf("read %s: %w", legacyChunks, err)
+		}
+		if c.FilesID != batchID || len(batch) == readBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+			batchID = c.FilesID
+		}
+		batch = append(batch, chunkDoc{ID: c.N, FilesID: c.FilesID, N: c.N, Data: c.Data})
+	}
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", legacyChunks, err)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+
+	// Each blob's bucket files document.
+	var files []fileDoc
+	if cur, err := s.files.Find(ctx, bson.D{}); err != nil {
+		return fmt.Errorf("list blobs: %w", err)
+	} else if err := cur.All(ctx, &files); err != nil {
+		return fmt.Errorf("list blobs: %w", err)
+	}
+	blobs := map[string]bool{}
+	for _, f := range files {
+		blobs[f.ID] = true
+		if _, err := s.bucketFilesOf(f.ID).ReplaceOne(ctx, bson.D{{Key: "_id", Value: f.ID}}, f, options.Replace().SetUpsert(true)); err != nil {
+			return fmt.Errorf("write files document of blob %s: %w", f.ID, err)
+		}
+	}
+
+	// Upload sessions: the saved part of the partial chunk moves into the session, and the
+	// bucket keeps only the complete chunks before it.
+	var uploads []uploadDoc
+	if cur, err := s.uploads.Find(ctx, bson.D{}); err != nil {
+		return fmt.Errorf("list uploads: %w", err)
+	} else if err := cur.All(ctx, &uploads); err != nil {
+		return fmt.Errorf("list uploads: %w", err)
+	}
+	for _, u := range uploads {
+		if blobs[u.ID] {
+			continue // its chunks are a blob's already: Finish only has to complete
+		}
+		base, keep := int32(u.Offset/ChunkSize), int(u.Offset%ChunkSize)
+		chunks := s.chunksOf(u.ID)
+		if len(u.Tail) != keep {
+			var c chunkDoc
+			err := chunks.FindOne(ctx, bson.D{{Key: "_id", Value: base}}).Decode(&c)
+			if errors.Is(err, mongo.ErrNoDocuments) || err == nil && len(c.Data) < keep {
+				// Nothing to resume from: the client starts again.
+				if err := s.dropUpload(ctx, u.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read last chunk of upload %s: %w", u.ID, err)
+			}
+			if _, err := s.uploads.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.ID}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "tail", Value: c.Data[:keep]}}}}); err != nil {
+				return fmt.Errorf("move last chunk of upload %s: %w", u.ID, err)
+			}
+		}
+		if _, err := chunks.DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: base}}}}); err != nil {
+			return fmt.Errorf("drop partial chunk of upload %s: %w", u.ID, err)
+		}
+	}
+
+	if err := legacy.Drop(ctx); err != nil {
+		return fmt.Errorf("drop %s: %w", legacyChunks, err)
+	}
+	return nil
+}
+
+// onlyDuplicates tells whether err reports duplicate keys and nothing else.
+func onlyDuplicates(err error) bool {
+	var bwe mongo.BulkWriteException
+	if errors.As(err, &bwe) {
+		if bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+			return false
+		}
+		for _, we := range bwe.WriteErrors {
+			if we.Code != 11000 {
+				return false
+			}
+		}
+		return true
+	}
+	return mongo.IsDuplicateKeyError(err)
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -43,7 +43,8 @@ type Options struct {
 
 // Store is the artifact store.
 type Store struct {
-	artifacts, uploads, files, chunks, meta *mongo.Collection
+	artifacts, uploads, files, meta *mongo.Collection
+	db                              *mongo.Database
 
 	clock     clock.PassiveClock
 	uploadTTL time.Duration
@@ -57,8 +58,8 @@ func Open(ctx context.Context, db *mongo.Database, opts Options) (*Store, error)
 		artifacts: db.Collection("artifacts"),
 		uploads:   db.Collection("uploads"),
 		files:     db.Collection("blobs.files"),
-		chunks:    db.Collection("blobs.chunks"),
 		meta:      db.Collection("meta"),
+		db:        db,
 		clock:     opts.Clock,
 		uploadTTL: opts.UploadTTL,
 		lockTTL:   opts.LockTTL,
@@ -119,6 +120,8 @@ type uploadDoc struct {
 	Expires   time.Time `bson:"expires"`
 	LockUntil time.Time `bson:"lockUntil"`
 	LockToken string    `bson:"lockToken"`
+	// Tail holds the bytes of the last, partial chunk, which is written at Finish.
+	Tail []byte `bson:"tail"`
 }
 
 type fileDoc struct {
@@ -130,9 +133,41 @@ type fileDoc struct {
 }
 
 type chunkDoc struct {
+	ID      int32  `bson:"_id"`
 	FilesID string `bson:"files_id"`
 	N       int32  `bson:"n"`
 	Data    []byte `bson:"data"`
+}
+
+// Each blob is a GridFS bucket of its own, "blobs.ID" (the first upload's id): its chunks in
+// "blobs.ID.chunks" (files_id = ID, n, and _id = n), and once complete its files document in
+// "blobs.ID.files", so that mongo-driver's GridFS bucket of that name reads it. "blobs.files"
+// is the catalogue of all blobs, by sha256 (filename). FerretDB v1 on SQLite answers any query
+// whose filter is not exactly {_id: string} by reading and decoding the whole collection, and a
+// sorted query by loading every match into memory: with one chunk collection per blob, written
+// insert-only and read in insertion order, each upload and download costs its own size and
+// memory stays flat. One shared blobs.chunks would make every download read every blob.
+const bucketPrefix = "blobs."
+
+// chunksOf is the collection of one blob's (or upload session's) chunks.
+func (s *Store) chunksOf(id string) *mongo.Collection {
+	return s.db.Collection(bucketPrefix + id + ".chunks")
+}
+
+// bucketFilesOf is the files collection of a blob's own GridFS bucket.
+func (s *Store) bucketFilesOf(id string) *mongo.Collection {
+	return s.db.Collection(bucketPrefix + id + ".files")
+}
+
+// dropBucket drops a blob's (or upload session's) chunks and bucket files collections.
+func (s *Store) dropBucket(ctx context.Context, id string) error {
+	if err := s.chunksOf(id).Drop(ctx); err != nil {
+		return fmt.Errorf("drop chunks of %s: %w", id, err)
+	}
+	if err := s.bucketFilesOf(id).Drop(ctx); err != nil {
+		return fmt.Errorf("drop bucket files of %s: %w", id, err)
+	}
+	return nil
 }
 
 func toSpecDoc(s restv1.ArtifactSpec) specDoc {
@@ -242,12 +277,12 @@ func (s *Store) collectBlob(ctx context.Context, digest string) error {
 		}
 		return fmt.Errorf("find blob %s: %w", digest, err)
 	}
-	// Files document first: a crash after it leaves only orphan chunks, which the janitor removes.
+	// Catalogue entry first: a crash after it leaves an orphan bucket, which the janitor drops.
 	if _, err := s.files.DeleteOne(ctx, bson.D{{Key: "_id", Value: f.ID}}); err != nil {
 		return fmt.Errorf("delete blob %s: %w", digest, err)
 	}
-	if _, err := s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: f.ID}}); err != nil {
-		return fmt.Errorf("delete chunks of blob %s: %w", digest, err)
+	if err := s.dropBucket(ctx, f.ID); err != nil {
+		return fmt.Errorf("delete blob %s: %w", digest, err)
 	}
 	return nil
 }

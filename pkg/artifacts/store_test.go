@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,13 +90,32 @@ func read(t *testing.T, s *artifacts.Store, digest string, start, length int64) 
 	return out.Bytes()
 }
 
+// count counts the documents of a collection; "blobs.chunks" stands for the chunk collections
+// of every blob and upload ("blobs.ID.chunks").
 func count(t *testing.T, db *mongo.Database, coll string) int64 {
 	t.Helper()
-	n, err := db.Collection(coll).CountDocuments(t.Context(), bson.D{})
-	if err != nil {
-		t.Fatal(err)
+	colls := []string{coll}
+	if coll == "blobs.chunks" {
+		names, err := db.ListCollectionNames(t.Context(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		colls = nil
+		for _, name := range names {
+			if strings.HasPrefix(name, "blobs.") && strings.HasSuffix(name, ".chunks") {
+				colls = append(colls, name)
+			}
+		}
 	}
-	return n
+	var total int64
+	for _, c := range colls {
+		n, err := db.Collection(c).CountDocuments(t.Context(), bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	return total
 }
 
 // failingReader returns its data and then an error, like a client cut off mid-request.

@@ -12,7 +12,6 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
@@ -109,12 +108,41 @@ func (s *Store) lock(ctx context.Context, id string, offset int64) (*uploadDoc, 
 	if res.MatchedCount == 0 {
 		return nil, "", fmt.Errorf("upload %s: %w", id, ErrBusy)
 	}
+	if d.LockToken != "" {
+		if err := s.dropUnsaved(ctx, d); err != nil {
+			return nil, "", errors.Join(err, s.unlock(ctx, id, token, false))
+		}
+	}
 	return d, token, nil
 }
 
-func (s *Store) unlock(ctx context.Context, id, token string) error {
+// dropUnsaved drops the chunks from the session's offset on, which a holder of the lock that
+// did not release it cleanly (it crashed, or failed after writing chunks it could not record)
+// may have left. It reads the session's chunk collection (FerretDB pushes no range down), so
+// only then; a session whose chunks are a blob's already (Finish cut short) is left alone.
+func (s *Store) dropUnsaved(ctx context.Context, d *uploadDoc) error {
+	err := s.files.FindOne(ctx, bson.D{{Key: "_id", Value: d.ID}}).Err()
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, mongo.ErrNoDocuments):
+		return fmt.Errorf("check blob of upload %s: %w", d.ID, err)
+	}
+	if _, err := s.chunksOf(d.ID).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: int32(d.Offset / ChunkSize)}}}}); err != nil {
+		return fmt.Errorf("drop unsaved chunks of upload %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// unlock releases the session's lock. Unless clean (chunks past the offset may have been
+// written), the token stays, which tells the next holder to drop them.
+func (s *Store) unlock(ctx context.Context, id, token string, clean bool) error {
+	set := bson.D{{Key: "lockUntil", Value: time.Time{}}}
+	if clean {
+		set = append(set, bson.E{Key: "lockToken", Value: ""})
+	}
 	_, err := s.uploads.UpdateOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}, {Key: "lockToken", Value: token}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "lockUntil", Value: time.Time{}}, {Key: "lockToken", Value: ""}}}})
+		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		return fmt.Errorf("unlock upload %s: %w", id, err)
 	}
@@ -133,14 +161,15 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 	if err != nil {
 		return 0, err
 	}
-	defer func() { reterr = errors.Join(reterr, s.unlock(ctx, id, token)) }()
+	var w *chunkWriter
+	defer func() { reterr = errors.Join(reterr, s.unlock(ctx, id, token, w == nil || !w.unrecorded)) }()
 
 	h := sha256.New()
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.HashState); err != nil {
 		return offset, fmt.Errorf("restore sha256 state of upload %s: %w", id, err)
 	}
-	w := &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
-	if err := w.start(ctx); err != nil {
+	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
+	if err := w.start(d); err != nil {
 		return offset, err
 	}
 	buf := make([]byte, 32<<10)
@@ -171,10 +200,11 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 	return w.saved, nil
 }
 
-// chunkWriter appends to a session's chunks. saved is the offset recorded in the session, and
-// hash covers exactly the bytes before it. Chunk number base starts with tail, the bytes of the
-// last, partial chunk; pending holds complete chunks before it. Nothing of pending or tail past
-// saved is written yet.
+// chunkWriter appends to a session's chunks, insert-only. saved is the offset recorded in the
+// session, and hash covers exactly the bytes before it. Chunk number base starts with tail, the
+// bytes of the last, partial chunk, which the session keeps (it is written as a chunk at
+// Finish); pending holds complete chunks before it. Nothing of pending or tail past saved is
+// written yet.
 type chunkWriter struct {
 	s       *Store
 	id      string
@@ -183,29 +213,25 @@ type chunkWriter struct {
 	saved   int64
 	base    int32
 	tail    []byte
-	pending []chunkDoc
+	pending []any
+	chunks  *mongo.Collection
+	// unrecorded: chunks past saved may be written.
+	unrecorded bool
 }
 
 func (w *chunkWriter) received() int64 { return int64(w.base)*ChunkSize + int64(len(w.tail)) }
 
-// start drops chunks past the saved offset (left by a write that crashed before it recorded its
-// progress) and loads the saved part of the last, partial chunk.
-func (w *chunkWriter) start(ctx context.Context) error {
+// start takes the saved part of the last, partial chunk from the session. (Chunks past the
+// saved offset, left by a writer that failed, were dropped when the lock was taken.)
+func (w *chunkWriter) start(d *uploadDoc) error {
+	w.chunks = w.s.chunksOf(w.id)
 	w.base = int32(w.saved / ChunkSize)
-	if _, err := w.s.chunks.DeleteMany(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: bson.D{{Key: "$gt", Value: w.base}}}}); err != nil {
-		return fmt.Errorf("drop unsaved chunks of upload %s: %w", w.id, err)
+	keep := int(w.saved % ChunkSize)
+	if len(d.Tail) != keep {
+		return fmt.Errorf("upload %s is corrupt: its partial chunk has %d bytes, want %d", w.id, len(d.Tail), keep)
 	}
 	w.tail = make([]byte, 0, ChunkSize)
-	if keep := int(w.saved % ChunkSize); keep > 0 {
-		var c chunkDoc
-		if err := w.s.chunks.FindOne(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: w.base}}).Decode(&c); err != nil {
-			return fmt.Errorf("read last chunk of upload %s: %w", w.id, err)
-		}
-		if len(c.Data) < keep {
-			return fmt.Errorf("upload %s is corrupt: chunk %d has %d bytes, want at least %d", w.id, w.base, len(c.Data), keep)
-		}
-		w.tail = append(w.tail, c.Data[:keep]...)
-	}
+	w.tail = append(w.tail, d.Tail...)
 	return nil
 }
 
@@ -215,7 +241,7 @@ func (w *chunkWriter) write(ctx context.Context, p []byte) error {
 		w.tail = append(w.tail, p[:n]...)
 		p = p[n:]
 		if len(w.tail) == ChunkSize {
-			w.pending = append(w.pending, chunkDoc{FilesID: w.id, N: w.base, Data: w.tail})
+			w.pending = append(w.pending, chunkDoc{ID: w.base, FilesID: w.id, N: w.base, Data: w.tail})
 			w.base++
 			w.tail = make([]byte, 0, ChunkSize)
 			if len(w.pending) == flushChunks {
@@ -228,35 +254,34 @@ func (w *chunkWriter) write(ctx context.Context, p []byte) error {
 	return nil
 }
 
-// save writes the pending chunks, and the partial tail chunk when withTail, hashes the bytes
-// they add, and records the new offset and hash state. A crash before the record leaves chunks
-// that the next append drops.
+// save inserts the pending chunks, hashes the bytes they add (and those of the partial tail
+// when withTail) and records the new offset, hash state and tail. A crash before the record
+// leaves chunks that the next append drops.
 func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
-	docs := w.pending
-	if withTail && len(w.tail) > 0 {
-		docs = append(docs, chunkDoc{FilesID: w.id, N: w.base, Data: w.tail})
-	}
-	if len(docs) == 0 {
+	if len(w.pending) == 0 && !withTail {
 		return nil
 	}
-	// The first chunk may hold saved bytes: replace it in one step, never delete it first.
-	first := docs[0]
-	if _, err := w.s.chunks.ReplaceOne(ctx, bson.D{{Key: "files_id", Value: w.id}, {Key: "n", Value: first.N}}, first,
-		options.Replace().SetUpsert(true)); err != nil {
-		return fmt.Errorf("write chunk %d of upload %s: %w", first.N, w.id, err)
-	}
-	if len(docs) > 1 {
-		if _, err := w.s.chunks.InsertMany(ctx, docs[1:]); err != nil {
+	if len(w.pending) > 0 {
+		w.unrecorded = true
+		if _, err := w.chunks.InsertMany(ctx, w.pending); err != nil {
 			return fmt.Errorf("write chunks of upload %s: %w", w.id, err)
 		}
 	}
 	saved := w.saved
-	for _, c := range docs {
-		start := int64(c.N) * ChunkSize
-		if skip := saved - start; skip < int64(len(c.Data)) {
-			w.hash.Write(c.Data[max(skip, 0):])
-			saved = start + int64(len(c.Data))
+	add := func(n int32, data []byte) {
+		start := int64(n) * ChunkSize
+		if skip := saved - start; skip < int64(len(data)) {
+			w.hash.Write(data[max(skip, 0):])
+			saved = start + int64(len(data))
 		}
+	}
+	for _, c := range w.pending {
+		add(c.(chunkDoc).N, c.(chunkDoc).Data)
+	}
+	var tail []byte
+	if withTail {
+		add(w.base, w.tail)
+		tail = w.tail
 	}
 	state, err := w.hash.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
@@ -265,7 +290,7 @@ func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
 	now := w.s.clock.Now()
 	res, err := w.s.uploads.UpdateOne(ctx, bson.D{{Key: "_id", Value: w.id}, {Key: "lockToken", Value: w.token}},
 		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "offset", Value: saved}, {Key: "hashState", Value: state},
+			{Key: "offset", Value: saved}, {Key: "hashState", Value: state}, {Key: "tail", Value: tail},
 			{Key: "expires", Value: now.Add(w.s.uploadTTL)}, {Key: "lockUntil", Value: now.Add(w.s.lockTTL)},
 		}}})
 	if err != nil {
@@ -276,5 +301,6 @@ func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
 	}
 	w.saved = saved
 	w.pending = nil
+	w.unrecorded = false
 	return nil
 }

@@ -179,6 +179,10 @@ func runOnce(ctx context.Context, ctl *controller, rest *restStore, raw *rawStor
 type measurement struct {
 	mibps   float64
 	peakRSS int64
+	// startRSS is the controller's RSS when the transfer started: the Go runtime returns the
+	// memory of an earlier transfer (a raw GridFS download holds the whole file) only slowly,
+	// and the peak cannot be lower.
+	startRSS int64
 	// timedOut is set when the transfer was stopped after the timeout; mibps is then the
 	// average over the bytes it moved.
 	timedOut bool
@@ -194,6 +198,10 @@ func (c *controller) measure(ctx context.Context, label string, size int64, time
 	if err := c.resetPeak(); err != nil {
 		return measurement{}, err
 	}
+	startRSS, err := c.rss()
+	if err != nil {
+		return measurement{}, err
+	}
 	var n atomic.Int64
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -203,7 +211,6 @@ func (c *controller) measure(ctx context.Context, label string, size int64, time
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	var (
-		err            error
 		stopped        time.Duration // when the timeout stopped the transfer
 		stoppedAt      int64         // and how far it had got
 		deadline, last = tctx.Done(), int64(0)
@@ -221,7 +228,7 @@ func (c *controller) measure(ctx context.Context, label string, size int64, time
 		}
 	}
 	d := time.Since(start)
-	m := measurement{mibps: float64(size) / (1 << 20) / d.Seconds()}
+	m := measurement{mibps: float64(size) / (1 << 20) / d.Seconds(), startRSS: startRSS}
 	if err != nil {
 		if ctx.Err() != nil || stopped == 0 {
 			return measurement{}, fmt.Errorf("%s: %w", label, err)
@@ -234,7 +241,7 @@ func (c *controller) measure(ctx context.Context, label string, size int64, time
 	if m.peakRSS, err = c.peak(); err != nil {
 		return measurement{}, err
 	}
-	logf("%-36s %7.1f s %8.1f MiB/s   controller peak RSS %s", label, d.Seconds(), m.mibps, formatRSS(m.peakRSS))
+	logf("%-36s %7.1f s %8.1f MiB/s   controller peak RSS %s (at start %s)", label, d.Seconds(), m.mibps, formatRSS(m.peakRSS), formatRSS(m.startRSS))
 	return m, nil
 }
 
@@ -290,7 +297,7 @@ func printTable(w io.Writer, results []result, runs int, idleRSS int64) {
 		what = fmt.Sprintf("median of %d runs", runs)
 	}
 	fmt.Fprintf(w, "\nArtifacts: REST API vs raw GridFS on the same embedded FerretDB (%s; controller idle RSS %s)\n\n", what, formatRSS(idleRSS))
-	fmt.Fprintln(w, "| size | path | upload MiB/s | download MiB/s | controller peak RSS, upload | controller peak RSS, download |")
+	fmt.Fprintln(w, "| size | path | upload MiB/s | download MiB/s | controller peak RSS, upload (at start) | controller peak RSS, download (at start) |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|")
 	for _, r := range results {
 		for _, p := range []struct {
@@ -307,6 +314,7 @@ func printTable(w io.Writer, results []result, runs int, idleRSS int64) {
 		fmt.Fprintf(w, "| %s | %s | %s |\n", formatSize(r.size), ratio(r.restUp, r.rawUp), ratio(r.restDown, r.rawDown))
 	}
 	fmt.Fprintln(w, "\n≤: stopped at -timeout, the figure is the average up to there; —: skipped, its upload was stopped.")
+	fmt.Fprintln(w, "(at start): the controller's RSS when the transfer began, which the peak includes — memory kept from the transfer before.")
 }
 
 // throughput is the median MiB/s of the runs.
@@ -324,7 +332,8 @@ func peakRSS(ms []measurement) string {
 	if len(vs) == 0 {
 		return "—"
 	}
-	return formatRSS(int64(medianOf(vs)))
+	starts, _ := values(ms, func(m measurement) float64 { return float64(m.startRSS) })
+	return fmt.Sprintf("%s (%s)", formatRSS(int64(medianOf(vs))), formatRSS(int64(medianOf(starts))))
 }
 
 // ratio is the median of the runs' ratios: each run's two paths ran back to back, under the
