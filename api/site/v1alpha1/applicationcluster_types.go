@@ -38,8 +38,6 @@ const (
 	ReasonNodesReady = "NodesReady"
 	// ReasonNodesNotReady means some nodes are not ready yet; the message names them.
 	ReasonNodesNotReady = "NodesNotReady"
-	// ReasonRollingUpdate means nodes are being replaced to reach the desired version.
-	ReasonRollingUpdate = "RollingUpdate"
 	// ReasonClusterReady means the cluster is ready.
 	ReasonClusterReady = "ClusterReady"
 	// ReasonClusterNotReady means another condition is not True; the message names it.
