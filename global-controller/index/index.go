@@ -20,6 +20,8 @@ const (
 	SiteKubeconfigSecret = "spec.kubeconfigSecretRef"
 	// HostBMCSecret indexes Hosts by "namespace/secret" of their BMC credentials Secret.
 	HostBMCSecret = "spec.bmc.credentialsSecretRef"
+	// SiteRelease indexes Sites by "namespace/release" of their spec.cluster.release.
+	SiteRelease = "spec.cluster.release"
 )
 
 // Key joins a namespace and a name the way the indexes store references.
@@ -49,6 +51,13 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		{&fleetv1.Site{}, SiteKubeconfigSecret, func(o client.Object) []string {
 			s := o.(*fleetv1.Site)
 			return []string{Key(s.Namespace, s.Spec.KubeconfigSecretRef.Name)}
+		}},
+		{&fleetv1.Site{}, SiteRelease, func(o client.Object) []string {
+			s := o.(*fleetv1.Site)
+			if s.Spec.Cluster == nil || s.Spec.Cluster.Release == "" {
+				return nil
+			}
+			return []string{Key(s.Namespace, s.Spec.Cluster.Release)}
 		}},
 	}
 	for _, ix := range indexes {

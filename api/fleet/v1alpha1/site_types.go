@@ -72,6 +72,12 @@ const (
 	// exists: an ApplicationCluster needs at least one. An ApplicationCluster pushed before is
 	// left as it was.
 	ReasonNoControlPlaneHost = "NoControlPlaneHost"
+	// ReasonReleaseNotSet means spec.cluster names no release and no version and image of its
+	// own: nothing is pushed until a campaign (or the operator) sets spec.cluster.release.
+	ReasonReleaseNotSet = "ReleaseNotSet"
+	// ReasonReleaseNotFound means spec.cluster.release names a Release that does not exist;
+	// nothing is pushed until it does.
+	ReasonReleaseNotFound = "ReleaseNotFound"
 	// ReasonPushFailed means the site refused a write or did not answer; the message names the
 	// object and carries the error. It is retried on the next heartbeat.
 	ReasonPushFailed = "PushFailed"
@@ -117,6 +123,13 @@ type SiteSpec struct {
 	// +optional
 	Cluster *SiteCluster `json:"cluster,omitempty"`
 
+	// Operation is the work a campaign last dispatched to the site. The campaign controller
+	// writes it, together with cluster.release, in one patch: that write is the dispatch, so a
+	// campaign that restarts sees what it already dispatched. status.lastOperation reports how
+	// it went.
+	// +optional
+	Operation *SiteOperation `json:"operation,omitempty"`
+
 	// MaintenanceWindows are the times at which disruptive work (patch, upgrade) may start on
 	// this site. Empty means any time.
 	// +optional
@@ -126,16 +139,28 @@ type SiteSpec struct {
 }
 
 // SiteCluster is the desired application cluster of a site; its hosts are the site's Hosts.
+// What the cluster runs comes from a Release (set by hand or by a campaign) or, for a cluster
+// managed without releases, from kubernetesVersion and osImage. With neither, the cluster is
+// described but nothing is pushed until a release is set (e.g. by an install campaign).
+// +kubebuilder:validation:XValidation:rule="!(has(self.release) && (has(self.kubernetesVersion) || has(self.osImage)))",message="set either release, or kubernetesVersion and osImage, not both"
+// +kubebuilder:validation:XValidation:rule="has(self.kubernetesVersion) == has(self.osImage)",message="kubernetesVersion and osImage go together"
 type SiteCluster struct {
-	// KubernetesVersion of every node, e.g. "v1.36.3".
-	// +required
-	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
-	KubernetesVersion string `json:"kubernetesVersion"`
+	// Release names the Release, in the Site's namespace, whose Kubernetes version, OS image,
+	// packages and charts the cluster runs. Campaigns set it when they dispatch to the site.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Release string `json:"release,omitempty"`
 
-	// OSImage written to every host; with no URL, the site caches it from the artifact store
-	// by its sha256.
-	// +required
-	OSImage sitev1.OSImage `json:"osImage"`
+	// KubernetesVersion of every node, e.g. "v1.36.3", for a cluster managed without releases.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// OSImage written to every host, for a cluster managed without releases; with no URL, the
+	// site caches it from the artifact store by its sha256.
+	// +optional
+	OSImage *sitev1.OSImage `json:"osImage,omitempty"`
 
 	// Network of the cluster.
 	// +required
@@ -214,6 +239,133 @@ type MaintenanceWindow struct {
 	TimeZone string `json:"timeZone,omitempty"`
 }
 
+// OperationAction is what an operation does to a site's application cluster.
+// +kubebuilder:validation:Enum=install;patch;upgrade
+type OperationAction string
+
+// Operation actions.
+const (
+	// ActionInstall brings up the application cluster of a site that has none.
+	ActionInstall OperationAction = "install"
+	// ActionPatch updates packages and charts in place, node by node.
+	ActionPatch OperationAction = "patch"
+	// ActionUpgrade changes the Kubernetes version or OS image: nodes are replaced one by one
+	// through Cluster-API, control plane first.
+	ActionUpgrade OperationAction = "upgrade"
+)
+
+// OperationStage is how far a dispatched operation may go.
+// +kubebuilder:validation:Enum=PreCache;Apply
+type OperationStage string
+
+// Operation stages.
+const (
+	// StagePreCache only caches the release's artifacts at the site; the cluster is not touched.
+	StagePreCache OperationStage = "PreCache"
+	// StageApply makes the cluster run the release.
+	StageApply OperationStage = "Apply"
+)
+
+// SiteOperation is one piece of work a campaign dispatched to a site.
+type SiteOperation struct {
+	// ID names the dispatch: the campaign's UID, with a suffix for a rollback. The site takes
+	// each ID once; a campaign never dispatches the same ID twice.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	ID string `json:"id"`
+
+	// Campaign is the name of the campaign that dispatched it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Campaign string `json:"campaign"`
+
+	// Action the campaign runs.
+	// +required
+	Action OperationAction `json:"action"`
+
+	// Stage says whether to only pre-cache the release's artifacts or to apply it.
+	// +required
+	Stage OperationStage `json:"stage"`
+
+	// Release the site goes to.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Release string `json:"release"`
+
+	// PreviousRelease is the release the site ran before (empty: none), for rollback.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PreviousRelease string `json:"previousRelease,omitempty"`
+
+	// DispatchTime is when the campaign dispatched it.
+	// +required
+	DispatchTime metav1.Time `json:"dispatchTime"`
+
+	// Deadline, when set, is when the operation times out if it has not finished.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+}
+
+// OperationPhase is where a dispatched operation stands.
+// +kubebuilder:validation:Enum=Pending;PreCaching;PreCached;InProgress;Succeeded;Failed;TimedOut
+type OperationPhase string
+
+// Operation phases. Succeeded, Failed and TimedOut are final: a site keeps its verdict.
+const (
+	// OperationPending is taken in but not started (e.g. the site is unreachable).
+	OperationPending OperationPhase = "Pending"
+	// OperationPreCaching is caching the release's artifacts at the site.
+	OperationPreCaching OperationPhase = "PreCaching"
+	// OperationPreCached has every artifact of the release cached at the site.
+	OperationPreCached OperationPhase = "PreCached"
+	// OperationInProgress is applying the release.
+	OperationInProgress OperationPhase = "InProgress"
+	// OperationSucceeded has the cluster running the release, Ready.
+	OperationSucceeded OperationPhase = "Succeeded"
+	// OperationFailed is reported failed by the site; the message says why.
+	OperationFailed OperationPhase = "Failed"
+	// OperationTimedOut passed its deadline before finishing.
+	OperationTimedOut OperationPhase = "TimedOut"
+)
+
+// SiteOperationStatus reports how the site's last operation went.
+type SiteOperationStatus struct {
+	// ID of the operation (spec.operation.id).
+	// +required
+	ID string `json:"id"`
+	// Campaign that dispatched it.
+	// +optional
+	Campaign string `json:"campaign,omitempty"`
+	// Action of the operation.
+	// +optional
+	Action OperationAction `json:"action,omitempty"`
+	// Stage of the operation.
+	// +optional
+	Stage OperationStage `json:"stage,omitempty"`
+	// Release the site goes to.
+	// +optional
+	Release string `json:"release,omitempty"`
+	// Phase of the operation.
+	// +required
+	Phase OperationPhase `json:"phase"`
+	// OperationGeneration is the ApplicationCluster operation generation that carries it.
+	// +optional
+	OperationGeneration int64 `json:"operationGeneration,omitempty"`
+	// StartTime is when the global controller took it in.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// CompletionTime is when it reached a final phase.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// Message says what the operation is waiting for, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // SiteStatus is what the global controller last saw of the site.
 type SiteStatus struct {
 	// Conditions: KubeconfigValid, Reachable, Ready; ClusterSynced and ClusterReady while
@@ -247,6 +399,10 @@ type SiteStatus struct {
 	// Hosts counts the site's Host objects by role.
 	// +optional
 	Hosts HostCounts `json:"hosts,omitempty"`
+
+	// LastOperation reports how the operation in spec.operation went.
+	// +optional
+	LastOperation *SiteOperationStatus `json:"lastOperation,omitempty"`
 
 	// Cluster mirrors the summary the site reports of its application cluster, read from the
 	// status of its ApplicationCluster on every heartbeat. It keeps the last summary while the
@@ -308,6 +464,8 @@ type HostCounts struct {
 // +kubebuilder:printcolumn:name="Reachable",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].status`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`
 // +kubebuilder:printcolumn:name="Hosts",type=integer,JSONPath=`.status.hosts.total`
+// +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.spec.cluster.release`
+// +kubebuilder:printcolumn:name="Operation",type=string,JSONPath=`.status.lastOperation.phase`
 // +kubebuilder:printcolumn:name="Region",type=string,JSONPath=`.spec.location.region`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.cluster.phase`,priority=1
 // +kubebuilder:printcolumn:name="Local-Controller",type=string,JSONPath=`.status.localControllerVersion`,priority=1

@@ -80,10 +80,36 @@ func hasControlPlane(hosts []sitev1.ClusterHost) bool {
 	return slices.ContainsFunc(hosts, func(h sitev1.ClusterHost) bool { return h.Role == sitev1.RoleControlPlane })
 }
 
-// desiredSpec is the ApplicationCluster spec of a site's spec.cluster and hosts (sorted).
-// OperationGeneration never goes down: campaigns will raise it; until then the value on the site
-// (0) is kept.
-func desiredSpec(c *fleetv1.SiteCluster, hosts []sitev1.ClusterHost, operationGeneration int64, existing *sitev1.ApplicationCluster) sitev1.ApplicationClusterSpec {
+// content is what a site's cluster runs: from its Release, or from spec.cluster itself.
+type content struct {
+	kubernetesVersion string
+	osImage           sitev1.OSImage
+	packages, charts  []sitev1.ArtifactRef
+}
+
+// inlineContent is the content of a spec.cluster that names no release; ok is false when it
+// gives no version and image either.
+func inlineContent(c *fleetv1.SiteCluster) (content, bool) {
+	if c.KubernetesVersion == "" || c.OSImage == nil {
+		return content{}, false
+	}
+	return content{kubernetesVersion: c.KubernetesVersion, osImage: *c.OSImage}, true
+}
+
+// releaseContent is the content of a Release.
+func releaseContent(r *fleetv1.Release) content {
+	return content{
+		kubernetesVersion: r.Spec.KubernetesVersion,
+		osImage:           r.Spec.OSImage,
+		packages:          slices.Clone(r.Spec.Packages),
+		charts:            slices.Clone(r.Spec.Charts),
+	}
+}
+
+// desiredSpec is the ApplicationCluster spec of a site's spec.cluster, content and hosts
+// (sorted). OperationGeneration never goes down: the value on the site is kept unless a higher
+// one is asked for.
+func desiredSpec(c *fleetv1.SiteCluster, what content, hosts []sitev1.ClusterHost, operationGeneration int64, existing *sitev1.ApplicationCluster) sitev1.ApplicationClusterSpec {
 	network := *c.Network.DeepCopy()
 	if network.ControlPlaneEndpoint.Port == 0 {
 		network.ControlPlaneEndpoint.Port = defaultAPIPort
@@ -96,8 +122,10 @@ func desiredSpec(c *fleetv1.SiteCluster, hosts []sitev1.ClusterHost, operationGe
 		operationGeneration = max(operationGeneration, existing.Spec.OperationGeneration)
 	}
 	return sitev1.ApplicationClusterSpec{
-		KubernetesVersion:   c.KubernetesVersion,
-		OSImage:             c.OSImage,
+		KubernetesVersion:   what.kubernetesVersion,
+		OSImage:             what.osImage,
+		Packages:            what.packages,
+		Charts:              what.charts,
 		Hosts:               hosts,
 		Network:             network,
 		HostRemovalPolicy:   policy,

@@ -75,15 +75,20 @@ func TestClusterHostFromHost(t *testing.T) {
 func siteCluster() *fleetv1.SiteCluster {
 	return &fleetv1.SiteCluster{
 		KubernetesVersion: "v1.36.3",
-		OSImage:           sitev1.OSImage{SHA256: strings.Repeat("a", 64)},
+		OSImage:           &sitev1.OSImage{SHA256: strings.Repeat("a", 64)},
 		Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 			ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10"}},
 	}
 }
 
+func testContent() content {
+	what, _ := inlineContent(siteCluster())
+	return what
+}
+
 func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
 	hosts := []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane}}
-	spec := desiredSpec(siteCluster(), hosts, 0, nil)
+	spec := desiredSpec(siteCluster(), testContent(), hosts, 0, nil)
 	if spec.Network.ControlPlaneEndpoint.Port != 6443 || spec.HostRemovalPolicy != sitev1.RemovalDeprovision {
 		t.Errorf("defaults not filled: port %d, policy %q", spec.Network.ControlPlaneEndpoint.Port, spec.HostRemovalPolicy)
 	}
@@ -91,10 +96,10 @@ func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
 		t.Errorf("operationGeneration = %d, want 0", spec.OperationGeneration)
 	}
 	existing := &sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{OperationGeneration: 7}}
-	if got := desiredSpec(siteCluster(), hosts, 3, existing).OperationGeneration; got != 7 {
+	if got := desiredSpec(siteCluster(), testContent(), hosts, 3, existing).OperationGeneration; got != 7 {
 		t.Errorf("operationGeneration went down to %d, want the site's 7 kept", got)
 	}
-	if got := desiredSpec(siteCluster(), hosts, 9, existing).OperationGeneration; got != 9 {
+	if got := desiredSpec(siteCluster(), testContent(), hosts, 9, existing).OperationGeneration; got != 9 {
 		t.Errorf("operationGeneration = %d, want 9", got)
 	}
 
@@ -104,7 +109,7 @@ func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
 	if !applyClusterSpec(ac, site, spec) {
 		t.Fatal("first apply reported no change")
 	}
-	if applyClusterSpec(ac, site, desiredSpec(siteCluster(), hosts, 0, nil)) {
+	if applyClusterSpec(ac, site, desiredSpec(siteCluster(), testContent(), hosts, 0, nil)) {
 		t.Error("second apply of the same spec reported a change")
 	}
 	if !managed(ac) || ac.Annotations[sitev1.SourceAnnotation] != "Site ns/s" {

@@ -71,6 +71,17 @@ func (p *push) run(ctx context.Context) error {
 			sitev1.InfoNamespace, p.name, sitev1.ManagedByLabel, sitev1.ManagedByGlobal)
 	}
 	p.s.clusterRead, p.s.cluster = true, p.existing
+	what, reason, msg, err := p.content(ctx)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		if p.existing != nil {
+			msg += fmt.Sprintf("; ApplicationCluster %s/%s is left as last pushed", sitev1.InfoNamespace, p.name)
+		}
+		setCondition(p.s.site, fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, reason, msg)
+		return nil
+	}
 	if p.secrets, err = listBMCSecrets(ctx, p.site, p.name); err != nil {
 		return err
 	}
@@ -87,7 +98,7 @@ func (p *push) run(ctx context.Context) error {
 		setCondition(p.s.site, fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, fleetv1.ReasonNoControlPlaneHost,
 			withHostNotes(msg, leftOut, kept))
 	} else {
-		spec := desiredSpec(p.s.site.Spec.Cluster, hosts, 0, p.existing)
+		spec := desiredSpec(p.s.site.Spec.Cluster, what, hosts, 0, p.existing)
 		ac, err := p.writeCluster(ctx, spec)
 		if err != nil {
 			return err
@@ -101,6 +112,27 @@ func (p *push) run(ctx context.Context) error {
 		}
 	}
 	return p.pruneSecrets(ctx, hosts)
+}
+
+// content is what the cluster runs: spec.cluster's release, or its own version and image. When
+// there is nothing to push yet, reason and msg say why.
+func (p *push) content(ctx context.Context) (what content, reason, msg string, err error) {
+	c := p.s.site.Spec.Cluster
+	if c.Release == "" {
+		if what, ok := inlineContent(c); ok {
+			return what, "", "", nil
+		}
+		return content{}, fleetv1.ReasonReleaseNotSet,
+			"spec.cluster names no release (and no kubernetesVersion and osImage): nothing to install until a campaign or spec.cluster.release sets one", nil
+	}
+	release := &fleetv1.Release{}
+	if err := p.r.Client.Get(ctx, client.ObjectKey{Namespace: p.s.site.Namespace, Name: c.Release}, release); err != nil {
+		if apierrors.IsNotFound(err) {
+			return content{}, fleetv1.ReasonReleaseNotFound, fmt.Sprintf("Release %q (spec.cluster.release) does not exist", c.Release), nil
+		}
+		return content{}, "", "", fmt.Errorf("get release %s of site %s: %w", c.Release, p.s.key, err)
+	}
+	return releaseContent(release), "", "", nil
 }
 
 // hosts builds the cluster's hosts from the site's Hosts and pushes their BMC Secrets. A Host that

@@ -31,7 +31,7 @@ var osImageSHA = strings.Repeat("5d", 32)
 func withCluster(s *fleetv1.Site) {
 	s.Spec.Cluster = &fleetv1.SiteCluster{
 		KubernetesVersion: "v1.36.3",
-		OSImage:           sitev1.OSImage{SHA256: osImageSHA, Format: "qcow2"},
+		OSImage:           &sitev1.OSImage{SHA256: osImageSHA, Format: "qcow2"},
 		Network: sitev1.ClusterNetwork{
 			PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 			ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10"},

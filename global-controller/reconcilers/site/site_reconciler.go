@@ -71,6 +71,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=releases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -89,6 +90,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, hostReadyChanged()))).
 		// Kubeconfig Secrets rebuild the site's client; BMC Secrets are copied to the site.
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.sitesOfSecret)).
+		// Releases are immutable: a site waits only for its release to be created.
+		Watches(&fleetv1.Release{}, handler.EnqueueRequestsFromMapFunc(r.sitesOfRelease), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -221,6 +226,20 @@ func (r *Reconciler) sitesOfSecret(ctx context.Context, o client.Object) []recon
 		if !slices.Contains(reqs, site) {
 			reqs = append(reqs, site)
 		}
+	}
+	return reqs
+}
+
+// sitesOfRelease maps a Release to the Sites whose spec.cluster names it.
+func (r *Reconciler) sitesOfRelease(ctx context.Context, o client.Object) []reconcile.Request {
+	sites := &fleetv1.SiteList{}
+	if err := r.Client.List(ctx, sites, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.SiteRelease: index.Key(o.GetNamespace(), o.GetName())}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list sites of release", "release", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(sites.Items))
+	for _, s := range sites.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
 	}
 	return reqs
 }

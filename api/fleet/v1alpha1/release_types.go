@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+)
+
+// Release conditions.
+const (
+	// ReleaseReadyCondition is True when every artifact the release names is in the artifact
+	// store; a campaign does not start with a release that is not Ready.
+	ReleaseReadyCondition = "Ready"
+)
+
+// Reasons used by the Release conditions.
+const (
+	// ReasonArtifactsFound means every digest of the release is in the artifact store.
+	ReasonArtifactsFound = "ArtifactsFound"
+	// ReasonArtifactsMissing means some digests of the release are not in the artifact store
+	// (deleted after the release was admitted); the message names them.
+	ReasonArtifactsMissing = "ArtifactsMissing"
+)
+
+// ReleaseSpec is what a site's application cluster runs: each artifact by its digest in the
+// artifact store. A Release is immutable once created: make a new one for a new version.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="a Release is immutable: create a new Release instead"
+type ReleaseSpec struct {
+	// KubernetesVersion of every node, e.g. "v1.36.3".
+	// +required
+	// +kubebuilder:validation:Pattern=`^v[0-9]+\.[0-9]+\.[0-9]+$`
+	KubernetesVersion string `json:"kubernetesVersion"`
+
+	// OSImage written to every host; with no URL, each site caches it from the artifact store
+	// by its sha256.
+	// +required
+	OSImage sitev1.OSImage `json:"osImage"`
+
+	// Packages are the binary packages installed on the hosts over SSH.
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Packages []sitev1.ArtifactRef `json:"packages,omitempty"`
+
+	// Charts are the Helm charts installed into the application cluster once it is up.
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Charts []sitev1.ArtifactRef `json:"charts,omitempty"`
+}
+
+// ReleaseStatus says whether the release can be rolled out.
+type ReleaseStatus struct {
+	// Conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the generation last reconciled cleanly.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Release is an immutable set of a Kubernetes version, an OS image, binary packages and charts,
+// each by artifact digest. Campaigns roll releases out to sites; Site.spec.cluster.release
+// names the release a site runs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=edgefleet
+// +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.spec.kubernetesVersion`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Release struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   ReleaseSpec   `json:"spec"`
+	Status ReleaseStatus `json:"status,omitempty"`
+}
+
+// ReleaseList is a list of Releases.
+//
+// +kubebuilder:object:root=true
+type ReleaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Release `json:"items"`
+}
