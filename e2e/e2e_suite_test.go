@@ -16,7 +16,7 @@ import (
 var fleet *testenv.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
-var controllerArgs = []string{"--site-heartbeat-interval=2s", "--site-min-retry-interval=250ms", "--site-timeout=2s"}
+var controllerArgs = []string{"--site-heartbeat-interval=2s", "--site-operation-poll-interval=500ms", "--site-min-retry-interval=250ms", "--site-timeout=2s"}
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -43,6 +43,8 @@ type Options struct {
 	SiteHeartbeat time.Duration
 	// SiteMinRetry is the first re-probe delay of an unreachable site.
 	SiteMinRetry time.Duration
+	// OperationPoll is how often a site is read while a campaign's operation runs there.
+	OperationPoll time.Duration
 	// SiteTimeout bounds each request to a site.
 	SiteTimeout time.Duration
 	// Concurrency is the number of sites (and hosts) reconciled in parallel.
@@ -72,6 +74,7 @@ func DefaultOptions() Options {
 		LeaderElectionNamespace: "edgefleet-system",
 		SiteHeartbeat:           time.Minute,
 		SiteMinRetry:            2 * time.Second,
+		OperationPoll:           5 * time.Second,
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
@@ -91,6 +94,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease.")
 	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
 	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
+	fs.DurationVar(&o.OperationPoll, "site-operation-poll-interval", o.OperationPoll, "How often a site is read while a campaign's operation runs there (the heartbeat interval when that is shorter).")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
@@ -108,6 +112,8 @@ func (o *Options) Validate() error {
 	switch {
 	case o.SiteHeartbeat <= 0:
 		return fmt.Errorf("--site-heartbeat-interval must be positive, got %s", o.SiteHeartbeat)
+	case o.OperationPoll <= 0:
+		return fmt.Errorf("--site-operation-poll-interval must be positive, got %s", o.OperationPoll)
 	case o.SiteMinRetry <= 0 || o.SiteMinRetry > o.SiteHeartbeat:
 		return fmt.Errorf("--site-min-retry-interval must be positive and at most --site-heartbeat-interval (%s), got %s", o.SiteHeartbeat, o.SiteMinRetry)
 	case o.SiteTimeout <= 0:
@@ -197,14 +203,15 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	sites := &site.Reconciler{
-		Client:            mgr.GetClient(),
-		APIReader:         mgr.GetAPIReader(),
-		Sites:             siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
-		Recorder:          mgr.GetEventRecorder("site-controller"),
-		Metrics:           siteMetrics,
-		Clock:             clock.RealClock{},
-		HeartbeatInterval: opts.SiteHeartbeat,
-		MinRetryInterval:  opts.SiteMinRetry,
+		Client:                mgr.GetClient(),
+		APIReader:             mgr.GetAPIReader(),
+		Sites:                 siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
+		Recorder:              mgr.GetEventRecorder("site-controller"),
+		Metrics:               siteMetrics,
+		Clock:                 clock.RealClock{},
+		HeartbeatInterval:     opts.SiteHeartbeat,
+		OperationPollInterval: min(opts.OperationPoll, opts.SiteHeartbeat),
+		MinRetryInterval:      opts.SiteMinRetry,
 	}
 	if err := sites.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up site reconciler: %w", err)

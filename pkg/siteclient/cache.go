@@ -75,6 +75,7 @@ func pushMapper() meta.RESTMapper {
 	m.Add(corev1.SchemeGroupVersion.WithKind("Secret"), meta.RESTScopeNamespace)
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	m.Add(sitev1.GroupVersion.WithKind("ApplicationCluster"), meta.RESTScopeNamespace)
+	m.Add(sitev1.GroupVersion.WithKind("ArtifactSet"), meta.RESTScopeNamespace)
 	return m
 }
 

@@ -24,6 +24,10 @@ const (
 	// DataHashAnnotation on a pushed BMC Secret is a salted sha256 of the data the global
 	// controller wrote; data changed on the site no longer matches it and is written again.
 	DataHashAnnotation = "site.edgefleet.io/data-hash"
+	// OperationAnnotation on a pushed ApplicationCluster is the ID of the operation (a
+	// campaign's dispatch) that last raised its spec.operationGeneration: an operation raises it
+	// once, however often it is pushed.
+	OperationAnnotation = "site.edgefleet.io/operation"
 	// BMCSecretSuffix: the BMC Secret of host H is named H + BMCSecretSuffix, and
 	// spec.hosts[].bmc.credentialsName names it.
 	BMCSecretSuffix = "-bmc"

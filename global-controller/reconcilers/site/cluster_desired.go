@@ -165,9 +165,13 @@ func markPushed(o metav1.Object, labels map[string]string, source string) bool {
 }
 
 // applyClusterSpec makes ac the desired ApplicationCluster of site; it reports whether it changed
-// anything, so an unchanged object is not written.
-func applyClusterSpec(ac *sitev1.ApplicationCluster, site *fleetv1.Site, spec sitev1.ApplicationClusterSpec) bool {
+// anything, so an unchanged object is not written. operation, when set, is the ID of the
+// operation the spec carries: it is recorded in the OperationAnnotation.
+func applyClusterSpec(ac *sitev1.ApplicationCluster, site *fleetv1.Site, spec sitev1.ApplicationClusterSpec, operation string) bool {
 	changed := markPushed(ac, map[string]string{}, "Site "+index.Key(site.Namespace, site.Name))
+	if operation != "" && ac.Annotations[sitev1.OperationAnnotation] != operation {
+		ac.Annotations[sitev1.OperationAnnotation], changed = operation, true
+	}
 	if !apiequality.Semantic.DeepEqual(ac.Spec, spec) {
 		ac.Spec, changed = spec, true
 	}
@@ -228,9 +232,13 @@ func applyBMCSecret(s *corev1.Secret, source *corev1.Secret, cluster, host, user
 	return changed
 }
 
-// summary is the Site's copy of an ApplicationCluster's status.
+// summary is the Site's copy of an ApplicationCluster's status; nil while the site has reported
+// nothing on it (ClusterReady says so).
 func summary(ac *sitev1.ApplicationCluster) *fleetv1.ClusterSummary {
 	st := ac.Status
+	if st.Phase == "" && st.ObservedGeneration == 0 {
+		return nil
+	}
 	sum := &fleetv1.ClusterSummary{
 		Phase:                       st.Phase,
 		KubernetesVersion:           st.KubernetesVersion,

@@ -106,10 +106,10 @@ func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
 	// Applying the same spec twice changes nothing the second time.
 	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}
 	ac := &sitev1.ApplicationCluster{}
-	if !applyClusterSpec(ac, site, spec) {
+	if !applyClusterSpec(ac, site, spec, "") {
 		t.Fatal("first apply reported no change")
 	}
-	if applyClusterSpec(ac, site, desiredSpec(siteCluster(), testContent(), hosts, 0, nil)) {
+	if applyClusterSpec(ac, site, desiredSpec(siteCluster(), testContent(), hosts, 0, nil), "") {
 		t.Error("second apply of the same spec reported a change")
 	}
 	if !managed(ac) || ac.Annotations[sitev1.SourceAnnotation] != "Site ns/s" {

@@ -98,8 +98,9 @@ func (p *push) run(ctx context.Context) error {
 		setCondition(p.s.site, fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, fleetv1.ReasonNoControlPlaneHost,
 			withHostNotes(msg, leftOut, kept))
 	} else {
-		spec := desiredSpec(p.s.site.Spec.Cluster, what, hosts, 0, p.existing)
-		ac, err := p.writeCluster(ctx, spec)
+		op := p.s.applying()
+		spec := desiredSpec(p.s.site.Spec.Cluster, what, hosts, operationGeneration(op, p.existing), p.existing)
+		ac, err := p.writeCluster(ctx, spec, op)
 		if err != nil {
 			return err
 		}
@@ -222,8 +223,12 @@ func (p *push) pushBMCSecret(ctx context.Context, h *fleetv1.Host) (string, erro
 // writeCluster creates or updates the ApplicationCluster when it differs from spec, and returns
 // it as it is on the site. A conflict (the local controller wrote it since it was read) is
 // retried on a fresh copy.
-func (p *push) writeCluster(ctx context.Context, spec sitev1.ApplicationClusterSpec) (*sitev1.ApplicationCluster, error) {
+func (p *push) writeCluster(ctx context.Context, spec sitev1.ApplicationClusterSpec, op *fleetv1.SiteOperation) (*sitev1.ApplicationCluster, error) {
 	key := client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: p.name}
+	opID := ""
+	if op != nil {
+		opID = op.ID
+	}
 	ac := p.existing
 	first := true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -237,13 +242,13 @@ func (p *push) writeCluster(ctx context.Context, spec sitev1.ApplicationClusterS
 		first = false
 		if ac == nil {
 			ac = &sitev1.ApplicationCluster{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-			applyClusterSpec(ac, p.s.site, spec)
+			applyClusterSpec(ac, p.s.site, spec, opID)
 			if err := p.site.Create(ctx, ac); err != nil {
 				return fmt.Errorf("create ApplicationCluster %s on the site: %w", key, err)
 			}
 			return nil
 		}
-		if !applyClusterSpec(ac, p.s.site, spec) {
+		if !applyClusterSpec(ac, p.s.site, spec, opID) {
 			return nil
 		}
 		if err := p.site.Update(ctx, ac); err != nil {
@@ -349,9 +354,8 @@ func (r *Reconciler) reconcileClusterStatus(ctx context.Context, s *scope) error
 	if s.clusterRemoved {
 		return nil
 	}
-	if s.cluster == nil {
-		s.site.Status.Cluster = nil
-	} else {
+	s.site.Status.Cluster = nil
+	if s.cluster != nil {
 		s.site.Status.Cluster = summary(s.cluster)
 	}
 	status, reason, msg := clusterReady(s.cluster)

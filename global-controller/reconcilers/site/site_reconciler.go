@@ -62,6 +62,9 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// HeartbeatInterval is how often a reachable site is probed.
 	HeartbeatInterval time.Duration
+	// OperationPollInterval is how often a site is read while an operation runs there, so a
+	// campaign sees a verdict soon after the site reaches it (heartbeats are much rarer).
+	OperationPollInterval time.Duration
 	// MinRetryInterval is the first re-probe delay of an unreachable site; the delay doubles
 	// while the site stays unreachable, up to HeartbeatInterval.
 	MinRetryInterval time.Duration
@@ -131,8 +134,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileKubeconfig,
 		r.reconcileReachability,
 		r.reconcileHosts,
+		r.reconcileOperationIntake,
 		r.reconcileClusterPush,
 		r.reconcileClusterStatus,
+		r.reconcileOperationStatus,
 		r.reconcileReady,
 	}
 	for _, phase := range phases {
@@ -165,6 +170,16 @@ type scope struct {
 	// dirty is set when a step failed without an error to return (a push the site refused):
 	// the reconcile is not clean.
 	dirty bool
+}
+
+// requeueBy makes the next reconcile come at the latest after d.
+func (s *scope) requeueBy(d time.Duration) {
+	if d <= 0 {
+		d = time.Millisecond
+	}
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
 }
 
 func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) error {

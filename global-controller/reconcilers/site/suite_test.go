@@ -41,14 +41,15 @@ func TestMain(m *testing.M) {
 				return err
 			}
 			r := &site.Reconciler{
-				Client:            mgr.GetClient(),
-				APIReader:         mgr.GetAPIReader(),
-				Sites:             siteclient.NewCache(timeout, "site-reconciler-test"),
-				Recorder:          mgr.GetEventRecorder("site-controller"),
-				Metrics:           metrics,
-				Clock:             clock.RealClock{},
-				HeartbeatInterval: heartbeat,
-				MinRetryInterval:  minRetry,
+				Client:                mgr.GetClient(),
+				APIReader:             mgr.GetAPIReader(),
+				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test"),
+				Recorder:              mgr.GetEventRecorder("site-controller"),
+				Metrics:               metrics,
+				Clock:                 clock.RealClock{},
+				HeartbeatInterval:     heartbeat,
+				OperationPollInterval: heartbeat / 4,
+				MinRetryInterval:      minRetry,
 			}
 			if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 				return err

@@ -1,0 +1,207 @@
+package site_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// withNetworkOnly describes a site's cluster without saying what it runs: a campaign (here the
+// test) sets the release.
+func withNetworkOnly(s *fleetv1.Site) {
+	withCluster(s)
+	s.Spec.Cluster.KubernetesVersion, s.Spec.Cluster.OSImage = "", nil
+}
+
+func createRelease(t *testing.T, ns, name, version string, packages ...string) *fleetv1.Release {
+	t.Helper()
+	r := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: version, OSImage: sitev1.OSImage{SHA256: osImageSHA}},
+	}
+	for _, p := range packages {
+		r.Spec.Packages = append(r.Spec.Packages, sitev1.ArtifactRef{SHA256: p, Name: "package " + p[:8]})
+	}
+	if err := global.Client.Create(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// dispatch patches spec.operation (and, for Apply, spec.cluster.release) in one merge patch, as
+// the campaign controller does. The operation replaces the last one whole: fields it leaves out
+// are removed (a merge patch would keep them).
+func dispatch(t *testing.T, key types.NamespacedName, op fleetv1.SiteOperation) {
+	t.Helper()
+	raw, err := json.Marshal(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]any{"previousRelease": nil, "deadline": nil}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string]any{"operation": fields}
+	if op.Stage == fleetv1.StageApply {
+		spec["cluster"] = map[string]any{"release": op.Release}
+	}
+	patch, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	if err := global.Client.Patch(t.Context(), site, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func operationIs(id string, phase fleetv1.OperationPhase, inMessage ...string) func(*fleetv1.Site) error {
+	return func(s *fleetv1.Site) error {
+		last := s.Status.LastOperation
+		if last == nil || last.ID != id || last.Phase != phase {
+			return fmt.Errorf("status.lastOperation = %+v, want %s %s", last, id, phase)
+		}
+		for _, m := range inMessage {
+			if !strings.Contains(last.Message, m) {
+				return fmt.Errorf("lastOperation message %q does not contain %q", last.Message, m)
+			}
+		}
+		return nil
+	}
+}
+
+// TestOperations follows the operations a campaign dispatches to one site: a site described
+// without a release waits for one; a pre-cache pushes the release's ArtifactSet and ends
+// PreCached when the site cache reports it; an apply carries the release with one raise of the
+// operation generation, however often it is pushed, and succeeds when the site reports the
+// cluster Ready at the release's version; an operation the site never finishes times out at its
+// deadline and keeps that verdict; a host failure fails the operation with the site's reason.
+func TestOperations(t *testing.T) {
+	t.Parallel()
+	siteCP, kc := startClusterSite(t)
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "store-7", kc, withNetworkOnly)
+	key := client.ObjectKeyFromObject(site)
+	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, mac(ns, 0x0701), creds("cp-0"))
+
+	// Nothing to run yet: nothing is pushed, and the condition says why.
+	waitSite(t, key, conditionIs(fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, fleetv1.ReasonReleaseNotSet, "campaign"))
+	if err := siteCP.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: site.Name}, &sitev1.ApplicationCluster{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("an ApplicationCluster was pushed without a release (err %v)", err)
+	}
+
+	pkg := strings.Repeat("ab", 32)
+	createRelease(t, ns, "r1", "v1.36.3", pkg, osImageSHA) // the image listed again as a package is cached once
+
+	// Pre-cache: the site gets an ArtifactSet of the release; PreCached once the cache says so.
+	dispatch(t, key, fleetv1.SiteOperation{ID: "c1-precache", Campaign: "c1", Action: fleetv1.ActionInstall, Stage: fleetv1.StagePreCache,
+		Release: "r1", DispatchTime: metav1.Now()})
+	waitSite(t, key, operationIs("c1-precache", fleetv1.OperationPreCaching, "waiting for the site cache to take in ArtifactSet"))
+	set := &sitev1.ArtifactSet{}
+	setKey := types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: site.Name + "-precache"}
+	if err := siteCP.Client.Get(t.Context(), setKey, set); err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Spec.Artifacts) != 2 || set.Spec.Artifacts[0].SHA256 != osImageSHA || set.Spec.Artifacts[1].SHA256 != pkg {
+		t.Fatalf("pre-cache set lists %+v, want the OS image then the package", set.Spec.Artifacts)
+	}
+	set.Status.ObservedGeneration = set.Generation
+	set.Status.Cached = 2
+	set.Status.Conditions = []metav1.Condition{{Type: sitev1.ArtifactSetReadyCondition, Status: metav1.ConditionTrue,
+		Reason: sitev1.ReasonAllCached, Message: "2 of 2 cached", LastTransitionTime: metav1.Now()}}
+	if err := siteCP.Client.Status().Update(t.Context(), set); err != nil {
+		t.Fatal(err)
+	}
+	waitSite(t, key, operationIs("c1-precache", fleetv1.OperationPreCached, "2 artifact(s)"))
+
+	// Apply: the release reaches the ApplicationCluster with operation generation 1.
+	dispatch(t, key, fleetv1.SiteOperation{ID: "c1", Campaign: "c1", Action: fleetv1.ActionInstall, Stage: fleetv1.StageApply,
+		Release: "r1", DispatchTime: metav1.Now()})
+	ac := waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Spec.OperationGeneration != 1 || ac.Annotations[sitev1.OperationAnnotation] != "c1" {
+			return fmt.Errorf("operationGeneration %d, annotation %q", ac.Spec.OperationGeneration, ac.Annotations[sitev1.OperationAnnotation])
+		}
+		return nil
+	})
+	if ac.Spec.KubernetesVersion != "v1.36.3" || len(ac.Spec.Packages) != 2 || ac.Spec.OSImage.SHA256 != osImageSHA {
+		t.Errorf("ApplicationCluster does not carry release r1: %+v", ac.Spec)
+	}
+	waitSite(t, key, operationIs("c1", fleetv1.OperationInProgress, "operation generation 1"))
+	heartbeats(t, key, 2)
+	if got := waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil }); got.Spec.OperationGeneration != 1 {
+		t.Fatalf("operation generation raised again to %d by later pushes", got.Spec.OperationGeneration)
+	}
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.ObservedOperationGeneration = 1
+		ac.Status.KubernetesVersion = "v1.36.3"
+		ac.Status.Phase = sitev1.ClusterProvisioned
+		ac.Status.Conditions = readyStatus(metav1.ConditionTrue, sitev1.ReasonClusterReady, "1 of 1 nodes ready")
+	})
+	done := waitSite(t, key, operationIs("c1", fleetv1.OperationSucceeded, "release r1"))
+	if done.Status.LastOperation.CompletionTime == nil || done.Status.LastOperation.OperationGeneration != 1 {
+		t.Errorf("succeeded operation lacks its completion time or generation: %+v", done.Status.LastOperation)
+	}
+	// The pre-cache set goes once the apply is over (the cluster's own set holds what it runs).
+	testenv.Eventually(t, wait, func() error {
+		if err := siteCP.Client.Get(t.Context(), setKey, &sitev1.ArtifactSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pre-cache set still on the site (err %w)", err)
+		}
+		return nil
+	})
+
+	// An upgrade the site never finishes times out at its deadline, and the verdict sticks.
+	createRelease(t, ns, "r2", "v1.36.4", pkg)
+	deadline := metav1.NewTime(time.Now().Add(3 * time.Second))
+	dispatch(t, key, fleetv1.SiteOperation{ID: "c2", Campaign: "c2", Action: fleetv1.ActionUpgrade, Stage: fleetv1.StageApply,
+		Release: "r2", PreviousRelease: "r1", DispatchTime: metav1.Now(), Deadline: &deadline})
+	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Spec.OperationGeneration != 2 || ac.Spec.KubernetesVersion != "v1.36.4" {
+			return fmt.Errorf("operationGeneration %d, version %s", ac.Spec.OperationGeneration, ac.Spec.KubernetesVersion)
+		}
+		return nil
+	})
+	waitSite(t, key, operationIs("c2", fleetv1.OperationTimedOut, "deadline"))
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.ObservedOperationGeneration = 2
+		ac.Status.KubernetesVersion = "v1.36.4"
+	})
+	heartbeats(t, key, 1)
+	waitSite(t, key, operationIs("c2", fleetv1.OperationTimedOut))
+
+	// A host failure the site reports fails the operation with the site's words.
+	dispatch(t, key, fleetv1.SiteOperation{ID: "c3", Campaign: "c3", Action: fleetv1.ActionPatch, Stage: fleetv1.StageApply,
+		Release: "r1", PreviousRelease: "r2", DispatchTime: metav1.Now()})
+	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Spec.OperationGeneration != 3 {
+			return fmt.Errorf("operationGeneration %d", ac.Spec.OperationGeneration)
+		}
+		return nil
+	})
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.ObservedOperationGeneration = 3
+		ac.Status.Phase = sitev1.ClusterDegraded
+		ac.Status.Conditions = []metav1.Condition{{Type: sitev1.HostsProvisionedCondition, Status: metav1.ConditionFalse,
+			Reason: sitev1.ReasonHostFailed, Message: "cp-0: power on failed", LastTransitionTime: metav1.Now()}}
+	})
+	waitSite(t, key, operationIs("c3", fleetv1.OperationFailed, "cp-0: power on failed"))
+
+	// A release that does not exist is said so, and nothing changes on the site.
+	dispatch(t, key, fleetv1.SiteOperation{ID: "c4", Campaign: "c4", Action: fleetv1.ActionPatch, Stage: fleetv1.StageApply,
+		Release: "r9", DispatchTime: metav1.Now()})
+	waitSite(t, key, conditionIs(fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, fleetv1.ReasonReleaseNotFound, `"r9"`))
+	waitSite(t, key, operationIs("c4", fleetv1.OperationPending, "ReleaseNotFound"))
+	if got := waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil }); got.Spec.OperationGeneration != 3 {
+		t.Errorf("operation generation moved to %d for a release that does not exist", got.Spec.OperationGeneration)
+	}
+}
