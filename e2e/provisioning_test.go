@@ -31,7 +31,6 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 
 	BeforeAll(func(ctx context.Context) {
 		Expect(fleet.StartSiteProvisioning(ctx, site)).To(Succeed())
-		Expect(fleet.ConnectSite(ctx, site, fleet.APIURL)).To(Succeed())
 		_, err := fleet.StartLocalController(ctx, site)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() error { return fleet.StopLocalController(site) })
@@ -55,8 +54,9 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		})
 
 		Expect(fleet.Apply(ctx, "e2e/testdata/site-c.yaml")).To(Succeed())
-		patch := fmt.Sprintf(`{"spec":{"cluster":{"kubernetesVersion":"v1.36.3","osImage":{"sha256":%q},`+
-			`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":"192.0.2.30"}}}}}`, digest)
+		// The global controller gives the site its own token for the artifact API at this URL.
+		patch := fmt.Sprintf(`{"spec":{"artifactAPIURL":%q,"cluster":{"kubernetesVersion":"v1.36.3","osImage":{"sha256":%q},`+
+			`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":"192.0.2.30"}}}}}`, fleet.APIURL, digest)
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", "provisioning", "--type", "merge", "-p", patch)
 		Expect(err).NotTo(HaveOccurred())
 	})

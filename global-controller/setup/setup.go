@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,6 +48,15 @@ type Options struct {
 	OperationPoll time.Duration
 	// SiteTimeout bounds each request to a site.
 	SiteTimeout time.Duration
+	// SiteAPIURL is the URL at which sites reach the artifact API; with it, the controller
+	// gives every site a token of its own.
+	SiteAPIURL string
+	// SiteAPICAFile is the PEM CA bundle sites verify the artifact API with.
+	SiteAPICAFile string
+	// SiteIdentityNamespace holds the sites' ServiceAccounts.
+	SiteIdentityNamespace string
+	// SiteTokenTTL is the lifetime of each site's token.
+	SiteTokenTTL time.Duration
 	// Concurrency is the number of sites (and hosts) reconciled in parallel.
 	Concurrency int
 	// APIAddr serves the artifact REST API; "0" disables it.
@@ -75,6 +85,8 @@ func DefaultOptions() Options {
 		SiteHeartbeat:           time.Minute,
 		SiteMinRetry:            2 * time.Second,
 		OperationPoll:           5 * time.Second,
+		SiteIdentityNamespace:   "edgefleet-system",
+		SiteTokenTTL:            24 * time.Hour,
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
@@ -96,6 +108,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
 	fs.DurationVar(&o.OperationPoll, "site-operation-poll-interval", o.OperationPoll, "How often a site is read while a campaign's operation runs there (the heartbeat interval when that is shorter).")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
+	fs.StringVar(&o.SiteAPIURL, "site-api-url", o.SiteAPIURL, "URL at which sites reach the artifact API; with it every site gets a token of its own (empty: sites' access is set up by hand).")
+	fs.StringVar(&o.SiteAPICAFile, "site-api-ca-file", o.SiteAPICAFile, "PEM CA bundle the sites verify the artifact API's certificate with.")
+	fs.StringVar(&o.SiteIdentityNamespace, "site-identity-namespace", o.SiteIdentityNamespace, "Namespace of the sites' ServiceAccounts on the global cluster.")
+	fs.DurationVar(&o.SiteTokenTTL, "site-token-ttl", o.SiteTokenTTL, "Lifetime of each site's artifact API token; it is renewed when half of it is gone (at least 10m).")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
@@ -118,6 +134,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-min-retry-interval must be positive and at most --site-heartbeat-interval (%s), got %s", o.SiteHeartbeat, o.SiteMinRetry)
 	case o.SiteTimeout <= 0:
 		return fmt.Errorf("--site-timeout must be positive, got %s", o.SiteTimeout)
+	case o.SiteTokenTTL < 10*time.Minute:
+		return fmt.Errorf("--site-token-ttl must be at least 10m (the API server's shortest token), got %s", o.SiteTokenTTL)
+	case o.SiteIdentityNamespace == "":
+		return errors.New("--site-identity-namespace must not be empty")
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
 	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
@@ -212,6 +232,14 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 		HeartbeatInterval:     opts.SiteHeartbeat,
 		OperationPollInterval: min(opts.OperationPoll, opts.SiteHeartbeat),
 		MinRetryInterval:      opts.SiteMinRetry,
+		ArtifactAccess:        site.ArtifactAccess{URL: opts.SiteAPIURL, Namespace: opts.SiteIdentityNamespace, TokenTTL: opts.SiteTokenTTL},
+	}
+	if opts.SiteAPICAFile != "" {
+		ca, err := os.ReadFile(opts.SiteAPICAFile)
+		if err != nil {
+			return fmt.Errorf("--site-api-ca-file: %w", err)
+		}
+		sites.ArtifactAccess.CA = ca
 	}
 	if err := sites.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up site reconciler: %w", err)

@@ -61,6 +61,7 @@ func run(ctx context.Context) (err error) {
 		Sites:          []string{"site-a", "site-b"},
 		Dir:            dir,
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
+		SiteTokens:     true,
 	})
 	if err != nil {
 		return err
@@ -75,12 +76,9 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 
-	step("Starting the local controllers of site-a and site-b, with their own tokens for the artifact API")
+	step("Starting the local controllers of site-a and site-b (the global controller gives each its own token for the artifact API once registered)")
 	local := map[string]testenv.LocalController{}
 	for _, site := range []string{"site-a", "site-b"} {
-		if err := fleet.ConnectSite(ctx, site, fleet.APIURL); err != nil {
-			return err
-		}
 		if local[site], err = fleet.StartLocalController(ctx, site); err != nil {
 			return err
 		}

@@ -36,6 +36,10 @@ type FleetOptions struct {
 	Dir string
 	// ControllerArgs are extra flags of the global controller.
 	ControllerArgs []string
+	// SiteTokens has the global controller give every registered Site its own token for the
+	// artifact API (--site-api-url set to APIURL). Without it, a Site gets one only when it sets
+	// spec.artifactAPIURL, or by hand (ConnectSite).
+	SiteTokens bool
 }
 
 // Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
@@ -57,6 +61,7 @@ type Fleet struct {
 
 	root       string
 	ownDir     bool
+	siteTokens bool
 	controller *process
 	locals     map[string]*process
 	// stops stop what StartSiteProvisioning started, before the control planes.
@@ -70,7 +75,8 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}}
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{},
+		siteTokens: opts.SiteTokens}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.Stop())
@@ -191,14 +197,18 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
-	p, err := startProcess("global controller", filepath.Join(f.root, "bin", "global-controller"), append([]string{
+	args = append([]string{
 		"--kubeconfig", f.Kubeconfig(),
 		"--leader-election-namespace", "edgefleet-system",
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--data-dir", filepath.Join(f.Dir, "data"),
-	}, args...), nil, f.ControllerLog())
+	}, args...)
+	if f.siteTokens {
+		args = append(args, "--site-api-url", f.APIURL)
+	}
+	p, err := startProcess("global controller", filepath.Join(f.root, "bin", "global-controller"), args, nil, f.ControllerLog())
 	if err != nil {
 		return err
 	}

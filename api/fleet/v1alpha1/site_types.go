@@ -26,6 +26,10 @@ const (
 	// hosts' BMC Secrets built from spec.cluster and the site's Hosts. Set only while
 	// spec.cluster is set or the pushed objects are being removed.
 	SiteClusterSyncedCondition = "ClusterSynced"
+	// SiteArtifactAccessCondition is True when the site holds a current token of its own for
+	// the artifact API (Secret edgefleet-global-api on the site). Set only when the global
+	// controller is told the API's URL (--site-api-url or spec.artifactAPIURL).
+	SiteArtifactAccessCondition = "ArtifactAccess"
 	// SiteClusterReadyCondition mirrors the Ready condition the site reports on its
 	// ApplicationCluster. Set only while spec.cluster is set or the pushed objects are being
 	// removed.
@@ -72,6 +76,9 @@ const (
 	// exists: an ApplicationCluster needs at least one. An ApplicationCluster pushed before is
 	// left as it was.
 	ReasonNoControlPlaneHost = "NoControlPlaneHost"
+	// ReasonTokenIssued means the site holds a token of its own ServiceAccount for the
+	// artifact API, renewed when half its life is gone.
+	ReasonTokenIssued = "TokenIssued"
 	// ReasonReleaseNotSet means spec.cluster names no release and no version and image of its
 	// own: nothing is pushed until a campaign (or the operator) sets spec.cluster.release.
 	ReasonReleaseNotSet = "ReleaseNotSet"
@@ -112,6 +119,13 @@ type SiteSpec struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="must be an http:// or https:// URL with a host"
 	BPAEndpoint string `json:"bpaEndpoint,omitempty"`
+
+	// ArtifactAPIURL is the URL at which this site reaches the global artifact API, when it
+	// differs from the global controller's --site-api-url (a proxy, another network path).
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="must be an http:// or https:// URL with a host"
+	ArtifactAPIURL string `json:"artifactAPIURL,omitempty"`
 
 	// Location says where the site is.
 	// +optional

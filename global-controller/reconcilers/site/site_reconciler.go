@@ -65,6 +65,9 @@ type Reconciler struct {
 	// OperationPollInterval is how often a site is read while an operation runs there, so a
 	// campaign sees a verdict soon after the site reaches it (heartbeats are much rarer).
 	OperationPollInterval time.Duration
+	// ArtifactAccess gives each site its own token for the artifact API; a zero value leaves
+	// the sites' access to be set up by hand.
+	ArtifactAccess ArtifactAccess
 	// MinRetryInterval is the first re-probe delay of an unreachable site; the delay doubles
 	// while the site stays unreachable, up to HeartbeatInterval.
 	MinRetryInterval time.Duration
@@ -77,6 +80,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=releases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=create;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=create;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=edgefleet-site
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
@@ -134,6 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.reconcileKubeconfig,
 		r.reconcileReachability,
 		r.reconcileHosts,
+		r.reconcileArtifactAccess,
 		r.reconcileOperationIntake,
 		r.reconcileClusterPush,
 		r.reconcileClusterStatus,
@@ -187,6 +195,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) er
 	r.forget(key)
 	if !controllerutil.ContainsFinalizer(site, fleetv1.SiteFinalizer) {
 		return nil
+	}
+	if err := r.removeArtifactAccess(ctx, site); err != nil {
+		return err
 	}
 	patch := client.MergeFrom(site.DeepCopy())
 	controllerutil.RemoveFinalizer(site, fleetv1.SiteFinalizer)

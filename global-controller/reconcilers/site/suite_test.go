@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -27,12 +29,17 @@ const (
 	heartbeat = 2 * time.Second
 	minRetry  = 250 * time.Millisecond
 	timeout   = 2 * time.Second
+	// identityNamespace holds the sites' ServiceAccounts.
+	identityNamespace = "edgefleet-system"
 )
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
 		func(ctx context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
 			global = cp
+			if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: identityNamespace}}); err != nil {
+				return err
+			}
 			metrics, err := site.NewMetrics(prometheus.NewRegistry())
 			if err != nil {
 				return err
@@ -50,6 +57,8 @@ func TestMain(m *testing.M) {
 				HeartbeatInterval:     heartbeat,
 				OperationPollInterval: heartbeat / 4,
 				MinRetryInterval:      minRetry,
+				// Only sites that set spec.artifactAPIURL get tokens here (TestArtifactAccess).
+				ArtifactAccess: site.ArtifactAccess{Namespace: identityNamespace, TokenTTL: time.Hour},
 			}
 			if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 				return err
