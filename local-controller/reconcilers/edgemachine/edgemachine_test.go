@@ -337,3 +337,79 @@ func TestRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestPaused: while its Cluster is paused, a machine claims no host and reports only the
+// Paused condition, True/Paused (Cluster-API's v1beta2 contract); unpaused it reports
+// False/NotPaused and claims its host. The paused annotation on the machine does the same:
+// deleting a paused machine leaves its host claimed until the annotation goes.
+func TestPaused(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	s.host("node-0", "52:54:00:ab:00:00", nil)
+	s.cluster.Spec.Paused = ptr.To(true)
+	if err := s.c.Update(t.Context(), s.cluster); err != nil {
+		t.Fatal(err)
+	}
+	em := s.machine("m-0", sitev1.HostSelector{BootMACAddress: "52:54:00:ab:00:00"}, "", false)
+	s.startManager()
+
+	em = s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		em, err := s.getMachine(em.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(em.Status.Conditions) != 1 || em.Status.Host != "" || len(em.Finalizers) != 0 || len(s.hostsOf(em.Name)) != 0 {
+			t.Fatalf("machine of a paused Cluster was reconciled: finalizers %v, status %+v, hosts %v", em.Finalizers, em.Status, s.hostsOf(em.Name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	s.cluster.Spec.Paused = ptr.To(false)
+	if err := s.c.Update(t.Context(), s.cluster); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPaused(em.Name, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
+			return fmt.Errorf("unpaused machine claimed hosts %v, want node-0", hosts)
+		}
+		return nil
+	})
+
+	em, err := s.getMachine(em.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	if err := s.c.Update(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeMachine has the cluster.x-k8s.io/paused annotation")
+	if err := s.c.Delete(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := s.getMachine(em.Name); err != nil {
+			t.Fatalf("paused machine was deleted: %v", err)
+		}
+		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
+			t.Fatalf("paused machine gave its host back: claims %v", hosts)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	em, err = s.getMachine(em.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(em.Annotations, clusterv1.PausedAnnotation)
+	if err := s.c.Update(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(em.Name, provisionTimeout)
+	if hosts := s.hostsOf(em.Name); len(hosts) != 0 {
+		t.Errorf("deleted machine still claims %v", hosts)
+	}
+}
