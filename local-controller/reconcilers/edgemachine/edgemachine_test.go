@@ -136,9 +136,9 @@ func TestBindByLabels(t *testing.T) {
 }
 
 // TestDelete deletes machines and checks what becomes of their hosts: Deprovision (the
-// default) wipes the host back to available, clears image, user data and consumerRef, and
-// lets the machine go only then; Keep leaves the host provisioned and only clears the
-// consumerRef; a machine without a host, or whose host is gone, goes at once.
+// default) wipes the host back to available, clears image, user data and consumerRef, powers
+// it off, and lets the machine go only then (the next machine powers it on again); Keep leaves
+// the host provisioned and online and only clears the consumerRef; a machine without a host, or whose host is gone, goes at once.
 func TestDelete(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -154,6 +154,9 @@ func TestDelete(t *testing.T) {
 			if h.Spec.Image != nil || h.Spec.UserData != nil || h.Spec.ConsumerRef != nil {
 				t.Errorf("host %s keeps image %+v, userData %+v, consumerRef %+v", h.Name, h.Spec.Image, h.Spec.UserData, h.Spec.ConsumerRef)
 			}
+			if h.Spec.Online {
+				t.Errorf("wiped host %s is left online", h.Name)
+			}
 		}},
 		{"keep", sitev1.RemovalKeep, func(t *testing.T, h *metal3api.BareMetalHost) {
 			if st := h.Status.Provisioning.State; st != metal3api.StateProvisioned {
@@ -164,6 +167,9 @@ func TestDelete(t *testing.T) {
 			}
 			if h.Spec.Image == nil || h.Spec.UserData == nil {
 				t.Errorf("host %s lost its image %+v or user data %+v", h.Name, h.Spec.Image, h.Spec.UserData)
+			}
+			if !h.Spec.Online {
+				t.Errorf("kept host %s was switched off", h.Name)
 			}
 		}},
 	}
@@ -197,9 +203,17 @@ func TestDelete(t *testing.T) {
 			if tt.policy == sitev1.RemovalKeep {
 				return
 			}
-			// The released host is free for the next machine.
+			// Metal3 switches the wiped host off.
+			testenv.Eventually(t, provisionTimeout, func() error {
+				if h := s.getHost("node-0"); h.Status.PoweredOn {
+					return fmt.Errorf("host %s (online %v, %s) still powered on", h.Name, h.Spec.Online, h.Status.Provisioning.State)
+				}
+				return nil
+			})
+			// The released host is free for the next machine, which powers it on again.
 			next := s.machine("m-1", sitev1.HostSelector{BootMACAddress: "52:54:00:cc:00:00"}, "", false)
-			s.waitReady(next.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
+			next = s.waitReady(next.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
+			s.checkProvisioned(next, "node-0")
 		})
 	}
 
