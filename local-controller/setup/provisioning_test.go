@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capiconditions "sigs.k8s.io/cluster-api/util/conditions"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -317,6 +319,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	waitFor(t, ac, 3*time.Minute, settled(1, 3, "v1.36.3"))
 
 	t.Log("scale in, deprovisioning: remove r-w-0")
+	w0History := watchHost(t, ns, w0.Name)
 	update(func(ac *sitev1.ApplicationCluster) {
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w0.Name })
 	})
@@ -331,6 +334,25 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		}
 		return fmt.Errorf("BareMetalHost %s of the removed host is still there (%s), want it deprovisioned and deleted", w0.Name, b.Status.Provisioning.State)
 	})
+	// From its release on, the wiped host was off; it went powered off.
+	versions := w0History()
+	released := slices.IndexFunc(versions, func(b metal3api.BareMetalHost) bool { return b.Spec.ConsumerRef == nil })
+	switch {
+	case len(versions) == 0 || versions[0].Spec.ConsumerRef == nil:
+		t.Errorf("BareMetalHost %s was not seen claimed before the scale in (%d versions)", w0.Name, len(versions))
+	case released < 0:
+		t.Errorf("BareMetalHost %s was deleted without being released", w0.Name)
+	default:
+		for _, b := range versions[released:] {
+			if b.Spec.Online || b.Spec.Image != nil {
+				t.Errorf("BareMetalHost %s released with online %v, image %+v (resourceVersion %s); want wiped and off",
+					w0.Name, b.Spec.Online, b.Spec.Image, b.ResourceVersion)
+			}
+		}
+		if last := versions[len(versions)-1]; last.Status.PoweredOn {
+			t.Errorf("BareMetalHost %s was deleted powered on (%s)", w0.Name, last.Status.Provisioning.State)
+		}
+	}
 
 	t.Log("scale in, keeping the host: remove r-w-1")
 	update(func(ac *sitev1.ApplicationCluster) {
@@ -345,8 +367,8 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 			return err
 		case b.Spec.ConsumerRef != nil || b.Labels[sitev1.ClusterNameLabel] != "":
 			return fmt.Errorf("kept host %s still bound: consumer %v, labels %v", w1.Name, b.Spec.ConsumerRef, b.Labels)
-		case b.Status.Provisioning.State != metal3api.StateProvisioned:
-			return fmt.Errorf("kept host %s is %s, want still provisioned", w1.Name, b.Status.Provisioning.State)
+		case b.Status.Provisioning.State != metal3api.StateProvisioned || !b.Spec.Online:
+			return fmt.Errorf("kept host %s is %s, online %v; want still provisioned and online", w1.Name, b.Status.Provisioning.State, b.Spec.Online)
 		}
 		return nil
 	})
@@ -384,6 +406,48 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		if n.Status.NodeInfo.KubeletVersion != "v1.36.4" {
 			t.Errorf("node %s runs %s after the roll", name, n.Status.NodeInfo.KubeletVersion)
 		}
+	}
+	// Wiped and provisioned again, the hosts are back on.
+	for _, name := range []string{cp0.Name, w2.Name} {
+		b, err := bmh(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !b.Spec.Online || b.Spec.ConsumerRef == nil || b.Status.Provisioning.State != metal3api.StateProvisioned {
+			t.Errorf("BareMetalHost %s after the roll: online %v, consumer %v, %s", name, b.Spec.Online, b.Spec.ConsumerRef, b.Status.Provisioning.State)
+		}
+	}
+}
+
+// watchHost watches BareMetalHost ns/name from now on. The returned function waits until the
+// host is deleted (or the test's deadline) and returns every version seen, the deleted one
+// last.
+func watchHost(t *testing.T, ns, name string) func() []metal3api.BareMetalHost {
+	t.Helper()
+	wc, err := client.NewWithWatch(site.Config, client.Options{Scheme: siteC.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &metal3api.BareMetalHostList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		t.Fatalf("watch BareMetalHost %s: %v", name, err)
+	}
+	t.Cleanup(w.Stop)
+	return func() []metal3api.BareMetalHost {
+		t.Helper()
+		var seen []metal3api.BareMetalHost
+		for ev := range w.ResultChan() {
+			b, ok := ev.Object.(*metal3api.BareMetalHost)
+			if !ok {
+				t.Fatalf("watch of BareMetalHost %s: %s %T", name, ev.Type, ev.Object)
+			}
+			seen = append(seen, *b)
+			if ev.Type == watch.Deleted {
+				return seen
+			}
+		}
+		t.Fatalf("watch of BareMetalHost %s ended before its deletion", name)
+		return nil
 	}
 }
 
@@ -458,4 +522,38 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	})
 	// The application cluster's Node objects stay: Cluster-API does not delete nodes of a
 	// cluster being deleted, whose hosts are wiped anyway.
+}
+
+// TestPendingFromFirstSight: an ApplicationCluster is Pending from its first reconcile on, also
+// when that reconcile fails before it summarizes — here its ArtifactSet is already controlled
+// by someone else — so that the global controller, which mirrors the phase, never reads none.
+func TestPendingFromFirstSight(t *testing.T) {
+	ctx := t.Context()
+	ns := bed(t, "blocked")
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "someone-else"}}
+	if err := siteC.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	ac := cluster(ns, "blocked", "v1.36.3", host("b-cp-0", sitev1.RoleControlPlane))
+	ac.Spec.OSImage.URL = "" // from the site cache, through the ArtifactSet
+	set := &sitev1.ArtifactSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ac.Name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: other.Name, UID: other.UID, Controller: ptr.To(true)}}},
+		Spec: sitev1.ArtifactSetSpec{Artifacts: []sitev1.ArtifactRef{{SHA256: ac.Spec.OSImage.SHA256}}},
+	}
+	if err := siteC.Create(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if err := siteC.Create(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ac, time.Minute, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Status.LastError == "" {
+			return fmt.Errorf("no error reported yet (phase %q)", ac.Status.Phase)
+		}
+		return nil
+	})
+	if ac.Status.Phase != sitev1.ClusterPending || !strings.Contains(ac.Status.LastError, "ArtifactSet") {
+		t.Errorf("phase %q, last error %q; want Pending and the ArtifactSet's error", ac.Status.Phase, ac.Status.LastError)
+	}
 }

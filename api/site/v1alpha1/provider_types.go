@@ -139,7 +139,8 @@ type EdgeMachineStatus struct {
 	// +optional
 	// +listType=atomic
 	Addresses []MachineAddress `json:"addresses,omitempty"`
-	// Conditions: Ready.
+	// Conditions: Ready, and Paused (True while the object or its Cluster is paused, as
+	// Cluster-API's v1beta2 contract asks of providers).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -222,7 +223,8 @@ type EdgeClusterStatus struct {
 	// Initialization.provisioned is true once the cluster infrastructure is ready.
 	// +optional
 	Initialization Initialization `json:"initialization,omitempty"`
-	// Conditions: Ready.
+	// Conditions: Ready, and Paused (True while the object or its Cluster is paused, as
+	// Cluster-API's v1beta2 contract asks of providers).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -277,7 +279,8 @@ type EdgeBootstrapConfigStatus struct {
 	// Joined is true once the host runs the node software and its node registered.
 	// +optional
 	Joined bool `json:"joined,omitempty"`
-	// Conditions: Ready.
+	// Conditions: Ready, and Paused (True while the object or its Cluster is paused, as
+	// Cluster-API's v1beta2 contract asks of providers).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -84,6 +84,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, fmt.Errorf("add finalizer to ApplicationCluster %s: %w", req.NamespacedName, err)
 		}
 	}
+	// A cluster is Pending from the first sight on, even when this reconcile fails before it
+	// summarizes. (Set after the finalizer's update, which reads the stored status back.)
+	if ac.Status.Phase == "" {
+		ac.Status.Phase = sitev1.ClusterPending
+	}
 	w, err := r.observe(ctx, ac)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -4,5 +4,6 @@
 // of the application cluster. What a host gets is behind the small Bootstrapper interface: the
 // Binary Provisioning Agent implements it with real package installs over SSH; NodeSimulator,
 // beside it, stands in for it by registering the node itself — the fixture of test beds and of
-// sites without a BPA yet.
+// sites without a BPA yet. A paused config (its Cluster's spec.paused, or the
+// cluster.x-k8s.io/paused annotation) only gets its Paused condition set.
 package edgebootstrap

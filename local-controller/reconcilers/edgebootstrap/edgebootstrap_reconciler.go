@@ -10,8 +10,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -39,12 +41,23 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler. The manager's scheme needs clusterv1 and sitev1.
+// SetupWithManager registers the reconciler: a Machine brings back its config, a Cluster that
+// appears, is paused or is unpaused the configs labelled with its name. Paused configs are
+// reconciled too, only to report the Paused condition. The manager's scheme needs clusterv1
+// and sitev1.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	log := mgr.GetLogger().WithName("edgebootstrapconfig")
+	clusterToConfigs, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &sitev1.EdgeBootstrapConfigList{}, mgr.GetScheme())
+	if err != nil {
+		return fmt.Errorf("map Clusters to EdgeBootstrapConfigs: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("edgebootstrapconfig").
 		For(&sitev1.EdgeBootstrapConfig{}).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToConfig)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToConfigs),
+			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
+				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log), predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -75,7 +88,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("cluster of machine %s: %w", client.ObjectKeyFromObject(machine), err)
 	}
-	if annotations.IsPaused(cluster, cfg) {
+	// The Paused condition (v1beta2 contract) is written at once when it changes; a change
+	// brings the config back through its own update.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, cfg); err != nil || isPaused || requeue {
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("set the Paused condition of EdgeBootstrapConfig %s: %w", req.NamespacedName, err)
+		}
 		return ctrl.Result{}, nil
 	}
 	before := cfg.DeepCopy()

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,17 +38,19 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler. The manager's scheme must know the site kinds and
-// Cluster-API's core kinds (clusterv1).
+// Cluster-API's core kinds (clusterv1). Paused EdgeClusters are reconciled too: only to report
+// the Paused condition.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	log := mgr.GetLogger().WithName("edgecluster")
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("edgecluster").
-		For(&sitev1.EdgeCluster{}, builder.WithPredicates(predicates.ResourceNotPaused(mgr.GetScheme(), log))).
-		// A Cluster that appears or is unpaused brings its EdgeCluster back.
+		For(&sitev1.EdgeCluster{}).
+		// A Cluster that appears, is paused or is unpaused brings its EdgeCluster back.
 		Watches(&clusterv1.Cluster{},
 			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx,
 				sitev1.GroupVersion.WithKind("EdgeCluster"), mgr.GetClient(), &sitev1.EdgeCluster{})),
-			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), log))).
+			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
+				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log), predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -69,8 +71,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if (cluster != nil && annotations.IsPaused(cluster, ec)) || annotations.HasPaused(ec) {
-		ctrl.LoggerFrom(ctx).V(1).Info("EdgeCluster or its Cluster is paused, not reconciling")
+	// The Paused condition (v1beta2 contract) is written at once when it changes; a change
+	// brings the EdgeCluster back through its own update.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, ec); err != nil || isPaused || requeue {
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("set the Paused condition of EdgeCluster %s: %w", req.NamespacedName, err)
+		}
 		return ctrl.Result{}, nil
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,8 +212,10 @@ func TestEdgeClusterWithClusterAPI(t *testing.T) {
 }
 
 // TestEdgeClusterPaused checks that an EdgeCluster of a paused Cluster is left alone until the
-// Cluster is unpaused. The owner reference is set here as Cluster-API would (its Cluster
-// reconciler does nothing on a paused Cluster either).
+// Cluster is unpaused, and reports so in a Paused condition (v1beta2 contract): True/Paused
+// while paused — and nothing else —, False/NotPaused after. Then the paused annotation on the
+// EdgeCluster itself does the same. The owner reference is set here as Cluster-API would (its
+// Cluster reconciler does nothing on a paused Cluster either).
 func TestEdgeClusterPaused(t *testing.T) {
 	t.Parallel()
 	ns := cp.Namespace(t)
@@ -235,12 +238,13 @@ func TestEdgeClusterPaused(t *testing.T) {
 	if err := cc.Create(ctx, ec); err != nil {
 		t.Fatal(err)
 	}
+	waitPaused(t, cc, ec, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			t.Fatal(err)
 		}
-		if ec.Status.Initialization.Provisioned != nil || len(ec.Status.Conditions) > 0 {
+		if ec.Status.Initialization.Provisioned != nil || len(ec.Status.Conditions) != 1 {
 			t.Fatalf("EdgeCluster of a paused Cluster was reconciled: %+v", ec.Status)
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -259,6 +263,51 @@ func TestEdgeClusterPaused(t *testing.T) {
 		}
 		if !ptr.Deref(ec.Status.Initialization.Provisioned, false) {
 			return fmt.Errorf("EdgeCluster not provisioned after unpause; Ready %s", readyReason(ec))
+		}
+		return nil
+	})
+	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
+
+	// The annotation pauses the EdgeCluster alone: a changed endpoint is taken in only after.
+	if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+		t.Fatal(err)
+	}
+	ec.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	ec.Spec.ControlPlaneEndpoint.Port = 7443
+	if err := cc.Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cc, ec, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeCluster has the cluster.x-k8s.io/paused annotation")
+	if c := meta.FindStatusCondition(ec.Status.Conditions, sitev1.EdgeClusterReadyCondition); c == nil || !strings.HasSuffix(c.Message, ":6443") {
+		t.Errorf("paused EdgeCluster took the new endpoint in: Ready %+v", c)
+	}
+	delete(ec.Annotations, clusterv1.PausedAnnotation)
+	if err := cc.Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, sitev1.EdgeClusterReadyCondition); c == nil || !strings.HasSuffix(c.Message, ":7443") {
+			return fmt.Errorf("Ready is %+v after the annotation went, want the new endpoint :7443", c)
+		}
+		return nil
+	})
+}
+
+// waitPaused waits until ec's Paused condition has status and reason (and its message
+// contains msg), for ec's current generation.
+func waitPaused(t *testing.T, c client.Client, ec *sitev1.EdgeCluster, status metav1.ConditionStatus, reason, msg string) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if err := c.Get(t.Context(), client.ObjectKeyFromObject(ec), ec); err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(ec.Status.Conditions, clusterv1.PausedCondition)
+		if p == nil || p.Status != status || p.Reason != reason || !strings.Contains(p.Message, msg) || p.ObservedGeneration != ec.Generation {
+			return fmt.Errorf("Paused is %+v, want %s/%s (%q) at generation %d", p, status, reason, msg, ec.Generation)
 		}
 		return nil
 	})

@@ -8,8 +8,10 @@
 // the host in status. It then writes the image, the Machine's bootstrap data Secret as user data
 // and online=true on the host, mirrors Metal3's provisioning state and errors, and once the host
 // is provisioned sets spec.providerID, status.addresses and status.initialization.provisioned.
-// On delete it deprovisions the host (removalPolicy Deprovision) or only releases it (Keep)
-// before the finalizer goes. docs/infrastructure-provider.md has the state diagram.
+// On delete it deprovisions the host and releases it powered off (removalPolicy Deprovision) or
+// only releases it (Keep) before the finalizer goes. A paused machine (its Cluster's
+// spec.paused, or the cluster.x-k8s.io/paused annotation) only gets its Paused condition set.
+// docs/infrastructure-provider.md has the state diagram.
 //
 // The manager's scheme needs the site kinds (sitev1), Cluster-API's core kinds
 // (sigs.k8s.io/cluster-api/api/core/v1beta2) and Metal3's kinds

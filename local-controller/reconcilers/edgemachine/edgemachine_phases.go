@@ -205,8 +205,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, em *sitev1.EdgeMachine
 	return ctrl.Result{}, nil
 }
 
-// releaseHost deprovisions and releases (removalPolicy Deprovision) or only releases (Keep) the
-// machine's host, and reports whether that is done. A host that is gone, being deleted or not
+// releaseHost deprovisions, releases and powers off (removalPolicy Deprovision) or only
+// releases (Keep: the host stays provisioned and online) the machine's host, and reports
+// whether that is done. A host that is gone, being deleted or not
 // claimed by the machine is done.
 func (r *Reconciler) releaseHost(ctx context.Context, em *sitev1.EdgeMachine) (bool, error) {
 	h, err := r.hostToRelease(ctx, em)
@@ -253,12 +254,15 @@ func (r *Reconciler) releaseHost(ctx context.Context, em *sitev1.EdgeMachine) (b
 		conditions.Set(&em.Status.Conditions, em.Generation, sitev1.EdgeMachineReadyCondition, metav1.ConditionFalse, sitev1.ReasonHostReleasing, msg)
 		return false, nil
 	}
-	if ok, err = r.updateHost(ctx, h, mine, release); err != nil {
+	// Wiped, the host is released powered off: it does not sit switched on with nothing on it
+	// until the next machine claims it (which sets online again) or it is deleted.
+	releaseOff := func(h *metal3api.BareMetalHost) { h.Spec.ConsumerRef, h.Spec.Online = nil, false }
+	if ok, err = r.updateHost(ctx, h, mine, releaseOff); err != nil {
 		return false, fmt.Errorf("release BareMetalHost %s of EdgeMachine %s: %w", h.Name, em.Name, err)
 	}
 	if ok {
 		r.Recorder.Eventf(em, h, corev1.EventTypeNormal, "HostReleased", "Release",
-			"released BareMetalHost %s, deprovisioned (%s)", h.Name, describeState(h.Status.Provisioning.State))
+			"released BareMetalHost %s, deprovisioned (%s) and powered off", h.Name, describeState(h.Status.Provisioning.State))
 	}
 	return true, nil
 }

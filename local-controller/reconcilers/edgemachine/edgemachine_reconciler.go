@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
-	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,7 +59,8 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler with its watches: a BareMetalHost brings back the
 // EdgeMachine its consumerRef names (a free host, the machines still waiting for one); a Machine
-// its EdgeMachine; a Cluster that appears or is unpaused its EdgeMachines. The manager's scheme
+// its EdgeMachine; a Cluster that appears, is paused or is unpaused its EdgeMachines. Paused
+// EdgeMachines are reconciled too, only to report the Paused condition. The manager's scheme
 // must know the site kinds, Cluster-API's core kinds (clusterv1) and Metal3's (metal3api).
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
 	log := mgr.GetLogger().WithName("edgemachine")
@@ -69,12 +70,13 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts 
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("edgemachine").
-		For(&sitev1.EdgeMachine{}, builder.WithPredicates(predicates.ResourceNotPaused(mgr.GetScheme(), log))).
+		For(&sitev1.EdgeMachine{}).
 		Watches(&metal3api.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(r.hostToEdgeMachines)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(
 			util.MachineToInfrastructureMapFunc(sitev1.GroupVersion.WithKind(edgeMachineKind)))).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToMachines),
-			builder.WithPredicates(predicates.ClusterUnpaused(mgr.GetScheme(), log))).
+			builder.WithPredicates(predicates.Any(mgr.GetScheme(), log,
+				predicates.ClusterCreateNotPaused(mgr.GetScheme(), log), predicates.ClusterPausedTransitions(mgr.GetScheme(), log)))).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -96,8 +98,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if annotations.HasPaused(em) || (cluster != nil && annotations.IsPaused(cluster, em)) {
-		ctrl.LoggerFrom(ctx).V(1).Info("EdgeMachine or its Cluster is paused, not reconciling")
+	// The Paused condition (v1beta2 contract) is written at once when it changes; a change
+	// brings the EdgeMachine back through its own update. Paused stops everything, deletion
+	// included.
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, em); err != nil || isPaused || requeue {
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("set the Paused condition of EdgeMachine %s: %w", req.NamespacedName, err)
+		}
 		return ctrl.Result{}, nil
 	}
 

@@ -136,9 +136,9 @@ func TestBindByLabels(t *testing.T) {
 }
 
 // TestDelete deletes machines and checks what becomes of their hosts: Deprovision (the
-// default) wipes the host back to available, clears image, user data and consumerRef, and
-// lets the machine go only then; Keep leaves the host provisioned and only clears the
-// consumerRef; a machine without a host, or whose host is gone, goes at once.
+// default) wipes the host back to available, clears image, user data and consumerRef, powers
+// it off, and lets the machine go only then (the next machine powers it on again); Keep leaves
+// the host provisioned and online and only clears the consumerRef; a machine without a host, or whose host is gone, goes at once.
 func TestDelete(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -154,6 +154,9 @@ func TestDelete(t *testing.T) {
 			if h.Spec.Image != nil || h.Spec.UserData != nil || h.Spec.ConsumerRef != nil {
 				t.Errorf("host %s keeps image %+v, userData %+v, consumerRef %+v", h.Name, h.Spec.Image, h.Spec.UserData, h.Spec.ConsumerRef)
 			}
+			if h.Spec.Online {
+				t.Errorf("wiped host %s is left online", h.Name)
+			}
 		}},
 		{"keep", sitev1.RemovalKeep, func(t *testing.T, h *metal3api.BareMetalHost) {
 			if st := h.Status.Provisioning.State; st != metal3api.StateProvisioned {
@@ -164,6 +167,9 @@ func TestDelete(t *testing.T) {
 			}
 			if h.Spec.Image == nil || h.Spec.UserData == nil {
 				t.Errorf("host %s lost its image %+v or user data %+v", h.Name, h.Spec.Image, h.Spec.UserData)
+			}
+			if !h.Spec.Online {
+				t.Errorf("kept host %s was switched off", h.Name)
 			}
 		}},
 	}
@@ -197,9 +203,17 @@ func TestDelete(t *testing.T) {
 			if tt.policy == sitev1.RemovalKeep {
 				return
 			}
-			// The released host is free for the next machine.
+			// Metal3 switches the wiped host off.
+			testenv.Eventually(t, provisionTimeout, func() error {
+				if h := s.getHost("node-0"); h.Status.PoweredOn {
+					return fmt.Errorf("host %s (online %v, %s) still powered on", h.Name, h.Spec.Online, h.Status.Provisioning.State)
+				}
+				return nil
+			})
+			// The released host is free for the next machine, which powers it on again.
 			next := s.machine("m-1", sitev1.HostSelector{BootMACAddress: "52:54:00:cc:00:00"}, "", false)
-			s.waitReady(next.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
+			next = s.waitReady(next.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
+			s.checkProvisioned(next, "node-0")
 		})
 	}
 
@@ -335,5 +349,81 @@ func TestRestart(t *testing.T) {
 				t.Errorf("after the restart the machine is the consumer of %v, want only %s", hosts, claimed)
 			}
 		})
+	}
+}
+
+// TestPaused: while its Cluster is paused, a machine claims no host and reports only the
+// Paused condition, True/Paused (Cluster-API's v1beta2 contract); unpaused it reports
+// False/NotPaused and claims its host. The paused annotation on the machine does the same:
+// deleting a paused machine leaves its host claimed until the annotation goes.
+func TestPaused(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	s.host("node-0", "52:54:00:ab:00:00", nil)
+	s.cluster.Spec.Paused = ptr.To(true)
+	if err := s.c.Update(t.Context(), s.cluster); err != nil {
+		t.Fatal(err)
+	}
+	em := s.machine("m-0", sitev1.HostSelector{BootMACAddress: "52:54:00:ab:00:00"}, "", false)
+	s.startManager()
+
+	em = s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		em, err := s.getMachine(em.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(em.Status.Conditions) != 1 || em.Status.Host != "" || len(em.Finalizers) != 0 || len(s.hostsOf(em.Name)) != 0 {
+			t.Fatalf("machine of a paused Cluster was reconciled: finalizers %v, status %+v, hosts %v", em.Finalizers, em.Status, s.hostsOf(em.Name))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	s.cluster.Spec.Paused = ptr.To(false)
+	if err := s.c.Update(t.Context(), s.cluster); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPaused(em.Name, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
+			return fmt.Errorf("unpaused machine claimed hosts %v, want node-0", hosts)
+		}
+		return nil
+	})
+
+	em, err := s.getMachine(em.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	if err := s.c.Update(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeMachine has the cluster.x-k8s.io/paused annotation")
+	if err := s.c.Delete(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := s.getMachine(em.Name); err != nil {
+			t.Fatalf("paused machine was deleted: %v", err)
+		}
+		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
+			t.Fatalf("paused machine gave its host back: claims %v", hosts)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	em, err = s.getMachine(em.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(em.Annotations, clusterv1.PausedAnnotation)
+	if err := s.c.Update(t.Context(), em); err != nil {
+		t.Fatal(err)
+	}
+	s.waitGone(em.Name, provisionTimeout)
+	if hosts := s.hostsOf(em.Name); len(hosts) != 0 {
+		t.Errorf("deleted machine still claims %v", hosts)
 	}
 }

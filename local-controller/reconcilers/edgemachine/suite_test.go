@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,6 +234,25 @@ func (s *site) waitReady(name string, status metav1.ConditionStatus, reason stri
 		}
 		if got := ready(em); got == nil || got.Status != status || got.Reason != reason {
 			return fmt.Errorf("EdgeMachine %s: Ready %s, want %s/%s", name, describe(got), status, reason)
+		}
+		return nil
+	})
+	return em
+}
+
+// waitPaused waits until machine name's Paused condition has status and reason, its message
+// contains msg, and it is of the machine's generation; it returns the machine.
+func (s *site) waitPaused(name string, status metav1.ConditionStatus, reason, msg string) *sitev1.EdgeMachine {
+	s.t.Helper()
+	var em *sitev1.EdgeMachine
+	testenv.Eventually(s.t, 30*time.Second, func() error {
+		var err error
+		if em, err = s.getMachine(name); err != nil {
+			return err
+		}
+		p := meta.FindStatusCondition(em.Status.Conditions, clusterv1.PausedCondition)
+		if p == nil || p.Status != status || p.Reason != reason || !strings.Contains(p.Message, msg) || p.ObservedGeneration != em.Generation {
+			return fmt.Errorf("EdgeMachine %s: Paused %+v, want %s/%s (%q) at generation %d", name, p, status, reason, msg, em.Generation)
 		}
 		return nil
 	})
