@@ -32,8 +32,11 @@ func (s *Server) serveBlob(c *gin.Context, digest, name string) {
 	http.ServeContent(c.Writer, c.Request, "", time.Time{}, r)
 }
 
-// queueChunks is how many chunks (4 MiB) a download reads ahead of what it has sent.
-const queueChunks = 32
+// queueChunks is how many chunks (16 MiB) a download reads ahead of what it has sent: two of
+// the store's read batches, so that a whole batch is handed over at once and the next one is
+// asked for while the last is still being sent (with less than a batch, the database waits
+// for the client, then the client for the database).
+const queueChunks = 2 * artifacts.ReadBatch
 
 // blobReader is an io.ReadSeeker over a blob: each Read continues a stream of chunks from the
 // current position, restarted after a Seek.

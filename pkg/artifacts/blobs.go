@@ -12,9 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// readBatch is how many chunks a reader asks for at a time: 8 MiB, far below mongo-driver's
-// 48 MB message limit.
-const readBatch = 64
+// ReadBatch is how many chunks a reader asks the database for at a time: 8 MiB, far below
+// mongo-driver's 48 MB message limit.
+const ReadBatch = 64
 
 // Blob is stored content.
 type Blob struct {
@@ -88,7 +88,7 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 	// Out of order (never written so by this store): a window of chunks per pass.
 	for !inOrder && want <= last {
 		window := map[int64][]byte{}
-		end := min(want+readBatch, last+1)
+		end := min(want+ReadBatch, last+1)
 		if err := b.scan(ctx, func(n int64, data []byte) (bool, error) {
 			if n >= want && n < end && window[n] == nil {
 				window[n] = bytes.Clone(data)
@@ -115,7 +115,7 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 // scan reads the blob's chunks in stored order and calls fn with each chunk's number and
 // data (valid only during the call) until fn returns false or an error.
 func (b *Blob) scan(ctx context.Context, fn func(n int64, data []byte) (bool, error)) error {
-	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(readBatch))
+	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(ReadBatch))
 	if err != nil {
 		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
 	}

@@ -53,7 +53,7 @@ func (s *Store) migrateToBuckets(ctx context.Context) error {
 	// wrote chunks in order and replaced the partial one in place); were it not, WriteRange
 	// still reads the blob, only slower. A chunk copied before a crash is not copied again
 	// (_id = n is unique), so the copies stay in order.
-	cur, err := legacy.Find(ctx, bson.D{}, options.Find().SetBatchSize(readBatch))
+	cur, err := legacy.Find(ctx, bson.D{}, options.Find().SetBatchSize(ReadBatch))
 	if err != nil {
 		return fmt.Errorf("read %s: %w", legacyChunks, err)
 	}
@@ -79,7 +79,7 @@ func (s *Store) migrateToBuckets(ctx context.Context) error {
 		if err := cur.Decode(&c); err != nil {
 			return fmt.Errorf("read %s: %w", legacyChunks, err)
 		}
-		if c.FilesID != batchID || len(batch) == readBatch {
+		if c.FilesID != batchID || len(batch) == ReadBatch {
 			if err := flush(); err != nil {
 				return err
 			}
