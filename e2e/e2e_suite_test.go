@@ -12,7 +12,8 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// fleet is a global control plane, three site control planes and bin/global-controller.
+// fleet is a global control plane, four site control planes (three sites, and one that a
+// SiteSimulator answers on for many simulated sites) and bin/global-controller.
 var fleet *testenv.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
@@ -27,7 +28,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
 	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{
-		Sites:          []string{"site-a", "site-b", "site-c"},
+		Sites:          []string{"site-a", "site-b", "site-c", "sim"},
 		ControllerArgs: controllerArgs,
 	})
 	Expect(err).NotTo(HaveOccurred())

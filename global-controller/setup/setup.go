@@ -59,6 +59,10 @@ type Options struct {
 	SiteTokenTTL time.Duration
 	// Concurrency is the number of sites (and hosts) reconciled in parallel.
 	Concurrency int
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the global API server (status writes,
+	// events): a fleet of thousands of sites needs more than client-go's default of 5.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 	// APIAddr serves the artifact REST API; "0" disables it.
 	APIAddr string
 	// APITLSCertFile and APITLSKeyFile make the API serve HTTPS; without them it serves HTTP.
@@ -87,6 +91,8 @@ func DefaultOptions() Options {
 		OperationPoll:           5 * time.Second,
 		SiteIdentityNamespace:   "edgefleet-system",
 		SiteTokenTTL:            24 * time.Hour,
+		KubeAPIQPS:              100,
+		KubeAPIBurst:            200,
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
@@ -113,6 +119,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SiteIdentityNamespace, "site-identity-namespace", o.SiteIdentityNamespace, "Namespace of the sites' ServiceAccounts on the global cluster.")
 	fs.DurationVar(&o.SiteTokenTTL, "site-token-ttl", o.SiteTokenTTL, "Lifetime of each site's artifact API token; it is renewed when half of it is gone (at least 10m).")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the global API server, sustained.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Requests to the global API server in a burst.")
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
@@ -140,6 +148,8 @@ func (o *Options) Validate() error {
 		return errors.New("--site-identity-namespace must not be empty")
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
 	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
 	case o.APIAddr != "0" && o.APITLSCertFile == "" && !loopback(o.APIAddr):
@@ -174,6 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
 	scheme, err := Scheme()
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero heartbeat", func(o *Options) { o.SiteHeartbeat = 0 }, "--site-heartbeat-interval"},
 		{"retry longer than heartbeat", func(o *Options) { o.SiteMinRetry = 2 * time.Minute }, "--site-min-retry-interval"},
 		{"zero operation poll", func(o *Options) { o.OperationPoll = 0 }, "--site-operation-poll-interval"},
+		{"zero API QPS", func(o *Options) { o.KubeAPIQPS = 0 }, "--kube-api-qps"},
 		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency"},
 		{"plain HTTP API off loopback", func(o *Options) { o.APIAddr = ":8443" }, "--api-tls-cert-file"},

@@ -1,0 +1,216 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+)
+
+// SiteSimulator stands for the local controllers of many sites that share one site control
+// plane: the global controller pushes each site's ApplicationCluster (named after the site) to
+// that control plane over the real transport, and the simulator answers on each as a local
+// controller would — after WorkTime, the cluster runs the pushed version and is Ready, or, for a
+// site Fail picks, a host failed. It provisions nothing: it is a simulator, for tests and
+// benchmarks of what the global side does with many sites.
+type SiteSimulator struct {
+	// WorkTime is how long each operation takes at a site.
+	WorkTime time.Duration
+	// Fail, when set, says whether a site's operation fails.
+	Fail func(site, operation string) bool
+	// Concurrency is how many sites are answered in parallel (default 32).
+	Concurrency int
+
+	mu         sync.Mutex
+	seen       map[string]time.Time // "site/generation" → when first seen
+	operations map[string][]string  // site → operation IDs taken in, in order
+}
+
+// Dispatches returns, per site, the operation IDs the simulator took in, in order: the same
+// ID twice would be a dispatch the global side repeated.
+func (s *SiteSimulator) Dispatches() map[string][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]string, len(s.operations))
+	for site, ops := range s.operations {
+		out[site] = append([]string(nil), ops...)
+	}
+	return out
+}
+
+// Start runs the simulator against the site control plane cfg until ctx ends; it returns once
+// its cache has synced.
+func (s *SiteSimulator) Start(ctx context.Context, cfg *rest.Config) error {
+	s.seen, s.operations = map[string]time.Time{}, map[string][]string{}
+	concurrency := s.Concurrency
+	if concurrency == 0 {
+		concurrency = 32
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:  Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{sitev1.InfoNamespace: {}}},
+	})
+	if err != nil {
+		return fmt.Errorf("site simulator: %w", err)
+	}
+	err = ctrl.NewControllerManagedBy(mgr).Named("site-simulator").For(&sitev1.ApplicationCluster{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
+		Complete(&simReconciler{sim: s, client: mgr.GetClient()})
+	if err != nil {
+		return fmt.Errorf("site simulator: %w", err)
+	}
+	go func() { _ = mgr.Start(ctx) }() // stops with ctx
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return fmt.Errorf("site simulator: cache did not sync")
+	}
+	return nil
+}
+
+type simReconciler struct {
+	sim    *SiteSimulator
+	client client.Client
+}
+
+func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ac := &sitev1.ApplicationCluster{}
+	if err := r.client.Get(ctx, req.NamespacedName, ac); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	st := &ac.Status
+	if st.ObservedGeneration == ac.Generation && st.ObservedOperationGeneration == ac.Spec.OperationGeneration && st.Phase != "" {
+		return ctrl.Result{}, nil
+	}
+	op := ac.Annotations[sitev1.OperationAnnotation]
+	key := fmt.Sprintf("%s/%d", ac.Name, ac.Generation)
+	r.sim.mu.Lock()
+	first, ok := r.sim.seen[key]
+	if !ok {
+		first = time.Now()
+		r.sim.seen[key] = first
+		if ops := r.sim.operations[ac.Name]; op != "" && (len(ops) == 0 || ops[len(ops)-1] != op) {
+			r.sim.operations[ac.Name] = append(ops, op)
+		}
+	}
+	r.sim.mu.Unlock()
+	if wait := time.Until(first.Add(r.sim.WorkTime)); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	hosts := int32(len(ac.Spec.Hosts))
+	st.ObservedGeneration, st.ObservedOperationGeneration = ac.Generation, ac.Spec.OperationGeneration
+	now := metav1.Now()
+	if r.sim.Fail != nil && op != "" && r.sim.Fail(ac.Name, op) {
+		st.Phase, st.KubernetesVersion = sitev1.ClusterDegraded, ""
+		st.Conditions = []metav1.Condition{
+			{Type: sitev1.HostsProvisionedCondition, Status: metav1.ConditionFalse, Reason: sitev1.ReasonHostFailed, Message: "simulated host failure", LastTransitionTime: now},
+			{Type: sitev1.ApplicationClusterReadyCondition, Status: metav1.ConditionFalse, Reason: sitev1.ReasonClusterNotReady, Message: "HostsProvisioned is False", LastTransitionTime: now},
+		}
+	} else {
+		st.Phase, st.KubernetesVersion = sitev1.ClusterProvisioned, ac.Spec.KubernetesVersion
+		st.ControlPlane, st.Workers = sitev1.NodeCounts{Ready: hosts, Total: hosts}, sitev1.NodeCounts{}
+		st.Conditions = []metav1.Condition{
+			{Type: sitev1.HostsProvisionedCondition, Status: metav1.ConditionTrue, Reason: sitev1.ReasonAllHostsProvisioned, Message: "simulated", LastTransitionTime: now},
+			{Type: sitev1.ApplicationClusterReadyCondition, Status: metav1.ConditionTrue, Reason: sitev1.ReasonClusterReady, Message: "simulated", LastTransitionTime: now},
+		}
+	}
+	if err := r.client.Status().Update(ctx, ac); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("report on ApplicationCluster %s: %w", req.NamespacedName, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// RegisterSimulatedSites registers n Sites named <prefix>-<i> in namespace ns on the global
+// cluster, all pointing at the site control plane cp (which a SiteSimulator answers for), each
+// with a described cluster and one control-plane Host (its BMC credentials generated), ready
+// for campaigns. labels are set on every Site. It returns the Sites' names.
+func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns, prefix string, n int, labels map[string]string) ([]string, error) {
+	kc, err := cp.SiteKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := f.Global.Client
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+		return nil, fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-kubeconfig"}, Data: map[string][]byte{"kubeconfig": kc}}
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, kubeconfig)); err != nil {
+		return nil, fmt.Errorf("create kubeconfig secret: %w", err)
+	}
+	names := make([]string, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		name := fmt.Sprintf("%s-%05d", prefix, i)
+		names[i] = name
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs <- f.registerSimulatedSite(ctx, ns, name, kubeconfig.Name, i, labels)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigSecret string, i int, labels map[string]string) error {
+	c := f.Global.Client
+	pw := make([]byte, 12)
+	if _, err := rand.Read(pw); err != nil {
+		return err
+	}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bmc"},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}}
+	site := &fleetv1.Site{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: fleetv1.SiteSpec{
+			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: kubeconfigSecret},
+			Cluster: &fleetv1.SiteCluster{Network: sitev1.ClusterNetwork{
+				PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "192.0.2.1"},
+			}},
+		},
+	}
+	host := &fleetv1.Host{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp-0"},
+		Spec: fleetv1.HostSpec{
+			SiteRef: fleetv1.SiteReference{Name: name}, Role: fleetv1.RoleControlPlane,
+			BootMACAddress: fmt.Sprintf("52:54:01:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff),
+			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.2/redfish/v1/Systems/" + name,
+				CredentialsSecretRef: fleetv1.SecretReference{Name: creds.Name}},
+		},
+	}
+	for _, o := range []client.Object{creds, site, host} {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
+			return fmt.Errorf("register simulated site %s: create %T %s: %w", name, o, o.GetName(), err)
+		}
+	}
+	return nil
+}
