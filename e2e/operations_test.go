@@ -18,7 +18,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// Many sites behind one site control plane, answered by a SiteSimulator: the global
+// Many sites behind one site control plane, answered by a ClusterSimulator: the global
 // controller pushes each site's ApplicationCluster over the real transport and follows each
 // operation to its verdict, across a restart, without carrying any operation twice.
 var _ = Describe("Operations dispatched to many simulated sites", Ordered, func() {
@@ -27,13 +27,13 @@ var _ = Describe("Operations dispatched to many simulated sites", Ordered, func(
 		sites = 40
 	)
 	var (
-		sim   *testenv.SiteSimulator
+		sim   *testenv.ClusterSimulator
 		names []string
 	)
 	failing := func(site string) bool { return strings.HasSuffix(site, "07") || strings.HasSuffix(site, "27") }
 
 	BeforeAll(func(ctx context.Context) {
-		sim = &testenv.SiteSimulator{WorkTime: time.Second, Fail: func(site, _ string) bool { return failing(site) }}
+		sim = &testenv.ClusterSimulator{WorkTime: time.Second, Fail: func(site, _ string) bool { return failing(site) }}
 		simCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		DeferCleanup(cancel)
 		Expect(sim.Start(simCtx, fleet.Sites["sim"].Config)).To(Succeed())

@@ -24,13 +24,13 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
-// SiteSimulator stands for the local controllers of many sites that share one site control
+// ClusterSimulator stands for the local controllers of many sites that share one site control
 // plane: the global controller pushes each site's ApplicationCluster (named after the site) to
 // that control plane over the real transport, and the simulator answers on each as a local
 // controller would — after WorkTime, the cluster runs the pushed version and is Ready, or, for a
 // site Fail picks, a host failed. It provisions nothing: it is a simulator, for tests and
 // benchmarks of what the global side does with many sites.
-type SiteSimulator struct {
+type ClusterSimulator struct {
 	// WorkTime is how long each operation takes at a site.
 	WorkTime time.Duration
 	// Fail, when set, says whether a site's operation fails.
@@ -45,7 +45,7 @@ type SiteSimulator struct {
 
 // Dispatches returns, per site, the operation IDs the simulator took in, in order: the same
 // ID twice would be a dispatch the global side repeated.
-func (s *SiteSimulator) Dispatches() map[string][]string {
+func (s *ClusterSimulator) Dispatches() map[string][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string][]string, len(s.operations))
@@ -57,7 +57,7 @@ func (s *SiteSimulator) Dispatches() map[string][]string {
 
 // Start runs the simulator against the site control plane cfg until ctx ends; it returns once
 // its cache has synced.
-func (s *SiteSimulator) Start(ctx context.Context, cfg *rest.Config) error {
+func (s *ClusterSimulator) Start(ctx context.Context, cfg *rest.Config) error {
 	s.seen, s.operations = map[string]time.Time{}, map[string][]string{}
 	concurrency := s.Concurrency
 	if concurrency == 0 {
@@ -69,23 +69,23 @@ func (s *SiteSimulator) Start(ctx context.Context, cfg *rest.Config) error {
 		Cache:   cache.Options{DefaultNamespaces: map[string]cache.Config{sitev1.InfoNamespace: {}}},
 	})
 	if err != nil {
-		return fmt.Errorf("site simulator: %w", err)
+		return fmt.Errorf("cluster simulator: %w", err)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).Named("site-simulator").For(&sitev1.ApplicationCluster{}).
+	err = ctrl.NewControllerManagedBy(mgr).Named("cluster-simulator").For(&sitev1.ApplicationCluster{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency, SkipNameValidation: ptr.To(true)}).
 		Complete(&simReconciler{sim: s, client: mgr.GetClient()})
 	if err != nil {
-		return fmt.Errorf("site simulator: %w", err)
+		return fmt.Errorf("cluster simulator: %w", err)
 	}
 	go func() { _ = mgr.Start(ctx) }() // stops with ctx
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return fmt.Errorf("site simulator: cache did not sync")
+		return fmt.Errorf("cluster simulator: cache did not sync")
 	}
 	return nil
 }
 
 type simReconciler struct {
-	sim    *SiteSimulator
+	sim    *ClusterSimulator
 	client client.Client
 }
 
@@ -132,7 +132,7 @@ func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	if err := r.client.Status().Update(ctx, ac); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("report on ApplicationCluster %s: %w", req.NamespacedName, err)
 	}
@@ -140,7 +140,7 @@ func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 }
 
 // RegisterSimulatedSites registers n Sites named <prefix>-<i> in namespace ns on the global
-// cluster, all pointing at the site control plane cp (which a SiteSimulator answers for), each
+// cluster, all pointing at the site control plane cp (which a ClusterSimulator answers for), each
 // with a described cluster and one control-plane Host (its BMC credentials generated), ready
 // for campaigns. labels are set on every Site. It returns the Sites' names.
 func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns, prefix string, n int, labels map[string]string) ([]string, error) {
