@@ -13,7 +13,7 @@ import (
 )
 
 // fleet is a global control plane, four site control planes (three sites, and one that a
-// SiteSimulator answers on for many simulated sites) and bin/global-controller.
+// ClusterSimulator answers on for many simulated sites) and bin/global-controller.
 var fleet *testenv.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
