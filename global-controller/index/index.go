@@ -26,6 +26,9 @@ const (
 	SiteRelease = "spec.cluster.release"
 	// ReleaseDigest indexes Releases by the sha256 of every artifact they name.
 	ReleaseDigest = "spec.digests"
+	// CampaignBlockedBy indexes Campaigns by "namespace/campaign" of each campaign in their
+	// spec.blockedBy.
+	CampaignBlockedBy = "spec.blockedBy"
 )
 
 // Key joins a namespace and a name the way the indexes store references.
@@ -65,6 +68,14 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 		{&fleetv1.Release{}, ReleaseDigest, func(o client.Object) []string {
 			return ReleaseDigests(o.(*fleetv1.Release))
+		}},
+		{&fleetv1.Campaign{}, CampaignBlockedBy, func(o client.Object) []string {
+			c := o.(*fleetv1.Campaign)
+			out := make([]string, 0, len(c.Spec.BlockedBy))
+			for _, b := range c.Spec.BlockedBy {
+				out = append(out, Key(c.Namespace, b))
+			}
+			return out
 		}},
 	}
 	for _, ix := range indexes {

@@ -77,6 +77,9 @@ type Site struct {
 	PreviousRelease string
 	// Rollback of a failed site.
 	Rollback Rollback
+	// DispatchTime of the apply, and CompletionTime of a finished apply (zero when unknown),
+	// for the wave latency.
+	DispatchTime, CompletionTime time.Time
 }
 
 // Campaign is what Classify needs to know of the campaign.
@@ -132,8 +135,11 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 			recheck = deadline(op.Deadline)
 		}
 	case op != nil && op.ID == c.ID:
-		s.PreviousRelease = op.PreviousRelease
+		s.PreviousRelease, s.DispatchTime = op.PreviousRelease, op.DispatchTime.Time
 		r := report(op.ID)
+		if r != nil && r.CompletionTime != nil {
+			s.CompletionTime = r.CompletionTime.Time
+		}
 		phase := fleetv1.OperationPending
 		if r != nil {
 			phase = r.Phase
