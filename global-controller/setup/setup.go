@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,8 +21,11 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -61,6 +65,18 @@ type Options struct {
 	UploadTTL time.Duration
 	// JanitorInterval is how often expired upload sessions are deleted.
 	JanitorInterval time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the global cluster's API
+	// server (a campaign dispatches one patch per site).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// CampaignConcurrency is the number of campaigns reconciled in parallel.
+	CampaignConcurrency int
+	// CampaignDispatchConcurrency bounds each campaign reconcile's Site patches in flight.
+	CampaignDispatchConcurrency int
+	// CampaignResync is how often an unfinished campaign is looked at without any event.
+	CampaignResync time.Duration
+	// ReleaseRecheck is how often a release with missing artifacts is checked again.
+	ReleaseRecheck time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -79,6 +95,13 @@ func DefaultOptions() Options {
 		DataDir:                 "/var/lib/edgefleet",
 		UploadTTL:               24 * time.Hour,
 		JanitorInterval:         10 * time.Minute,
+
+		KubeAPIQPS:                  100,
+		KubeAPIBurst:                200,
+		CampaignConcurrency:         4,
+		CampaignDispatchConcurrency: 32,
+		CampaignResync:              30 * time.Second,
+		ReleaseRecheck:              30 * time.Second,
 	}
 }
 
@@ -101,6 +124,16 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
 	fs.DurationVar(&o.UploadTTL, "upload-ttl", o.UploadTTL, "How long an artifact upload session lives without receiving a chunk.")
 	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions are deleted.")
+	fs.Func("kube-api-qps", fmt.Sprintf("Requests per second to the global cluster's API server (default %g).", o.KubeAPIQPS), func(v string) error {
+		q, err := strconv.ParseFloat(v, 32)
+		o.KubeAPIQPS = float32(q)
+		return err
+	})
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the global cluster's API server.")
+	fs.IntVar(&o.CampaignConcurrency, "campaign-concurrency", o.CampaignConcurrency, "Campaigns reconciled in parallel.")
+	fs.IntVar(&o.CampaignDispatchConcurrency, "campaign-dispatch-concurrency", o.CampaignDispatchConcurrency, "Site patches in flight at once for each campaign.")
+	fs.DurationVar(&o.CampaignResync, "campaign-resync-interval", o.CampaignResync, "How often an unfinished campaign is looked at without any event.")
+	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
 }
 
 // Validate names the first bad option.
@@ -124,6 +157,16 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--upload-ttl must be positive, got %s", o.UploadTTL)
 	case o.JanitorInterval <= 0:
 		return fmt.Errorf("--janitor-interval must be positive, got %s", o.JanitorInterval)
+	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
+		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
+	case o.CampaignConcurrency < 1:
+		return fmt.Errorf("--campaign-concurrency must be at least 1, got %d", o.CampaignConcurrency)
+	case o.CampaignDispatchConcurrency < 1:
+		return fmt.Errorf("--campaign-dispatch-concurrency must be at least 1, got %d", o.CampaignDispatchConcurrency)
+	case o.CampaignResync <= 0:
+		return fmt.Errorf("--campaign-resync-interval must be positive, got %s", o.CampaignResync)
+	case o.ReleaseRecheck <= 0:
+		return fmt.Errorf("--release-recheck-interval must be positive, got %s", o.ReleaseRecheck)
 	}
 	return nil
 }
@@ -148,6 +191,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	scheme, err := Scheme()
 	if err != nil {
 		return err
@@ -173,15 +217,21 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("register site metrics: %w", err)
 	}
-	if err := SetupReconcilers(ctx, mgr, opts, siteMetrics); err != nil {
-		return err
+	campaignMetrics, err := campaign.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("register campaign metrics: %w", err)
 	}
+	deps := Dependencies{SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics}
 	if opts.APIAddr != "0" {
-		stop, err := setupArtifactAPI(ctx, mgr, cfg, opts)
+		store, stop, err := setupArtifactAPI(ctx, mgr, cfg, opts, release.References{Reader: mgr.GetClient()})
 		if err != nil {
 			return err
 		}
 		defer stop()
+		deps.Artifacts = storeDigests{store}
+	}
+	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
+		return err
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {
@@ -190,8 +240,18 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// Dependencies are what the reconcilers get from outside the manager.
+type Dependencies struct {
+	// SiteMetrics and CampaignMetrics are registered metrics; nil disables them.
+	SiteMetrics     *site.Metrics
+	CampaignMetrics *campaign.Metrics
+	// Artifacts is the artifact store releases are checked against; nil when the artifact API
+	// is disabled.
+	Artifacts release.Artifacts
+}
+
 // SetupReconcilers registers the indexes and every reconciler on mgr.
-func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, siteMetrics *site.Metrics) error {
+func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, deps Dependencies) error {
 	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -201,7 +261,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 		APIReader:         mgr.GetAPIReader(),
 		Sites:             siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
 		Recorder:          mgr.GetEventRecorder("site-controller"),
-		Metrics:           siteMetrics,
+		Metrics:           deps.SiteMetrics,
 		Clock:             clock.RealClock{},
 		HeartbeatInterval: opts.SiteHeartbeat,
 		MinRetryInterval:  opts.SiteMinRetry,
@@ -213,7 +273,43 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 	if err := hosts.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up host reconciler: %w", err)
 	}
+	releases := &release.Reconciler{
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("release-controller"),
+		RecheckInterval: opts.ReleaseRecheck,
+	}
+	if deps.Artifacts != nil {
+		releases.Artifacts = deps.Artifacts
+	}
+	if err := releases.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("set up release reconciler: %w", err)
+	}
+	campaigns := &campaign.Reconciler{
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder("campaign-controller"),
+		Metrics:             deps.CampaignMetrics,
+		Clock:               clock.RealClock{},
+		DispatchConcurrency: opts.CampaignDispatchConcurrency,
+		ResyncInterval:      opts.CampaignResync,
+	}
+	if err := campaigns.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: opts.CampaignConcurrency}); err != nil {
+		return fmt.Errorf("set up campaign reconciler: %w", err)
+	}
 	return nil
+}
+
+// storeDigests answers the release reconciler from the artifact store.
+type storeDigests struct{ store *artifacts.Store }
+
+func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error) {
+	_, err := s.store.OpenBlob(ctx, sha256)
+	switch {
+	case errors.Is(err, artifacts.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // loopback reports whether addr (host:port) only listens on a loopback address.
