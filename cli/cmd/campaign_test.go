@@ -69,7 +69,7 @@ func TestCampaignCreatePauseResumeAbort(t *testing.T) {
 		t.Errorf("pace %+v", st)
 	case st.FailureBudget == nil || st.FailureBudget.MaxFailures.String() != "2%" || st.FailureBudget.MinFinished != 20:
 		t.Errorf("budget %+v", st.FailureBudget)
-	case st.SiteTimeout.Duration.Minutes() != 90 || st.Soak.Duration.Minutes() != 10 || !st.PreCache || !st.RollbackOnFailure:
+	case st.SiteTimeout.Minutes() != 90 || st.Soak.Minutes() != 10 || !st.PreCache || !st.RollbackOnFailure:
 		t.Errorf("strategy %+v", st)
 	case len(st.MaintenanceWindows) != 1 || st.MaintenanceWindows[0].Schedule != "0 2 * * 6" || st.MaintenanceWindows[0].Duration.Hours() != 4:
 		t.Errorf("windows %+v", st.MaintenanceWindows)

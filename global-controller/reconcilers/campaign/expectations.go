@@ -57,13 +57,6 @@ func (e *expectations) pending(campaign types.UID, site, seen string, now time.T
 	return x.id, true
 }
 
-// empty reports whether no dispatch of the campaign is waiting to show in the cache.
-func (e *expectations) empty(campaign types.UID) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.m[campaign]) == 0
-}
-
 // forget drops the campaign's records.
 func (e *expectations) forget(campaign types.UID) {
 	e.mu.Lock()
