@@ -66,7 +66,8 @@ type Options struct {
 	// JanitorInterval is how often expired upload sessions are deleted.
 	JanitorInterval time.Duration
 	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the global cluster's API
-	// server (a campaign dispatches one patch per site).
+	// server (a campaign dispatches one patch per site); QPS 0 sets no client-side limit and
+	// leaves it to the API server's priority and fairness, as controller-runtime does.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// CampaignConcurrency is the number of campaigns reconciled in parallel.
@@ -96,7 +97,7 @@ func DefaultOptions() Options {
 		UploadTTL:               24 * time.Hour,
 		JanitorInterval:         10 * time.Minute,
 
-		KubeAPIQPS:                  100,
+		KubeAPIQPS:                  0,
 		KubeAPIBurst:                200,
 		CampaignConcurrency:         4,
 		CampaignDispatchConcurrency: 32,
@@ -124,7 +125,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
 	fs.DurationVar(&o.UploadTTL, "upload-ttl", o.UploadTTL, "How long an artifact upload session lives without receiving a chunk.")
 	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions are deleted.")
-	fs.Func("kube-api-qps", fmt.Sprintf("Requests per second to the global cluster's API server (default %g).", o.KubeAPIQPS), func(v string) error {
+	fs.Func("kube-api-qps", "Requests per second to the global cluster's API server (default 0: no client-side limit, the API server's priority and fairness applies).", func(v string) error {
 		q, err := strconv.ParseFloat(v, 32)
 		o.KubeAPIQPS = float32(q)
 		return err
@@ -157,8 +158,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--upload-ttl must be positive, got %s", o.UploadTTL)
 	case o.JanitorInterval <= 0:
 		return fmt.Errorf("--janitor-interval must be positive, got %s", o.JanitorInterval)
-	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
-		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
+	case o.KubeAPIQPS < 0 || o.KubeAPIBurst < 1:
+		return fmt.Errorf("--kube-api-qps must be at least 0 and --kube-api-burst at least 1, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
 	case o.CampaignConcurrency < 1:
 		return fmt.Errorf("--campaign-concurrency must be at least 1, got %d", o.CampaignConcurrency)
 	case o.CampaignDispatchConcurrency < 1:
@@ -192,6 +193,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	if opts.KubeAPIQPS == 0 {
+		cfg.QPS = -1 // no client-side rate limiter
+	}
 	scheme, err := Scheme()
 	if err != nil {
 		return err

@@ -54,12 +54,24 @@ type SiteSimulator struct {
 	mu         sync.Mutex
 	dispatches map[string][]string
 	log        []Dispatch
+	done       []Completion
 }
 
 // Dispatch is one dispatch the simulator saw.
 type Dispatch struct {
 	// Site and ID of the operation.
 	Site, ID string
+	// At is when the simulator saw it (its clock).
+	At time.Time
+}
+
+// Completion is one final phase the simulator wrote.
+type Completion struct {
+	// Site and ID of the operation, and the phase written.
+	Site, ID string
+	Phase    fleetv1.OperationPhase
+	// At is when the write returned (its clock).
+	At time.Time
 }
 
 // NewSiteSimulator creates a simulator of the Sites of opts.Namespace on the API server of cfg.
@@ -146,7 +158,7 @@ func (s *SiteSimulator) record(site *fleetv1.Site) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatches[site.Name] = append(s.dispatches[site.Name], site.Spec.Operation.ID)
-	s.log = append(s.log, Dispatch{Site: site.Name, ID: site.Spec.Operation.ID})
+	s.log = append(s.log, Dispatch{Site: site.Name, ID: site.Spec.Operation.ID, At: s.opts.Clock.Now()})
 }
 
 // Log returns every dispatch seen, in the order seen.
@@ -154,6 +166,13 @@ func (s *SiteSimulator) Log() []Dispatch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.log)
+}
+
+// Completions returns every final phase written, in order.
+func (s *SiteSimulator) Completions() []Completion {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.done)
 }
 
 // Poke makes the simulator look at a site again (after its Outcome changed).
@@ -242,7 +261,13 @@ func (s *SiteSimulator) handle(ctx context.Context, key types.NamespacedName) er
 		phase = fleetv1.OperationPreCached
 	}
 	next.Phase, next.Message, next.CompletionTime = phase, msg, &metav1.Time{Time: now}
-	return s.write(ctx, site, next)
+	if err := s.write(ctx, site, next); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.done = append(s.done, Completion{Site: site.Name, ID: op.ID, Phase: phase, At: s.opts.Clock.Now()})
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *SiteSimulator) write(ctx context.Context, site *fleetv1.Site, status *fleetv1.SiteOperationStatus) error {

@@ -95,6 +95,7 @@ func (r *Reconciler) dispatchOne(ctx context.Context, s *scope, j job) (bool, er
 	err := r.Client.Patch(ctx, mod, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.Metrics.observeConflict()
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("dispatch %s %s to site %s/%s: %w", j.stage, op.ID, site.Namespace, site.Name, err)

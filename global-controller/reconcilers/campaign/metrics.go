@@ -12,6 +12,7 @@ type Metrics struct {
 	sites        *prometheus.GaugeVec
 	waveDuration prometheus.Histogram
 	dispatches   *prometheus.CounterVec
+	conflicts    prometheus.Counter
 	reconcile    prometheus.Histogram
 }
 
@@ -31,13 +32,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "edgefleet_campaign_dispatches_total",
 			Help: "Operations written to sites by campaigns, by stage (PreCache, Apply, Rollback).",
 		}, []string{"namespace", "campaign", "stage"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "edgefleet_campaign_dispatch_conflicts_total",
+			Help: "Dispatches refused because the Site changed since the cache saw it; retried on the next reconcile.",
+		}),
 		reconcile: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edgefleet_campaign_reconcile_duration_seconds",
 			Help:    "Time a campaign reconcile spent classifying its targets and deciding, dispatches excluded.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.sites, m.waveDuration, m.dispatches, m.reconcile} {
+	for _, c := range []prometheus.Collector{m.sites, m.waveDuration, m.dispatches, m.conflicts, m.reconcile} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -66,6 +71,12 @@ func (m *Metrics) observeWave(seconds float64) {
 func (m *Metrics) observeDispatches(key types.NamespacedName, stage string, n int) {
 	if m != nil && n > 0 {
 		m.dispatches.WithLabelValues(key.Namespace, key.Name, stage).Add(float64(n))
+	}
+}
+
+func (m *Metrics) observeConflict() {
+	if m != nil {
+		m.conflicts.Inc()
 	}
 }
 
