@@ -126,9 +126,13 @@ func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
 				st.FailureBudget = &fleetv1.FailureBudget{MaxFailures: intstr.Parse(maxFailures), MinFinished: minFinished}
 			}
 			for _, w := range windows {
-				sched, dur, ok := strings.Cut(w, "/")
+				i := strings.LastIndexByte(w, '/')
+				if i < 0 {
+					return fmt.Errorf("--window must be \"CRON/DURATION\", e.g. \"0 2 * * 6/4h\", got %q", w)
+				}
+				sched, dur := w[:i], w[i+1:]
 				d, err := time.ParseDuration(dur)
-				if !ok || err != nil {
+				if err != nil {
 					return fmt.Errorf("--window must be \"CRON/DURATION\", e.g. \"0 2 * * 6/4h\", got %q", w)
 				}
 				st.MaintenanceWindows = append(st.MaintenanceWindows, fleetv1.MaintenanceWindow{Schedule: sched, Duration: metav1.Duration{Duration: d}})
