@@ -27,11 +27,12 @@ generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs into deploy/crds/{global,site} and the controllers' RBAC into deploy/rbac.
+manifests: ## Generate CRDs into deploy/crds/{global,site}, the controllers' RBAC into deploy/rbac and the global controller's webhook configuration into deploy/webhook.
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=deploy/crds/global
 	$(CONTROLLER_GEN) crd paths=./api/site/... output:crd:artifacts:config=deploy/crds/site
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-global-controller paths=./global-controller/... output:rbac:artifacts:config=deploy/rbac/global-controller
+	$(CONTROLLER_GEN) webhook paths=./global-controller/... output:webhook:artifacts:config=deploy/webhook/global-controller
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-local-controller paths=./local-controller/... output:rbac:artifacts:config=deploy/rbac/local-controller
 
 .PHONY: verify-gen

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
@@ -25,6 +26,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
+	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
@@ -78,6 +80,11 @@ type Options struct {
 	CampaignResync time.Duration
 	// ReleaseRecheck is how often a release with missing artifacts is checked again.
 	ReleaseRecheck time.Duration
+	// WebhookPort serves the admission webhooks (a Release naming missing artifacts is
+	// refused); 0 disables them. They need the artifact store, so the artifact API too.
+	WebhookPort int
+	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
+	WebhookCertDir string
 }
 
 // DefaultOptions returns safe production defaults.
@@ -135,6 +142,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.CampaignDispatchConcurrency, "campaign-dispatch-concurrency", o.CampaignDispatchConcurrency, "Site patches in flight at once for each campaign.")
 	fs.DurationVar(&o.CampaignResync, "campaign-resync-interval", o.CampaignResync, "How often an unfinished campaign is looked at without any event.")
 	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
 }
 
 // Validate names the first bad option.
@@ -168,6 +177,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--campaign-resync-interval must be positive, got %s", o.CampaignResync)
 	case o.ReleaseRecheck <= 0:
 		return fmt.Errorf("--release-recheck-interval must be positive, got %s", o.ReleaseRecheck)
+	case o.WebhookPort < 0 || o.WebhookPort > 65535:
+		return fmt.Errorf("--webhook-port must be a port or 0, got %d", o.WebhookPort)
+	case o.WebhookPort != 0 && o.APIAddr == "0":
+		return errors.New("--webhook-port needs the artifact store: the artifact API cannot be disabled (--api-bind-address 0) then")
+	case o.WebhookPort != 0 && o.WebhookCertDir == "":
+		return errors.New("--webhook-port needs --webhook-cert-dir")
 	}
 	return nil
 }
@@ -200,14 +215,18 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mopts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-global-controller",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-	})
+	}
+	if opts.WebhookPort != 0 {
+		mopts.WebhookServer = webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.WebhookCertDir})
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
@@ -236,6 +255,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
 		return err
+	}
+	if opts.WebhookPort != 0 {
+		if err := (&webhooks.ReleaseValidator{Artifacts: deps.Artifacts}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up release webhook: %w", err)
+		}
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {
