@@ -240,15 +240,24 @@ func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
 	d := plan.Decide(in)
 	r.Metrics.observeReconcile(r.Clock.Since(s.now).Seconds())
 
+	// Rollbacks first (they restore service), then in dispatch order; a site left out now
+	// stays Pending and is picked again by the next decision.
 	var jobs []job
+	for _, i := range d.Rollback {
+		jobs = append(jobs, job{idx: i, stage: stageRollback})
+	}
 	for _, i := range d.PreCache {
 		jobs = append(jobs, job{idx: i, stage: stagePreCache})
 	}
 	for _, i := range d.Apply {
 		jobs = append(jobs, job{idx: i, stage: stageApply})
 	}
-	for _, i := range d.Rollback {
-		jobs = append(jobs, job{idx: i, stage: stageRollback})
+	limit := r.MaxDispatchesPerReconcile
+	if limit <= 0 {
+		limit = max(r.DispatchConcurrency, 1) * 8
+	}
+	if len(jobs) > limit {
+		jobs, s.more = jobs[:limit], true
 	}
 	done, err := r.dispatch(ctx, s, jobs)
 	for k, j := range jobs {

@@ -42,6 +42,10 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// DispatchConcurrency bounds the Site patches in flight at once.
 	DispatchConcurrency int
+	// MaxDispatchesPerReconcile bounds the patches one reconcile writes; the rest go in the
+	// next reconcile, right after, so that the sites' answers are taken in while a big wave goes
+	// out. 0 means DispatchConcurrency × 8.
+	MaxDispatchesPerReconcile int
 	// ResyncInterval is how often an unfinished campaign is looked at without any event (a
 	// site freed by another campaign, a maintenance window opening are caught by then at the
 	// latest).
@@ -152,10 +156,15 @@ type scope struct {
 	heldUntil time.Time
 	// recheck is the earliest time a site's state changes by itself (deadline, soak end).
 	recheck time.Time
+	// more is set when dispatches were left for the next reconcile.
+	more bool
 }
 
 // requeueAfter is the delay until the campaign must be looked at again.
 func (s *scope) requeueAfter(resync time.Duration) time.Duration {
+	if s.more {
+		return time.Millisecond
+	}
 	if s.dirty {
 		return 100 * time.Millisecond
 	}
