@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,8 @@ const succeeded, failed = fleetv1.OperationSucceeded, fleetv1.OperationFailed
 // wave succeeded.
 func TestCanariesGateWindowAndRamp(t *testing.T) {
 	ns := global.Namespace(t)
-	startController(t, controllerOptions{})
+	reg := prometheus.NewRegistry()
+	startController(t, controllerOptions{registry: reg})
 	sim, g := startSimulator(t, ns, true, nil)
 	createRelease(t, ns, "r1")
 	s := createSites(t, ns, 10, "r0")
@@ -52,11 +54,23 @@ func TestCanariesGateWindowAndRamp(t *testing.T) {
 	if got.Status.Window != 4 || got.Status.Counts.InProgress != 4 {
 		t.Errorf("window %d with %d in flight, want 4 and 4", got.Status.Window, got.Status.Counts.InProgress)
 	}
+	if n := gauge(t, reg, "edgefleet_campaign_sites", map[string]string{"campaign": "ramp", "state": "inProgress"}); n != 4 {
+		t.Errorf("metric of sites in progress %v, want 4", n)
+	}
 	g.finish(succeeded, s...)
 	got = waitPhase(t, c, fleetv1.CampaignSucceeded)
 	if got.Status.Progress != "10/10" || got.Status.Counts.Succeeded != 10 || got.Status.CompletionTime == nil {
 		t.Errorf("status %+v, want 10/10 succeeded with a completion time", got.Status)
 	}
+	testenv.Eventually(t, wait, func() error {
+		if n := gauge(t, reg, "edgefleet_campaign_sites", map[string]string{"campaign": "ramp", "state": "succeeded"}); n != 10 {
+			return fmt.Errorf("metric of succeeded sites %v, want 10", n)
+		}
+		if n := gauge(t, reg, "edgefleet_campaign_dispatches_total", map[string]string{"campaign": "ramp", "stage": "Apply"}); n != 10 {
+			return fmt.Errorf("metric of apply dispatches %v, want 10", n)
+		}
+		return hasEvents(t, c, "Running", "Succeeded", "WaveStarted", fleetv1.ReasonWaitingForCanaries, fleetv1.ReasonRollingOut)
+	})
 	dispatchedOnce(t, sim)
 	// The dispatch set the release and recorded the previous one.
 	site := &fleetv1.Site{}
@@ -170,6 +184,7 @@ func TestPauseResumeAbort(t *testing.T) {
 	g.finish(succeeded, s...)
 	got := waitPhase(t, c, fleetv1.CampaignAborted)
 	waitDispatched(t, sim, id, s[0:2])
+	testenv.Eventually(t, wait, func() error { return hasEvents(t, c, "Paused", "Aborting", "Aborted", fleetv1.ReasonAbortRequested) })
 	if got.Status.Counts.Succeeded != 2 || got.Status.Counts.Pending != 3 {
 		t.Errorf("counts %+v, want 2 succeeded, 3 never dispatched", got.Status.Counts)
 	}

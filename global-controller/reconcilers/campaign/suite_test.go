@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	eventsv1 "k8s.io/api/events/v1"
 	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -46,6 +47,8 @@ func TestMain(m *testing.M) {
 // controllerOptions tune startController.
 type controllerOptions struct {
 	clock clock.PassiveClock
+	// registry receives the controller's metrics; a new one when nil.
+	registry *prometheus.Registry
 }
 
 // startController runs the campaign and release reconcilers (the release one without an
@@ -68,7 +71,10 @@ func startController(t *testing.T, opts controllerOptions) (stop func()) {
 	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := campaign.NewMetrics(prometheus.NewRegistry())
+	if opts.registry == nil {
+		opts.registry = prometheus.NewRegistry()
+	}
+	metrics, err := campaign.NewMetrics(opts.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,4 +259,53 @@ func dispatchedOnce(t *testing.T, sim *testenv.SiteSimulator) {
 			seen[id] = true
 		}
 	}
+}
+
+// hasEvents checks that the campaign has an event with each of reasons.
+func hasEvents(t *testing.T, c *fleetv1.Campaign, reasons ...string) error {
+	t.Helper()
+	list := &eventsv1.EventList{}
+	if err := global.Client.List(t.Context(), list, client.InNamespace(c.Namespace)); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Campaign" && e.Regarding.Name == c.Name {
+			seen[e.Reason] = true
+		}
+	}
+	for _, r := range reasons {
+		if !seen[r] {
+			return fmt.Errorf("no event with reason %s for campaign %s (have %v)", r, c.Name, seen)
+		}
+	}
+	return nil
+}
+
+// gauge returns the value of a gauge of reg with these labels.
+func gauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v != l.GetValue() {
+					continue metrics
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s%v", name, labels)
+	return 0
 }
