@@ -27,11 +27,12 @@ generate: ## Generate deepcopy code for api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs into deploy/crds/{global,site} and the controllers' RBAC into deploy/rbac.
+manifests: ## Generate CRDs into deploy/crds/{global,site}, the controllers' RBAC into deploy/rbac and the global controller's webhook configuration into deploy/webhook.
 	hack/tools.sh controller-gen
 	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=deploy/crds/global
 	$(CONTROLLER_GEN) crd paths=./api/site/... output:crd:artifacts:config=deploy/crds/site
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-global-controller paths=./global-controller/... output:rbac:artifacts:config=deploy/rbac/global-controller
+	$(CONTROLLER_GEN) webhook paths=./global-controller/... output:webhook:artifacts:config=deploy/webhook/global-controller
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-local-controller paths=./local-controller/... output:rbac:artifacts:config=deploy/rbac/local-controller
 
 .PHONY: verify-gen
@@ -60,11 +61,14 @@ test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -r -n1 dirname | sort -u)
 # The Artifacts harness (hack/bench/artifacts): REST API vs raw GridFS, see docs/benchmarks.md.
 ARTIFACTS_BENCH_FLAGS ?= -sizes 256MiB,2GiB -timeout 20m
+# The Campaign-10k harness (hack/bench/campaign): one campaign per size over simulated sites.
+CAMPAIGN_BENCH_FLAGS ?= -sites 100,1000,10000 -timeout 30m
 
 .PHONY: bench
-bench: tools build ## Run the benchmarks: Go benchmarks and the Artifacts harness (results go to docs/benchmarks.md).
+bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts and Campaign-10k harnesses (results go to docs/benchmarks.md).
 	@pkgs="$(BENCH_PKGS)"; if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) $$pkgs; else echo "no Go benchmarks (func Benchmark...) in any package"; fi
 	$(GO) run ./hack/bench/artifacts $(ARTIFACTS_BENCH_FLAGS)
+	$(GO) run ./hack/bench/campaign $(CAMPAIGN_BENCH_FLAGS)
 
 .PHONY: lint
 lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.

@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "edgefleet",
-		Short:         "Manage an edgefleet fleet: artifacts (and, as they land, releases and campaigns)",
+		Short:         "Manage an edgefleet fleet: artifacts and campaigns",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -49,7 +49,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.apiCAFile, "api-ca-file", "", "CA bundle that signed the API's serving certificate (default: the system's)")
 	pf.StringVarP(&g.output, "output", "o", "", "Output format: table (default), wide, json or yaml")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars")
-	root.AddCommand(newArtifactCmd(g))
+	root.AddCommand(newArtifactCmd(g), newCampaignCmd(g))
 	return root
 }
 

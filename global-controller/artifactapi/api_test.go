@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -333,4 +337,38 @@ func TestDelete(t *testing.T) {
 	expect(t, resp, body, http.StatusNotFound)
 	resp, body = do(t, adminToken, http.MethodGet, "/api/v1/blobs/"+digest, nil, nil)
 	expect(t, resp, body, http.StatusNotFound)
+}
+
+// TestDeleteReferencedArtifactConflicts checks that an artifact a Release names cannot be
+// deleted (409 naming the release) until the release is gone.
+func TestDeleteReferencedArtifactConflicts(t *testing.T) {
+	data, digest := testenv.RandomContent(1000, 8)
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "referenced", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	expect(t, resp, body, http.StatusCreated)
+	id := decode[restv1.Artifact](t, body).ID
+	ns := global.Namespace(t)
+	rel := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1.36.3"},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: digest}},
+	}
+	if err := global.Client.Create(t.Context(), rel); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		resp, body := do(t, adminToken, http.MethodDelete, "/api/v1/artifacts/"+id, nil, nil)
+		if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "Release/"+ns+"/edge-1.36.3") {
+			return fmt.Errorf("delete answered %d %s, want 409 naming the release", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if err := global.Client.Delete(t.Context(), rel); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		resp, body := do(t, adminToken, http.MethodDelete, "/api/v1/artifacts/"+id, nil, nil)
+		if resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("delete answered %d %s, want 204 once the release is gone", resp.StatusCode, body)
+		}
+		return nil
+	})
 }

@@ -17,8 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
@@ -29,6 +32,7 @@ import (
 // SubjectAccessReview with the ClusterRoles shipped in deploy/, the store on an embedded
 // FerretDB, and an HTTP server.
 var (
+	global   *testenv.ControlPlane
 	server   *httptest.Server
 	store    *artifacts.Store
 	database *mongo.Database
@@ -41,11 +45,24 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	global, err := testenv.Start(testenv.Options{Name: "global"})
+	var err error
+	global, err = testenv.Start(testenv.Options{Name: "global", InstallCRDs: true})
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = global.Stop() }()
+	// Releases reference artifacts: the store asks the release cache before a delete, as in
+	// the global controller.
+	releases, err := cache.New(global.Config, cache.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return fail(err)
+	}
+	if err := index.Setup(ctx, releases); err != nil {
+		return fail(err)
+	}
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	go func() { _ = releases.Start(cacheCtx) }()
 	dir, err := os.MkdirTemp("", "edgefleet-artifactapi-test-")
 	if err != nil {
 		return fail(err)
@@ -62,7 +79,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = mc.Disconnect(ctx) }()
 	database = mc.Database("edgefleet")
-	if store, err = artifacts.Open(ctx, database, artifacts.Options{}); err != nil {
+	if store, err = artifacts.Open(ctx, database, artifacts.Options{References: release.References{Reader: releases}}); err != nil {
 		return fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(global.Config)

@@ -3,11 +3,13 @@ package index
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // Field index names.
@@ -22,6 +24,11 @@ const (
 	HostBMCSecret = "spec.bmc.credentialsSecretRef"
 	// SiteRelease indexes Sites by "namespace/release" of their spec.cluster.release.
 	SiteRelease = "spec.cluster.release"
+	// ReleaseDigest indexes Releases by the sha256 of every artifact they name.
+	ReleaseDigest = "spec.digests"
+	// CampaignBlockedBy indexes Campaigns by "namespace/campaign" of each campaign in their
+	// spec.blockedBy.
+	CampaignBlockedBy = "spec.blockedBy"
 )
 
 // Key joins a namespace and a name the way the indexes store references.
@@ -59,6 +66,17 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 			}
 			return []string{Key(s.Namespace, s.Spec.Cluster.Release)}
 		}},
+		{&fleetv1.Release{}, ReleaseDigest, func(o client.Object) []string {
+			return ReleaseDigests(o.(*fleetv1.Release))
+		}},
+		{&fleetv1.Campaign{}, CampaignBlockedBy, func(o client.Object) []string {
+			c := o.(*fleetv1.Campaign)
+			out := make([]string, 0, len(c.Spec.BlockedBy))
+			for _, b := range c.Spec.BlockedBy {
+				out = append(out, Key(c.Namespace, b))
+			}
+			return out
+		}},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.field, ix.extract); err != nil {
@@ -66,4 +84,18 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// ReleaseDigests lists the sha256 of every artifact a Release names, once each, in the order
+// OS image, packages, charts.
+func ReleaseDigests(r *fleetv1.Release) []string {
+	out := []string{r.Spec.OSImage.SHA256}
+	for _, refs := range [][]sitev1.ArtifactRef{r.Spec.Packages, r.Spec.Charts} {
+		for _, a := range refs {
+			if !slices.Contains(out, a.SHA256) {
+				out = append(out, a.SHA256)
+			}
+		}
+	}
+	return out
 }

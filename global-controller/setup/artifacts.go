@@ -24,36 +24,37 @@ import (
 
 // setupArtifactAPI opens the artifact store (starting the embedded FerretDB when no MongoDB URI
 // is given) and adds the REST API server and the upload janitor to mgr. The returned function
-// disconnects and stops the database once the manager has stopped.
-func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config, opts Options) (func(), error) {
+// disconnects and stops the database once the manager has stopped. refs tells the store which
+// releases reference an artifact, so that it refuses to delete those.
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config, opts Options, refs artifacts.References) (*artifacts.Store, func(), error) {
 	log := ctrl.Log.WithName("artifacts")
 	db := mongodb.External(opts.MongoURI)
 	if opts.MongoURI == "" {
 		var err error
 		dir := filepath.Join(opts.DataDir, "ferretdb")
 		if db, err = mongodb.StartEmbedded(dir, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		log.Info("started embedded FerretDB", "dir", dir)
 	}
 	client, err := mongodb.Connect(ctx, db.URI)
 	if err != nil {
-		return nil, errors.Join(err, db.Stop())
+		return nil, nil, errors.Join(err, db.Stop())
 	}
 	stop := func() {
 		if err := errors.Join(client.Disconnect(context.Background()), db.Stop()); err != nil {
 			log.Error(err, "stop the artifact store's database")
 		}
 	}
-	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{UploadTTL: opts.UploadTTL})
+	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{UploadTTL: opts.UploadTTL, References: refs})
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("open artifact store: %w", err)
+		return nil, nil, fmt.Errorf("open artifact store: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		stop()
-		return nil, fmt.Errorf("client for token and access reviews: %w", err)
+		return nil, nil, fmt.Errorf("client for token and access reviews: %w", err)
 	}
 	api := &artifactapi.Server{
 		Store: store,
@@ -82,13 +83,13 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 	})
 	if err := mgr.AddReadyzCheck("artifact-api", srv.Ready); err != nil {
 		stop()
-		return nil, fmt.Errorf("add artifact API ready check: %w", err)
+		return nil, nil, fmt.Errorf("add artifact API ready check: %w", err)
 	}
 	for _, r := range []manager.Runnable{srv, janitor} {
 		if err := mgr.Add(r); err != nil {
 			stop()
-			return nil, fmt.Errorf("add artifact API to the manager: %w", err)
+			return nil, nil, fmt.Errorf("add artifact API to the manager: %w", err)
 		}
 	}
-	return stop, nil
+	return store, stop, nil
 }

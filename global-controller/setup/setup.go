@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,11 +19,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
+	"github.com/edgefleet/edgefleet/global-controller/webhooks"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -59,10 +65,6 @@ type Options struct {
 	SiteTokenTTL time.Duration
 	// Concurrency is the number of sites (and hosts) reconciled in parallel.
 	Concurrency int
-	// KubeAPIQPS and KubeAPIBurst limit the requests to the global API server (status writes,
-	// events): a fleet of thousands of sites needs more than client-go's default of 5.
-	KubeAPIQPS   float64
-	KubeAPIBurst int
 	// APIAddr serves the artifact REST API; "0" disables it.
 	APIAddr string
 	// APITLSCertFile and APITLSKeyFile make the API serve HTTPS; without them it serves HTTP.
@@ -77,6 +79,24 @@ type Options struct {
 	UploadTTL time.Duration
 	// JanitorInterval is how often expired upload sessions are deleted.
 	JanitorInterval time.Duration
+	// KubeAPIQPS and KubeAPIBurst bound the controller's requests to the global cluster's API
+	// server (a campaign dispatches one patch per site); QPS 0 sets no client-side limit and
+	// leaves it to the API server's priority and fairness, as controller-runtime does.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+	// CampaignConcurrency is the number of campaigns reconciled in parallel.
+	CampaignConcurrency int
+	// CampaignDispatchConcurrency bounds each campaign reconcile's Site patches in flight.
+	CampaignDispatchConcurrency int
+	// CampaignResync is how often an unfinished campaign is looked at without any event.
+	CampaignResync time.Duration
+	// ReleaseRecheck is how often a release with missing artifacts is checked again.
+	ReleaseRecheck time.Duration
+	// WebhookPort serves the admission webhooks (a Release naming missing artifacts is
+	// refused); 0 disables them. They need the artifact store, so the artifact API too.
+	WebhookPort int
+	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
+	WebhookCertDir string
 }
 
 // DefaultOptions returns safe production defaults.
@@ -91,8 +111,6 @@ func DefaultOptions() Options {
 		OperationPoll:           5 * time.Second,
 		SiteIdentityNamespace:   "edgefleet-system",
 		SiteTokenTTL:            24 * time.Hour,
-		KubeAPIQPS:              100,
-		KubeAPIBurst:            200,
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
@@ -100,6 +118,13 @@ func DefaultOptions() Options {
 		DataDir:                 "/var/lib/edgefleet",
 		UploadTTL:               24 * time.Hour,
 		JanitorInterval:         10 * time.Minute,
+
+		KubeAPIQPS:                  0,
+		KubeAPIBurst:                200,
+		CampaignConcurrency:         4,
+		CampaignDispatchConcurrency: 32,
+		CampaignResync:              30 * time.Second,
+		ReleaseRecheck:              30 * time.Second,
 	}
 }
 
@@ -119,8 +144,6 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SiteIdentityNamespace, "site-identity-namespace", o.SiteIdentityNamespace, "Namespace of the sites' ServiceAccounts on the global cluster.")
 	fs.DurationVar(&o.SiteTokenTTL, "site-token-ttl", o.SiteTokenTTL, "Lifetime of each site's artifact API token; it is renewed when half of it is gone (at least 10m).")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "Sites and hosts reconciled in parallel.")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Requests per second to the global API server, sustained.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Requests to the global API server in a burst.")
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
@@ -129,6 +152,18 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
 	fs.DurationVar(&o.UploadTTL, "upload-ttl", o.UploadTTL, "How long an artifact upload session lives without receiving a chunk.")
 	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions are deleted.")
+	fs.Func("kube-api-qps", "Requests per second to the global cluster's API server (default 0: no client-side limit, the API server's priority and fairness applies).", func(v string) error {
+		q, err := strconv.ParseFloat(v, 32)
+		o.KubeAPIQPS = float32(q)
+		return err
+	})
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of requests to the global cluster's API server.")
+	fs.IntVar(&o.CampaignConcurrency, "campaign-concurrency", o.CampaignConcurrency, "Campaigns reconciled in parallel.")
+	fs.IntVar(&o.CampaignDispatchConcurrency, "campaign-dispatch-concurrency", o.CampaignDispatchConcurrency, "Site patches in flight at once for each campaign.")
+	fs.DurationVar(&o.CampaignResync, "campaign-resync-interval", o.CampaignResync, "How often an unfinished campaign is looked at without any event.")
+	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
+	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
 }
 
 // Validate names the first bad option.
@@ -148,8 +183,6 @@ func (o *Options) Validate() error {
 		return errors.New("--site-identity-namespace must not be empty")
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
-	case o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1:
-		return fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
 	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
 	case o.APIAddr != "0" && o.APITLSCertFile == "" && !loopback(o.APIAddr):
@@ -160,6 +193,22 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--upload-ttl must be positive, got %s", o.UploadTTL)
 	case o.JanitorInterval <= 0:
 		return fmt.Errorf("--janitor-interval must be positive, got %s", o.JanitorInterval)
+	case o.KubeAPIQPS < 0 || o.KubeAPIBurst < 1:
+		return fmt.Errorf("--kube-api-qps must be at least 0 and --kube-api-burst at least 1, got %g and %d", o.KubeAPIQPS, o.KubeAPIBurst)
+	case o.CampaignConcurrency < 1:
+		return fmt.Errorf("--campaign-concurrency must be at least 1, got %d", o.CampaignConcurrency)
+	case o.CampaignDispatchConcurrency < 1:
+		return fmt.Errorf("--campaign-dispatch-concurrency must be at least 1, got %d", o.CampaignDispatchConcurrency)
+	case o.CampaignResync <= 0:
+		return fmt.Errorf("--campaign-resync-interval must be positive, got %s", o.CampaignResync)
+	case o.ReleaseRecheck <= 0:
+		return fmt.Errorf("--release-recheck-interval must be positive, got %s", o.ReleaseRecheck)
+	case o.WebhookPort < 0 || o.WebhookPort > 65535:
+		return fmt.Errorf("--webhook-port must be a port or 0, got %d", o.WebhookPort)
+	case o.WebhookPort != 0 && o.APIAddr == "0":
+		return errors.New("--webhook-port needs the artifact store: the artifact API cannot be disabled (--api-bind-address 0) then")
+	case o.WebhookPort != 0 && o.WebhookCertDir == "":
+		return errors.New("--webhook-port needs --webhook-cert-dir")
 	}
 	return nil
 }
@@ -184,19 +233,26 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
+	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	if opts.KubeAPIQPS == 0 {
+		cfg.QPS = -1 // no client-side rate limiter
+	}
 	scheme, err := Scheme()
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mopts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-global-controller",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
-	})
+	}
+	if opts.WebhookPort != 0 {
+		mopts.WebhookServer = webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.WebhookCertDir})
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
@@ -210,15 +266,26 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("register site metrics: %w", err)
 	}
-	if err := SetupReconcilers(ctx, mgr, opts, siteMetrics); err != nil {
-		return err
+	campaignMetrics, err := campaign.NewMetrics(metrics.Registry)
+	if err != nil {
+		return fmt.Errorf("register campaign metrics: %w", err)
 	}
+	deps := Dependencies{SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics}
 	if opts.APIAddr != "0" {
-		stop, err := setupArtifactAPI(ctx, mgr, cfg, opts)
+		store, stop, err := setupArtifactAPI(ctx, mgr, cfg, opts, release.References{Reader: mgr.GetClient()})
 		if err != nil {
 			return err
 		}
 		defer stop()
+		deps.Artifacts = storeDigests{store}
+	}
+	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
+		return err
+	}
+	if opts.WebhookPort != 0 {
+		if err := (&webhooks.ReleaseValidator{Artifacts: deps.Artifacts}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up release webhook: %w", err)
+		}
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {
@@ -227,8 +294,18 @@ func Run(ctx context.Context, opts Options) error {
 	return nil
 }
 
+// Dependencies are what the reconcilers get from outside the manager.
+type Dependencies struct {
+	// SiteMetrics and CampaignMetrics are registered metrics; nil disables them.
+	SiteMetrics     *site.Metrics
+	CampaignMetrics *campaign.Metrics
+	// Artifacts is the artifact store releases are checked against; nil when the artifact API
+	// is disabled.
+	Artifacts release.Artifacts
+}
+
 // SetupReconcilers registers the indexes and every reconciler on mgr.
-func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, siteMetrics *site.Metrics) error {
+func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, deps Dependencies) error {
 	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -238,7 +315,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 		APIReader:             mgr.GetAPIReader(),
 		Sites:                 siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
 		Recorder:              mgr.GetEventRecorder("site-controller"),
-		Metrics:               siteMetrics,
+		Metrics:               deps.SiteMetrics,
 		Clock:                 clock.RealClock{},
 		HeartbeatInterval:     opts.SiteHeartbeat,
 		OperationPollInterval: min(opts.OperationPoll, opts.SiteHeartbeat),
@@ -259,7 +336,43 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, si
 	if err := hosts.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up host reconciler: %w", err)
 	}
+	releases := &release.Reconciler{
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("release-controller"),
+		RecheckInterval: opts.ReleaseRecheck,
+	}
+	if deps.Artifacts != nil {
+		releases.Artifacts = deps.Artifacts
+	}
+	if err := releases.SetupWithManager(mgr, copts); err != nil {
+		return fmt.Errorf("set up release reconciler: %w", err)
+	}
+	campaigns := &campaign.Reconciler{
+		Client:              mgr.GetClient(),
+		Recorder:            mgr.GetEventRecorder("campaign-controller"),
+		Metrics:             deps.CampaignMetrics,
+		Clock:               clock.RealClock{},
+		DispatchConcurrency: opts.CampaignDispatchConcurrency,
+		ResyncInterval:      opts.CampaignResync,
+	}
+	if err := campaigns.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: opts.CampaignConcurrency}); err != nil {
+		return fmt.Errorf("set up campaign reconciler: %w", err)
+	}
 	return nil
+}
+
+// storeDigests answers the release reconciler from the artifact store.
+type storeDigests struct{ store *artifacts.Store }
+
+func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error) {
+	_, err := s.store.OpenBlob(ctx, sha256)
+	switch {
+	case errors.Is(err, artifacts.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // loopback reports whether addr (host:port) only listens on a loopback address.

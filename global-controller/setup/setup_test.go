@@ -21,13 +21,18 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero heartbeat", func(o *Options) { o.SiteHeartbeat = 0 }, "--site-heartbeat-interval"},
 		{"retry longer than heartbeat", func(o *Options) { o.SiteMinRetry = 2 * time.Minute }, "--site-min-retry-interval"},
 		{"zero operation poll", func(o *Options) { o.OperationPoll = 0 }, "--site-operation-poll-interval"},
-		{"zero API QPS", func(o *Options) { o.KubeAPIQPS = 0 }, "--kube-api-qps"},
 		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency"},
 		{"plain HTTP API off loopback", func(o *Options) { o.APIAddr = ":8443" }, "--api-tls-cert-file"},
 		{"certificate without key", func(o *Options) { o.APITLSCertFile = "/tls/tls.crt" }, "--api-tls-key-file"},
 		{"no data dir for embedded FerretDB", func(o *Options) { o.DataDir = "" }, "--data-dir"},
 		{"zero upload TTL", func(o *Options) { o.UploadTTL = 0 }, "--upload-ttl"},
+		{"no campaign workers", func(o *Options) { o.CampaignConcurrency = 0 }, "--campaign-concurrency"},
+		{"no dispatch workers", func(o *Options) { o.CampaignDispatchConcurrency = 0 }, "--campaign-dispatch-concurrency"},
+		{"zero resync", func(o *Options) { o.CampaignResync = 0 }, "--campaign-resync-interval"},
+		{"negative QPS", func(o *Options) { o.KubeAPIQPS = -1 }, "--kube-api-qps"},
+		{"webhooks without the store", func(o *Options) { o.WebhookPort = 9443; o.WebhookCertDir = "/tls"; o.APIAddr = "0" }, "--webhook-port"},
+		{"webhooks without certificates", func(o *Options) { o.WebhookPort = 9443 }, "--webhook-cert-dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -219,6 +219,15 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// ControllerPID is the process ID of the running global controller (0 when stopped), for
+// benchmarks that read its memory and CPU from /proc.
+func (f *Fleet) ControllerPID() int {
+	if f.controller == nil || f.controller.cmd.Process == nil {
+		return 0
+	}
+	return f.controller.cmd.Process.Pid
+}
+
 // StopController stops the global controller (SIGTERM, then SIGKILL after 10s).
 func (f *Fleet) StopController() error {
 	defer func() { f.controller = nil }()

@@ -33,6 +33,10 @@ type Options struct {
 	// ClusterAPICRDs installs Cluster-API's core CRDs (Cluster, Machine, ...) from the
 	// cluster-api module in the module cache.
 	ClusterAPICRDs bool
+	// GlobalWebhooks installs the global controller's webhook configurations
+	// (deploy/webhook/global-controller), pointed at a local webhook server: run one with
+	// WebhookServerOptions.
+	GlobalWebhooks bool
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -92,6 +96,9 @@ func Start(opts Options) (*ControlPlane, error) {
 		env.CRDDirectoryPaths = crdDirs
 		env.ErrorIfCRDPathMissing = true
 	}
+	if opts.GlobalWebhooks {
+		env.WebhookInstallOptions.Paths = []string{filepath.Join(root, "deploy", "webhook", "global-controller")}
+	}
 	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
 
 	before := childPIDs()
@@ -121,6 +128,13 @@ func StartT(t testing.TB, opts Options) *ControlPlane {
 		}
 	})
 	return cp
+}
+
+// WebhookServerOptions are the host, port and certificates a webhook server must use for the
+// API server to reach the webhooks installed with Options.GlobalWebhooks.
+func (cp *ControlPlane) WebhookServerOptions() (host string, port int, certDir string) {
+	w := cp.env.WebhookInstallOptions
+	return w.LocalServingHost, w.LocalServingPort, w.LocalServingCertDir
 }
 
 // Stop stops the API server and etcd and removes their files.

@@ -11,7 +11,7 @@ var GroupVersion = schema.GroupVersion{Group: "fleet.edgefleet.io", Version: "v1
 
 // AddToScheme adds the fleet kinds to a runtime.Scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Site{}, &SiteList{}, &Host{}, &HostList{}, &Release{}, &ReleaseList{})
+	s.AddKnownTypes(GroupVersion, &Site{}, &SiteList{}, &Host{}, &HostList{}, &Release{}, &ReleaseList{}, &Campaign{}, &CampaignList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

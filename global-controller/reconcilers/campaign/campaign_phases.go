@@ -1,0 +1,481 @@
+package campaign
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign/plan"
+	"github.com/edgefleet/edgefleet/pkg/conditions"
+)
+
+// Bounds that keep the status small whatever the number of sites.
+const (
+	maxFailedSites = 50
+	maxPlanNames   = 1000
+	maxPlanSkipped = 100
+	maxReasonLen   = 256
+)
+
+// DefaultSiteTimeout bounds a site's operation when the strategy gives no siteTimeout.
+const DefaultSiteTimeout = 2 * time.Hour
+
+// reconcileBlockers holds a campaign that has not started until every campaign of
+// spec.blockedBy has Succeeded. A dry run is planned whatever blocks it.
+func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
+	c := s.campaign
+	if c.Status.StartTime != nil || c.Spec.DryRun {
+		return nil
+	}
+	for _, name := range c.Spec.BlockedBy {
+		b := &fleetv1.Campaign{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: name}, b)
+		switch {
+		case apierrors.IsNotFound(err):
+			s.wait(fleetv1.CampaignBlocked, fleetv1.ReasonBlocked, fmt.Sprintf("campaign %q of spec.blockedBy does not exist", name))
+			return nil
+		case err != nil:
+			return fmt.Errorf("get campaign %s/%s blocking campaign %s: %w", c.Namespace, name, s.key, err)
+		case b.Status.Phase != fleetv1.CampaignSucceeded:
+			s.wait(fleetv1.CampaignBlocked, fleetv1.ReasonBlocked, fmt.Sprintf("campaign %q of spec.blockedBy is %s; this campaign starts once it has Succeeded", name, orNone(b.Status.Phase)))
+			return nil
+		}
+	}
+	return nil
+}
+
+// reconcileRelease holds a campaign that has not started until its release is Ready.
+func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
+	c := s.campaign
+	if c.Status.StartTime != nil || c.Spec.DryRun {
+		return nil
+	}
+	rel := &fleetv1.Release{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.Release}, rel)
+	switch {
+	case apierrors.IsNotFound(err):
+		s.wait(fleetv1.CampaignPending, fleetv1.ReasonReleaseNotReady, fmt.Sprintf("Release %q (spec.release) does not exist in namespace %q", c.Spec.Release, c.Namespace))
+		return nil
+	case err != nil:
+		return fmt.Errorf("get release %s of campaign %s: %w", c.Spec.Release, s.key, err)
+	}
+	if msg, notReady := conditions.NotTrue(rel.Status.Conditions, fleetv1.ReleaseReadyCondition); notReady {
+		s.wait(fleetv1.CampaignPending, fleetv1.ReasonReleaseNotReady, fmt.Sprintf("Release %q: %s", c.Spec.Release, msg))
+	}
+	return nil
+}
+
+// reconcileTargets lists the target Sites from the cache, in dispatch order (spec.targets.names
+// first, then the selector's matches by name, without the excluded ones), classifies each, and
+// resolves the strategy against the ones not skipped.
+func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
+	c := s.campaign
+	list := &fleetv1.SiteList{}
+	// The cache's objects themselves: read only, never modified.
+	if err := r.Client.List(ctx, list, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list sites of campaign %s: %w", s.key, err)
+	}
+	byName := make(map[string]*fleetv1.Site, len(list.Items))
+	for i := range list.Items {
+		byName[list.Items[i].Name] = &list.Items[i]
+	}
+	excluded := make(map[string]bool, len(c.Spec.Targets.Exclude))
+	for _, n := range c.Spec.Targets.Exclude {
+		excluded[n] = true
+	}
+	taken := map[string]bool{}
+	var order []string
+	for _, n := range c.Spec.Targets.Names {
+		if !excluded[n] && !taken[n] {
+			taken[n] = true
+			order = append(order, n)
+		}
+	}
+	if c.Spec.Targets.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(c.Spec.Targets.Selector)
+		if err != nil {
+			s.invalid(fmt.Sprintf("spec.targets.selector: %v", err))
+			return nil
+		}
+		var matched []string
+		for i := range list.Items {
+			site := &list.Items[i]
+			if !excluded[site.Name] && !taken[site.Name] && sel.Matches(labels.Set(site.Labels)) {
+				matched = append(matched, site.Name)
+			}
+		}
+		slices.Sort(matched)
+		order = append(order, matched...)
+	}
+
+	windows := plan.NewWindows()
+	campaignOpen, campaignNext, err := windows.Open(c.Spec.Strategy.MaintenanceWindows, s.now)
+	if err != nil {
+		s.invalid(fmt.Sprintf("spec.strategy.maintenanceWindows: %v", err))
+		return nil
+	}
+	pc := plan.Campaign{ID: string(c.UID), Release: c.Spec.Release}
+	if c.Spec.Strategy.Soak != nil {
+		pc.Soak = c.Spec.Strategy.Soak.Duration
+	}
+	siteWindows := c.Spec.Action != fleetv1.ActionInstall
+	s.sites = make([]plan.Site, len(order))
+	s.objs = make([]*fleetv1.Site, len(order))
+	eligible := 0
+	for i, name := range order {
+		obj := byName[name]
+		s.objs[i] = obj
+		if obj == nil {
+			s.sites[i] = plan.Site{Name: name, State: plan.Skipped, Reason: plan.ReasonNotFound}
+			continue
+		}
+		site, recheck := plan.Classify(obj, pc, s.now)
+		s.recheck = earliest(s.recheck, recheck)
+		seen := ""
+		if obj.Spec.Operation != nil {
+			seen = obj.Spec.Operation.ID
+		}
+		if id, ok := r.pending.pending(c.UID, name, seen, s.now); ok {
+			// Dispatched by this controller, not in the cache yet.
+			switch id {
+			case pc.ID:
+				site.State = plan.InProgress
+			case pc.PreCacheID():
+				site.State = plan.PreCaching
+			case pc.RollbackID():
+				site.Rollback = plan.RollingBack
+			}
+			site.Busy = false
+		}
+		if site.State == plan.Pending || site.State == plan.PreCached {
+			switch {
+			case !campaignOpen:
+				site.OutsideWindow = true
+				s.heldUntil = earliest(s.heldUntil, campaignNext)
+			case siteWindows && len(obj.Spec.MaintenanceWindows) > 0:
+				open, next, err := windows.Open(obj.Spec.MaintenanceWindows, s.now)
+				if err != nil {
+					site.State, site.Reason = plan.Skipped, fmt.Sprintf("site's spec.maintenanceWindows: %v", err)
+				} else if !open {
+					site.OutsideWindow = true
+					s.heldUntil = earliest(s.heldUntil, next)
+				}
+			}
+		}
+		if site.State != plan.Skipped {
+			eligible++
+		}
+		s.sites[i] = site
+	}
+	s.limits, err = plan.Resolve(c.Spec.Strategy, eligible)
+	if err != nil {
+		s.invalid(err.Error())
+	}
+	return nil
+}
+
+// reconcileDryRun writes the wave plan of a dry run to status.plan and stops there.
+func (r *Reconciler) reconcileDryRun(_ context.Context, s *scope) error {
+	c := s.campaign
+	if !c.Spec.DryRun {
+		c.Status.Plan = nil
+		return nil
+	}
+	s.decision = plan.Decide(plan.Input{Sites: s.sites, Limits: s.limits, Paused: true})
+	d := s.decision
+	p := &fleetv1.CampaignPlan{}
+	names := 0
+	for i, w := range d.Waves {
+		wave := fleetv1.CampaignWave{Index: int32(i), Canary: w.Canary, Size: int32(w.Size()), Window: int32(w.Window)}
+		for pos := w.Start; pos < w.End; pos++ {
+			if names == maxPlanNames {
+				p.Truncated = true
+				break
+			}
+			wave.Sites = append(wave.Sites, s.sites[d.Eligible[pos]].Name)
+			names++
+		}
+		p.Waves = append(p.Waves, wave)
+	}
+	for _, site := range s.sites {
+		if site.State != plan.Skipped {
+			continue
+		}
+		if len(p.Skipped) == maxPlanSkipped {
+			p.Truncated = true
+			break
+		}
+		p.Skipped = append(p.Skipped, fleetv1.CampaignSiteResult{Name: site.Name, State: site.State.String(), Reason: truncate(site.Reason)})
+	}
+	c.Status.Plan = p
+	s.fillCounts()
+	s.wait(fleetv1.CampaignDryRun, fleetv1.ReasonDryRun, fmt.Sprintf("dry run: %d waves over %d sites (%d skipped) in status.plan; no site was touched. Clear spec.dryRun to run it",
+		len(d.Waves), len(d.Eligible), d.Counts.Skipped))
+	return nil
+}
+
+// reconcileDispatch decides what to dispatch now and writes it to the sites.
+func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
+	c := s.campaign
+	in := plan.Input{
+		Sites:        s.sites,
+		Limits:       s.limits,
+		PreCache:     c.Spec.Strategy.PreCache,
+		PreCacheDone: c.Status.PreCacheCompletionTime != nil,
+		Rollback:     c.Spec.Strategy.RollbackOnFailure,
+		Paused:       c.Spec.Paused,
+		Abort:        c.Spec.Abort,
+		Stopped:      recordedStop(c),
+	}
+	d := plan.Decide(in)
+	r.Metrics.observeReconcile(r.Clock.Since(s.now).Seconds())
+
+	// Rollbacks first (they restore service), then in dispatch order; a site left out now
+	// stays Pending and is picked again by the next decision.
+	var jobs []job
+	for _, i := range d.Rollback {
+		jobs = append(jobs, job{idx: i, stage: stageRollback})
+	}
+	for _, i := range d.PreCache {
+		jobs = append(jobs, job{idx: i, stage: stagePreCache})
+	}
+	for _, i := range d.Apply {
+		jobs = append(jobs, job{idx: i, stage: stageApply})
+	}
+	limit := r.MaxDispatchesPerReconcile
+	if limit <= 0 {
+		limit = max(r.DispatchConcurrency, 1) * 8
+	}
+	if len(jobs) > limit {
+		jobs, s.more = jobs[:limit], true
+	}
+	done, err := r.dispatch(ctx, s, jobs)
+	for k, j := range jobs {
+		if !done[k] {
+			s.dirty = true
+			continue
+		}
+		switch j.stage {
+		case stagePreCache:
+			s.sites[j.idx].State = plan.PreCaching
+		case stageApply:
+			s.sites[j.idx].State = plan.InProgress
+		case stageRollback:
+			s.sites[j.idx].Rollback = plan.RollingBack
+		}
+	}
+	// Counts, waves and the verdict after this reconcile's dispatches; the stop stays the one
+	// decided before them.
+	in.Sites, in.Stopped = s.sites, d.Stop
+	s.decision = plan.Decide(in)
+	s.decision.HeldByWindows = d.HeldByWindows
+	s.decision.PreCacheDone = d.PreCacheDone
+	if c.Status.StartTime == nil && s.started() {
+		c.Status.StartTime = &metav1.Time{Time: s.now}
+	}
+	return err
+}
+
+// reconcileStatus writes the counts, the phase and the conditions.
+func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
+	c, d := s.campaign, s.decision
+	s.fillCounts()
+	c.Status.CurrentWave = int32(max(d.CurrentWave, 0))
+	c.Status.Waves = int32(len(d.Waves))
+	c.Status.Window = int32(d.Window)
+	for w := int(c.Status.FinishedWaves); w < d.FinishedWaves && w < len(d.Waves); w++ {
+		if took, ok := s.waveDuration(d.Waves[w]); ok {
+			r.Metrics.observeWave(took.Seconds())
+		}
+	}
+	c.Status.FinishedWaves = int32(d.FinishedWaves)
+	if c.Spec.Strategy.PreCache && d.PreCacheDone && c.Status.PreCacheCompletionTime == nil {
+		c.Status.PreCacheCompletionTime = &metav1.Time{Time: s.now}
+	}
+	c.Status.FailedSites = nil
+	for _, site := range s.sites {
+		if !site.State.Final() || site.State == plan.Succeeded {
+			continue
+		}
+		if len(c.Status.FailedSites) == maxFailedSites {
+			break
+		}
+		c.Status.FailedSites = append(c.Status.FailedSites, fleetv1.CampaignSiteResult{Name: site.Name, State: site.State.String(), Reason: truncate(site.Reason)})
+	}
+	r.Metrics.observeCounts(s.key, d.Counts)
+
+	counts := fmt.Sprintf("%d succeeded, %d failed, %d timed out, %d skipped of %d", d.Counts.Succeeded, d.Counts.Failed, d.Counts.TimedOut, d.Counts.Skipped, len(s.sites))
+	failed := d.Counts.Failed + d.Counts.TimedOut
+	gen := c.Generation
+	progressing := func(status metav1.ConditionStatus, reason, msg string) {
+		conditions.Set(&c.Status.Conditions, gen, fleetv1.CampaignProgressingCondition, status, reason, msg)
+	}
+	complete := func(status metav1.ConditionStatus, reason, msg string) {
+		conditions.Set(&c.Status.Conditions, gen, fleetv1.CampaignCompleteCondition, status, reason, msg)
+	}
+	stopReason, stopMsg := stopCondition(d.Stop, failed, d.Counts.Succeeded+failed, s.limits)
+	switch {
+	case d.Done && d.Stop == plan.NotStopped:
+		c.Status.Phase = fleetv1.CampaignSucceeded
+		progressing(metav1.ConditionFalse, fleetv1.ReasonCampaignSucceeded, "every target finished")
+		complete(metav1.ConditionTrue, fleetv1.ReasonCampaignSucceeded, counts)
+	case d.Done:
+		c.Status.Phase = fleetv1.CampaignFailed
+		if d.Stop == plan.Aborted {
+			c.Status.Phase = fleetv1.CampaignAborted
+		}
+		progressing(metav1.ConditionFalse, stopReason, stopMsg)
+		complete(metav1.ConditionTrue, stopReason, stopMsg+"; "+counts)
+	case d.Stop != plan.NotStopped:
+		c.Status.Phase = fleetv1.CampaignAborting
+		progressing(metav1.ConditionFalse, stopReason, fmt.Sprintf("%s; waiting for %d sites in flight and %d rollbacks", stopMsg, d.Counts.InProgress, d.Counts.RollingBack+len(d.Rollback)))
+		complete(metav1.ConditionFalse, stopReason, counts)
+	case c.Spec.Paused:
+		c.Status.Phase = fleetv1.CampaignPaused
+		progressing(metav1.ConditionFalse, fleetv1.ReasonPaused, fmt.Sprintf("spec.paused is set: nothing new is dispatched, %d sites in flight", d.Counts.InProgress))
+		complete(metav1.ConditionFalse, fleetv1.ReasonPaused, counts)
+	case !d.PreCacheDone:
+		c.Status.Phase = fleetv1.CampaignPreCaching
+		progressing(metav1.ConditionTrue, fleetv1.ReasonPreCaching, fmt.Sprintf("%d sites pre-caching, %d not dispatched yet", d.Counts.PreCaching, d.Counts.Pending))
+		complete(metav1.ConditionFalse, fleetv1.ReasonPreCaching, counts)
+	default:
+		c.Status.Phase = fleetv1.CampaignRunning
+		reason, msg := fleetv1.ReasonRollingOut, fmt.Sprintf("wave %d of %d, %d sites in flight, window %d", c.Status.CurrentWave, len(d.Waves), d.Counts.InProgress, d.Window)
+		switch {
+		case d.WaitingForCanaries:
+			reason, msg = fleetv1.ReasonWaitingForCanaries, fmt.Sprintf("%d canaries running; the rest waits for all of them to succeed", d.Counts.InProgress)
+		case d.HeldByWindows && d.Counts.InProgress == 0 && len(d.Apply) == 0:
+			reason, msg = fleetv1.ReasonOutsideMaintenanceWindow, "no site left may start before a maintenance window opens"
+			if !s.heldUntil.IsZero() {
+				msg += " (next at " + s.heldUntil.UTC().Format(time.RFC3339) + ")"
+			}
+		}
+		progressing(metav1.ConditionTrue, reason, msg)
+		complete(metav1.ConditionFalse, reason, counts)
+	}
+	if final(c.Status.Phase) && c.Status.CompletionTime == nil {
+		c.Status.CompletionTime = &metav1.Time{Time: s.now}
+	}
+	return nil
+}
+
+// wait puts a campaign that has not started in a waiting phase and stops the reconcile there.
+func (s *scope) wait(phase fleetv1.CampaignPhase, reason, msg string) {
+	c := s.campaign
+	c.Status.Phase = phase
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, reason, msg)
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignCompleteCondition, metav1.ConditionFalse, reason, "not started")
+	s.halt = true
+}
+
+// invalid stops the reconcile on a spec that cannot be used; nothing is dispatched.
+func (s *scope) invalid(msg string) {
+	c := s.campaign
+	if c.Status.Phase == "" {
+		c.Status.Phase = fleetv1.CampaignPending
+	}
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, fleetv1.ReasonInvalidSpec, msg)
+	s.halt = true
+}
+
+// fillCounts writes the decision's counts to the status.
+func (s *scope) fillCounts() {
+	c, n := s.campaign, s.decision.Counts
+	c.Status.Total = int32(len(s.sites))
+	c.Status.Counts = fleetv1.CampaignCounts{
+		Pending: int32(n.Pending), PreCaching: int32(n.PreCaching), InProgress: int32(n.InProgress),
+		Succeeded: int32(n.Succeeded), Failed: int32(n.Failed), TimedOut: int32(n.TimedOut), Skipped: int32(n.Skipped),
+		RollingBack: int32(n.RollingBack), RolledBack: int32(n.RolledBack),
+	}
+	c.Status.Failed = int32(n.Failed + n.TimedOut)
+	c.Status.Progress = fmt.Sprintf("%d/%d", n.Done(), len(s.sites))
+}
+
+// started reports whether any site was dispatched.
+func (s *scope) started() bool {
+	for _, site := range s.sites {
+		if site.State != plan.Pending && site.State != plan.Skipped {
+			return true
+		}
+	}
+	return false
+}
+
+// waveDuration is the time from the first dispatch of the wave to the last completion.
+func (s *scope) waveDuration(w plan.Wave) (time.Duration, bool) {
+	var first, last time.Time
+	for pos := w.Start; pos < w.End; pos++ {
+		site := s.sites[s.decision.Eligible[pos]]
+		if site.DispatchTime.IsZero() || site.CompletionTime.IsZero() {
+			continue
+		}
+		if first.IsZero() || site.DispatchTime.Before(first) {
+			first = site.DispatchTime
+		}
+		if site.CompletionTime.After(last) {
+			last = site.CompletionTime
+		}
+	}
+	return last.Sub(first), !first.IsZero()
+}
+
+// recordedStop is the stop a campaign recorded in its Progressing condition while Aborting.
+func recordedStop(c *fleetv1.Campaign) plan.Stop {
+	if c.Status.Phase != fleetv1.CampaignAborting {
+		return plan.NotStopped
+	}
+	cond := meta.FindStatusCondition(c.Status.Conditions, fleetv1.CampaignProgressingCondition)
+	if cond == nil {
+		return plan.NotStopped
+	}
+	switch cond.Reason {
+	case fleetv1.ReasonAbortRequested:
+		return plan.Aborted
+	case fleetv1.ReasonCanaryFailed:
+		return plan.CanaryFailed
+	case fleetv1.ReasonFailureBudgetExceeded:
+		return plan.BudgetExceeded
+	}
+	return plan.NotStopped
+}
+
+// stopCondition is the reason and message of a stop.
+func stopCondition(stop plan.Stop, failed, finished int, l plan.Limits) (string, string) {
+	switch stop {
+	case plan.Aborted:
+		return fleetv1.ReasonAbortRequested, "spec.abort is set: nothing new is dispatched"
+	case plan.CanaryFailed:
+		return fleetv1.ReasonCanaryFailed, "a canary failed or timed out: nothing else is dispatched"
+	case plan.BudgetExceeded:
+		budget := fmt.Sprintf("%d", l.MaxFailures)
+		if l.FailuresPercent {
+			budget = fmt.Sprintf("%d%% of finished sites", l.MaxFailuresPercent)
+		}
+		return fleetv1.ReasonFailureBudgetExceeded, fmt.Sprintf("%d of %d finished sites failed or timed out, over the failure budget of %s: nothing new is dispatched", failed, finished, budget)
+	}
+	return "", ""
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func truncate(s string) string {
+	if len(s) <= maxReasonLen {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxReasonLen-3], "") + "..."
+}

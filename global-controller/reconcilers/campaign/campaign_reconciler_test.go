@@ -1,0 +1,385 @@
+package campaign_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+const succeeded, failed = fleetv1.OperationSucceeded, fleetv1.OperationFailed
+
+// TestCanariesGateWindowAndRamp follows a campaign step by step with sites that finish only
+// when the test says so: the canaries go alone and the rest waits for every one of them; the
+// window slides (a finished site frees its place) and is never exceeded; it doubles once a
+// wave succeeded.
+func TestCanariesGateWindowAndRamp(t *testing.T) {
+	ns := global.Namespace(t)
+	reg := prometheus.NewRegistry()
+	startController(t, controllerOptions{registry: reg})
+	sim, g := startSimulator(t, ns, true, nil)
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 10, "r0")
+	c := newCampaign(ns, "ramp", "r1", fleetv1.CampaignStrategy{Canaries: count(2), InitialConcurrency: count(2), MaxConcurrency: count(4), RampFactor: 2, SiteTimeout: &metav1.Duration{Duration: time.Hour}})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	id := string(getCampaign(t, c).UID)
+
+	waitDispatched(t, sim, id, s[0:2])
+	got := waitPhase(t, c, fleetv1.CampaignRunning)
+	if cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition); cond == nil || cond.Reason != fleetv1.ReasonWaitingForCanaries {
+		t.Errorf("Progressing %+v, want reason %s", cond, fleetv1.ReasonWaitingForCanaries)
+	}
+	g.finish(succeeded, s[0])
+	waitDispatched(t, sim, id, s[0:2]) // one canary left: the rest still waits
+	g.finish(succeeded, s[1])
+	waitDispatched(t, sim, id, s[0:4]) // wave 1 (s2, s3) in a window of 2
+	g.finish(succeeded, s[2])
+	waitDispatched(t, sim, id, s[0:5]) // s2's place goes to s4: a sliding window, no barrier
+	g.finish(succeeded, s[3], s[4])
+	waitDispatched(t, sim, id, s[0:9]) // wave 1 succeeded: window 4 (s5..s8)
+	got = getCampaign(t, c)
+	if got.Status.Window != 4 || got.Status.Counts.InProgress != 4 {
+		t.Errorf("window %d with %d in flight, want 4 and 4", got.Status.Window, got.Status.Counts.InProgress)
+	}
+	if n := gauge(t, reg, "edgefleet_campaign_sites", map[string]string{"campaign": "ramp", "state": "inProgress"}); n != 4 {
+		t.Errorf("metric of sites in progress %v, want 4", n)
+	}
+	g.finish(succeeded, s...)
+	got = waitPhase(t, c, fleetv1.CampaignSucceeded)
+	if got.Status.Progress != "10/10" || got.Status.Counts.Succeeded != 10 || got.Status.CompletionTime == nil {
+		t.Errorf("status %+v, want 10/10 succeeded with a completion time", got.Status)
+	}
+	testenv.Eventually(t, wait, func() error {
+		if n := gauge(t, reg, "edgefleet_campaign_sites", map[string]string{"campaign": "ramp", "state": "succeeded"}); n != 10 {
+			return fmt.Errorf("metric of succeeded sites %v, want 10", n)
+		}
+		if n := gauge(t, reg, "edgefleet_campaign_dispatches_total", map[string]string{"campaign": "ramp", "stage": "Apply"}); n != 10 {
+			return fmt.Errorf("metric of apply dispatches %v, want 10", n)
+		}
+		return hasEvents(t, c, "Running", "Succeeded", "WaveStarted", fleetv1.ReasonWaitingForCanaries, fleetv1.ReasonRollingOut)
+	})
+	dispatchedOnce(t, sim)
+	// The dispatch set the release and recorded the previous one.
+	site := &fleetv1.Site{}
+	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[9]}, site); err != nil {
+		t.Fatal(err)
+	}
+	if op := site.Spec.Operation; site.Spec.Cluster.Release != "r1" || op == nil || op.ID != id || op.PreviousRelease != "r0" || op.Deadline == nil || op.Campaign != "ramp" {
+		t.Errorf("site %s: release %q, operation %+v", s[9], site.Spec.Cluster.Release, op)
+	}
+}
+
+// TestFailureBudgetStopsDispatchAndRollsBack fails the first two sites (dispatched together):
+// over a budget of no failure the campaign dispatches nothing new, says why, and patches the failed sites back to
+// the release they ran before.
+func TestFailureBudgetStopsDispatchAndRollsBack(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 8, "r0")
+	sim, _ := startSimulator(t, ns, false, func(site string, op *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
+		if (site == s[0] || site == s[1]) && !strings.HasSuffix(op.ID, fleetv1.RollbackIDSuffix) {
+			return failed, "kubelet did not come back"
+		}
+		return succeeded, ""
+	})
+	c := newCampaign(ns, "budget", "r1", fleetv1.CampaignStrategy{
+		MaxConcurrency:    count(2),
+		FailureBudget:     &fleetv1.FailureBudget{MaxFailures: *count(0)},
+		RollbackOnFailure: true,
+	})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignFailed)
+	id := string(got.UID)
+	if d := sim.DispatchedSites(id); !slices.Equal(d, s[0:2]) {
+		t.Errorf("dispatched %v, want only %v", d, s[0:2])
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignCompleteCondition)
+	if cond == nil || cond.Reason != fleetv1.ReasonFailureBudgetExceeded || !strings.Contains(cond.Message, "2 of 2 finished sites failed") {
+		t.Errorf("Complete %+v, want %s saying 2 of 2 failed", cond, fleetv1.ReasonFailureBudgetExceeded)
+	}
+	if got.Status.Counts.Failed != 2 || got.Status.Counts.RolledBack != 2 || got.Status.Counts.Pending != 6 || got.Status.Failed != 2 {
+		t.Errorf("counts %+v, want 2 failed and rolled back, 6 pending", got.Status.Counts)
+	}
+	if len(got.Status.FailedSites) != 2 || got.Status.FailedSites[0].Name != s[0] {
+		t.Errorf("failed sites %+v, want %s and %s", got.Status.FailedSites, s[0], s[1])
+	}
+	for _, name := range s[0:2] {
+		site := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, site); err != nil {
+			t.Fatal(err)
+		}
+		if site.Spec.Cluster.Release != "r0" || site.Spec.Operation.ID != id+fleetv1.RollbackIDSuffix || site.Spec.Operation.Release != "r0" {
+			t.Errorf("site %s: release %q operation %+v, want rolled back to r0", name, site.Spec.Cluster.Release, site.Spec.Operation)
+		}
+		if ids := sim.Dispatches()[name]; !slices.Equal(ids, []string{id, id + fleetv1.RollbackIDSuffix}) {
+			t.Errorf("site %s dispatched %v, want the apply then the rollback", name, ids)
+		}
+	}
+}
+
+// TestTimeoutCountsAsTimedOut lets one site hang past its deadline: it counts as timed out,
+// the others succeed.
+func TestTimeoutCountsAsTimedOut(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 3, "r0")
+	startSimulator(t, ns, false, func(site string, _ *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
+		if site == s[1] {
+			return "", "" // hangs
+		}
+		return succeeded, ""
+	})
+	c := newCampaign(ns, "timeout", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(3), SiteTimeout: &metav1.Duration{Duration: 2 * time.Second}})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignSucceeded)
+	if got.Status.Counts.TimedOut != 1 || got.Status.Counts.Succeeded != 2 || got.Status.Failed != 1 {
+		t.Errorf("counts %+v, want 1 timed out, 2 succeeded", got.Status.Counts)
+	}
+	if len(got.Status.FailedSites) != 1 || got.Status.FailedSites[0].Name != s[1] || got.Status.FailedSites[0].State != "TimedOut" {
+		t.Errorf("failed sites %+v, want %s TimedOut", got.Status.FailedSites, s[1])
+	}
+}
+
+// TestPauseResumeAbort pauses a campaign (nothing new goes out while paused, the site in
+// flight finishes), resumes it, then aborts it.
+func TestPauseResumeAbort(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	sim, g := startSimulator(t, ns, true, nil)
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 5, "r0")
+	c := newCampaign(ns, "pause", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(1), SiteTimeout: &metav1.Duration{Duration: time.Hour}})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	id := string(getCampaign(t, c).UID)
+	waitDispatched(t, sim, id, s[0:1])
+	update(t, c, func(c *fleetv1.Campaign) { c.Spec.Paused = true })
+	waitPhase(t, c, fleetv1.CampaignPaused)
+	g.finish(succeeded, s[0])
+	waitDispatched(t, sim, id, s[0:1])
+	update(t, c, func(c *fleetv1.Campaign) { c.Spec.Paused = false })
+	waitDispatched(t, sim, id, s[0:2])
+	update(t, c, func(c *fleetv1.Campaign) { c.Spec.Abort = true })
+	waitPhase(t, c, fleetv1.CampaignAborting)
+	g.finish(succeeded, s...)
+	got := waitPhase(t, c, fleetv1.CampaignAborted)
+	waitDispatched(t, sim, id, s[0:2])
+	testenv.Eventually(t, wait, func() error { return hasEvents(t, c, "Paused", "Aborting", "Aborted", fleetv1.ReasonAbortRequested) })
+	if got.Status.Counts.Succeeded != 2 || got.Status.Counts.Pending != 3 {
+		t.Errorf("counts %+v, want 2 succeeded, 3 never dispatched", got.Status.Counts)
+	}
+}
+
+// TestMaintenanceWindowDefers holds a patch of a site whose window is closed, dispatches the
+// others meanwhile, and dispatches it once the window opens (on the controller's clock).
+func TestMaintenanceWindowDefers(t *testing.T) {
+	ns := global.Namespace(t)
+	// Saturday 20 November 2027, 01:00 UTC: in the future, so the simulator's real clock never
+	// sees the deadlines pass.
+	clk := clocktesting.NewFakePassiveClock(time.Date(2027, 11, 20, 1, 0, 0, 0, time.UTC))
+	startController(t, controllerOptions{clock: clk})
+	sim, _ := startSimulator(t, ns, false, nil)
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 3, "r0")
+	site := &fleetv1.Site{}
+	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[0]}, site); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(site.DeepCopy())
+	site.Spec.MaintenanceWindows = []fleetv1.MaintenanceWindow{{Schedule: "0 2 * * 6", Duration: metav1.Duration{Duration: time.Hour}}}
+	if err := global.Client.Patch(t.Context(), site, patch); err != nil {
+		t.Fatal(err)
+	}
+	c := newCampaign(ns, "window", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(3)})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	id := string(getCampaign(t, c).UID)
+	waitDispatched(t, sim, id, s[1:3])
+	testenv.Eventually(t, wait, func() error {
+		got := getCampaign(t, c)
+		cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition)
+		if cond == nil || cond.Reason != fleetv1.ReasonOutsideMaintenanceWindow || !strings.Contains(cond.Message, "2027-11-20T02:00:00Z") {
+			return fmt.Errorf("Progressing %+v, want %s naming 02:00", cond, fleetv1.ReasonOutsideMaintenanceWindow)
+		}
+		return nil
+	})
+	clk.SetTime(time.Date(2027, 11, 20, 2, 30, 0, 0, time.UTC))
+	waitDispatched(t, sim, id, s)
+	waitPhase(t, c, fleetv1.CampaignSucceeded)
+}
+
+// TestPreCacheBeforeAnyDispatch checks that every target is pre-cached before the first apply,
+// and that a site whose pre-cache fails is not applied.
+func TestPreCacheBeforeAnyDispatch(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 4, "r0")
+	sim, _ := startSimulator(t, ns, false, func(site string, op *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
+		if site == s[3] && op.Stage == fleetv1.StagePreCache {
+			return failed, "disk full"
+		}
+		return succeeded, ""
+	})
+	c := newCampaign(ns, "precache", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(1), PreCache: true})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignSucceeded)
+	id := string(got.UID)
+	firstApply, lastPreCache := -1, -1
+	for i, d := range sim.Log() {
+		switch d.ID {
+		case id:
+			if firstApply < 0 {
+				firstApply = i
+			}
+		case id + fleetv1.PreCacheIDSuffix:
+			lastPreCache = i
+		}
+	}
+	if firstApply < lastPreCache {
+		t.Errorf("an apply (#%d) went out before the last pre-cache (#%d): %v", firstApply, lastPreCache, sim.Log())
+	}
+	if d := sim.DispatchedSites(id + fleetv1.PreCacheIDSuffix); !slices.Equal(d, s) {
+		t.Errorf("pre-cached %v, want %v", d, s)
+	}
+	if d := sim.DispatchedSites(id); !slices.Equal(d, s[0:3]) {
+		t.Errorf("applied %v, want %v (not the site whose pre-cache failed)", d, s[0:3])
+	}
+	if got.Status.Counts.Failed != 1 || got.Status.Counts.Succeeded != 3 || got.Status.PreCacheCompletionTime == nil {
+		t.Errorf("status %+v, want 3 succeeded, 1 failed, pre-cache completed", got.Status)
+	}
+	dispatchedOnce(t, sim)
+}
+
+// TestBlockedByWaits holds a campaign until the campaign it is blocked by has succeeded.
+func TestBlockedByWaits(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	sim, g := startSimulator(t, ns, true, nil)
+	createRelease(t, ns, "r1")
+	createRelease(t, ns, "r2")
+	s := createSites(t, ns, 2, "r0")
+	second := newCampaign(ns, "second", "r2", fleetv1.CampaignStrategy{})
+	second.Spec.BlockedBy = []string{"first"}
+	if err := global.Client.Create(t.Context(), second); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, second, fleetv1.CampaignBlocked)
+	if cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition); cond == nil || !strings.Contains(cond.Message, `"first"`) {
+		t.Errorf("Progressing %+v, want it to name campaign first", cond)
+	}
+	first := newCampaign(ns, "first", "r1", fleetv1.CampaignStrategy{SiteTimeout: &metav1.Duration{Duration: time.Hour}})
+	if err := global.Client.Create(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	firstID, secondID := string(getCampaign(t, first).UID), string(got.UID)
+	waitDispatched(t, sim, firstID, s)
+	waitDispatched(t, sim, secondID, nil)
+	waitPhase(t, second, fleetv1.CampaignBlocked)
+	g.finish(succeeded, s...)
+	waitPhase(t, first, fleetv1.CampaignSucceeded)
+	waitDispatched(t, sim, secondID, s)
+	waitPhase(t, second, fleetv1.CampaignSucceeded)
+}
+
+// TestDryRunTouchesNothing plans a campaign without writing to any site, then runs it.
+func TestDryRunTouchesNothing(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	sim, _ := startSimulator(t, ns, false, nil)
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 7, "r0")
+	// s[5] has no cluster, s[6] already runs r1: both are skipped.
+	for i, edit := range map[int]func(*fleetv1.Site){
+		5: func(site *fleetv1.Site) { site.Spec.Cluster = nil },
+		6: func(site *fleetv1.Site) { site.Spec.Cluster.Release = "r1" },
+	} {
+		site := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[i]}, site); err != nil {
+			t.Fatal(err)
+		}
+		edit(site)
+		if err := global.Client.Update(t.Context(), site); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := &fleetv1.Site{}
+	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[6]}, at); err != nil {
+		t.Fatal(err)
+	}
+	at.Status.LastOperation = &fleetv1.SiteOperationStatus{ID: "earlier", Release: "r1", Phase: succeeded}
+	if err := global.Client.Status().Update(t.Context(), at); err != nil {
+		t.Fatal(err)
+	}
+	before := siteVersions(t, ns)
+
+	c := newCampaign(ns, "plan", "r1", fleetv1.CampaignStrategy{Canaries: count(1), InitialConcurrency: count(1), MaxConcurrency: count(2), RampFactor: 2})
+	c.Spec.DryRun = true
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignDryRun)
+	p := got.Status.Plan
+	if p == nil {
+		t.Fatal("no plan in status")
+	}
+	var waves [][]string
+	for _, w := range p.Waves {
+		waves = append(waves, w.Sites)
+	}
+	want := [][]string{{s[0]}, {s[1]}, {s[2], s[3]}, {s[4]}}
+	if fmt.Sprint(waves) != fmt.Sprint(want) || !p.Waves[0].Canary {
+		t.Errorf("waves %v, want %v with the first as canary", waves, want)
+	}
+	if len(p.Skipped) != 2 || p.Skipped[0].Reason != "site has no spec.cluster" || p.Skipped[1].Reason != "already at release" {
+		t.Errorf("skipped %+v, want %s (no cluster) and %s (already at release)", p.Skipped, s[5], s[6])
+	}
+	time.Sleep(time.Second) // give a wrong controller time to write
+	if after := siteVersions(t, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("a dry run changed sites: %v → %v", before, after)
+	}
+	if n := len(sim.Log()); n != 0 {
+		t.Errorf("a dry run dispatched %d operations", n)
+	}
+	update(t, c, func(c *fleetv1.Campaign) { c.Spec.DryRun = false })
+	got = waitPhase(t, c, fleetv1.CampaignSucceeded)
+	if got.Status.Counts.Skipped != 2 || got.Status.Counts.Succeeded != 5 || got.Status.Progress != "7/7" || got.Status.Plan != nil {
+		t.Errorf("status %+v, want 5 succeeded, 2 skipped, no plan", got.Status)
+	}
+}
+
+func siteVersions(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	list := &fleetv1.SiteList{}
+	if err := global.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		out[s.Name] = s.ResourceVersion
+	}
+	return out
+}

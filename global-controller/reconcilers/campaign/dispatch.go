@@ -1,0 +1,114 @@
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign/plan"
+)
+
+// Dispatch stages, as the metrics name them.
+const (
+	stagePreCache = "PreCache"
+	stageApply    = "Apply"
+	stageRollback = "Rollback"
+)
+
+// job is one dispatch: the site at idx of scope.sites, and what to send it.
+type job struct {
+	idx   int
+	stage string
+}
+
+// dispatch writes each job's operation to its site, DispatchConcurrency at a time, and reports
+// which were written. A site changed since the cache saw it (conflict) or deleted is left for
+// the next reconcile; other errors are returned together.
+func (r *Reconciler) dispatch(ctx context.Context, s *scope, jobs []job) ([]bool, error) {
+	done := make([]bool, len(jobs))
+	errs := make([]error, len(jobs))
+	sem := make(chan struct{}, max(r.DispatchConcurrency, 1))
+	var wg sync.WaitGroup
+	for k, j := range jobs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			done[k], errs[k] = r.dispatchOne(ctx, s, j)
+		}()
+	}
+	wg.Wait()
+	counts := map[string]int{}
+	for k, j := range jobs {
+		if done[k] {
+			counts[j.stage]++
+		}
+	}
+	for stage, n := range counts {
+		r.Metrics.observeDispatches(s.key, stage, n)
+	}
+	return done, errors.Join(errs...)
+}
+
+// dispatchOne writes the operation to one site in a single merge patch with the
+// resourceVersion the cache saw as precondition: spec.operation, and for an apply or a rollback
+// spec.cluster.release (clearing a version and image set by hand).
+func (r *Reconciler) dispatchOne(ctx context.Context, s *scope, j job) (bool, error) {
+	c, site, target := s.campaign, s.objs[j.idx], s.sites[j.idx]
+	timeout := DefaultSiteTimeout
+	if c.Spec.Strategy.SiteTimeout != nil {
+		timeout = c.Spec.Strategy.SiteTimeout.Duration
+	}
+	pc := plan.Campaign{ID: string(c.UID)}
+	base := site.DeepCopy()
+	mod := site.DeepCopy()
+	current := ""
+	if mod.Spec.Cluster != nil {
+		current = mod.Spec.Cluster.Release
+	}
+	deadline := metav1.NewTime(s.now.Add(timeout))
+	op := &fleetv1.SiteOperation{
+		Campaign:     c.Name,
+		Action:       c.Spec.Action,
+		Stage:        fleetv1.StageApply,
+		Release:      c.Spec.Release,
+		DispatchTime: metav1.NewTime(s.now),
+		Deadline:     &deadline,
+	}
+	switch j.stage {
+	case stagePreCache:
+		op.ID, op.Stage, op.PreviousRelease = pc.PreCacheID(), fleetv1.StagePreCache, current
+	case stageApply:
+		op.ID, op.PreviousRelease = pc.ID, current
+		setRelease(mod, c.Spec.Release)
+	case stageRollback:
+		op.ID, op.Action, op.Release, op.PreviousRelease = pc.RollbackID(), fleetv1.ActionPatch, target.PreviousRelease, c.Spec.Release
+		setRelease(mod, target.PreviousRelease)
+	}
+	mod.Spec.Operation = op
+	err := r.Client.Patch(ctx, mod, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+		r.Metrics.observeConflict()
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("dispatch %s %s to site %s/%s: %w", j.stage, op.ID, site.Namespace, site.Name, err)
+	}
+	r.pending.expect(c.UID, site.Name, op.ID, s.now)
+	return true, nil
+}
+
+func setRelease(site *fleetv1.Site, release string) {
+	if site.Spec.Cluster == nil {
+		return
+	}
+	site.Spec.Cluster.Release = release
+	site.Spec.Cluster.KubernetesVersion = ""
+	site.Spec.Cluster.OSImage = nil
+}

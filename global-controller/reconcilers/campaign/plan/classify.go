@@ -1,0 +1,221 @@
+package plan
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+)
+
+// State is where a target site stands in one campaign.
+type State int
+
+// Site states. Succeeded, Failed, TimedOut and Skipped are final.
+const (
+	// Pending: not dispatched yet.
+	Pending State = iota
+	// PreCaching: the pre-cache was dispatched and has not finished.
+	PreCaching
+	// PreCached: the release's artifacts are cached at the site; the apply is not dispatched yet.
+	PreCached
+	// InProgress: the apply was dispatched and has not finished, or succeeded and is soaking.
+	InProgress
+	// Succeeded: the site runs the release (and soaked).
+	Succeeded
+	// Failed: the site reported its pre-cache or apply failed.
+	Failed
+	// TimedOut: the pre-cache or apply passed its deadline.
+	TimedOut
+	// Skipped: never dispatched (no spec.cluster, already at the release, not found).
+	Skipped
+)
+
+var stateNames = [...]string{"Pending", "PreCaching", "PreCached", "InProgress", "Succeeded", "Failed", "TimedOut", "Skipped"}
+
+func (s State) String() string { return stateNames[s] }
+
+// Final reports whether the site is done with the campaign.
+func (s State) Final() bool { return s >= Succeeded }
+
+// failed reports whether the state counts against the failure budget.
+func (s State) failed() bool { return s == Failed || s == TimedOut }
+
+// applyDispatched reports whether the apply went out (or the site finished without it).
+func (s State) applyDispatched() bool { return s >= InProgress }
+
+// Rollback is where a failed site's rollback stands.
+type Rollback int
+
+// Rollback states.
+const (
+	// NoRollback: none dispatched.
+	NoRollback Rollback = iota
+	// RollingBack: dispatched, not finished.
+	RollingBack
+	// RolledBack: the site is back at its previous release.
+	RolledBack
+	// RollbackFailed: the rollback failed or timed out.
+	RollbackFailed
+)
+
+// Site is what the planner needs to know of one target.
+type Site struct {
+	// Name of the Site.
+	Name string
+	// State in this campaign.
+	State State
+	// Reason says why the site failed, timed out or was skipped.
+	Reason string
+	// Busy is set while another campaign's operation runs on the site: nothing is dispatched
+	// to it until that one finishes.
+	Busy bool
+	// OutsideWindow is set while the site may not start disruptive work (its own or the
+	// campaign's maintenance windows are closed).
+	OutsideWindow bool
+	// PreviousRelease is the release the site ran before the apply ("" when unknown or none).
+	PreviousRelease string
+	// Rollback of a failed site.
+	Rollback Rollback
+	// DispatchTime of the apply, and CompletionTime of a finished apply (zero when unknown),
+	// for the wave latency.
+	DispatchTime, CompletionTime time.Time
+}
+
+// Campaign is what Classify needs to know of the campaign.
+type Campaign struct {
+	// ID of the apply dispatch: the campaign's UID.
+	ID string
+	// Release the campaign rolls out.
+	Release string
+	// Soak a site must stay Succeeded before it counts.
+	Soak time.Duration
+}
+
+// PreCacheID is the ID of the campaign's pre-cache dispatch.
+func (c Campaign) PreCacheID() string { return c.ID + fleetv1.PreCacheIDSuffix }
+
+// RollbackID is the ID of the campaign's rollback dispatch.
+func (c Campaign) RollbackID() string { return c.ID + fleetv1.RollbackIDSuffix }
+
+// Reasons Classify gives.
+const (
+	ReasonNoCluster        = "site has no spec.cluster"
+	ReasonAlreadyAtRelease = "already at release"
+	ReasonNotFound         = "site not found"
+	ReasonDeadlinePassed   = "deadline passed"
+)
+
+// Classify tells where site stands in campaign c at now, from the operation the campaign wrote
+// on it (spec.operation) and what the site reports (status.lastOperation). recheck is when the
+// answer changes by itself (a deadline passes, a soak ends); zero when it does not.
+func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck time.Time) {
+	s = Site{Name: site.Name}
+	op, last := site.Spec.Operation, site.Status.LastOperation
+	report := func(id string) *fleetv1.SiteOperationStatus {
+		if last != nil && last.ID == id {
+			return last
+		}
+		return nil
+	}
+	switch {
+	case op != nil && op.ID == c.RollbackID():
+		// Only a failed site is rolled back; the rollback took the place of the apply's report.
+		s.State, s.Reason = Failed, "failed, rolled back"
+		s.Rollback = RollingBack
+		r := report(op.ID)
+		switch {
+		case r != nil && r.Phase == fleetv1.OperationSucceeded:
+			s.Rollback = RolledBack
+		case r != nil && (r.Phase == fleetv1.OperationFailed || r.Phase == fleetv1.OperationTimedOut):
+			s.Rollback, s.Reason = RollbackFailed, "failed, rollback failed: "+r.Message
+		case passed(op.Deadline, now):
+			s.Rollback, s.Reason = RollbackFailed, "failed, rollback "+ReasonDeadlinePassed
+		default:
+			recheck = deadline(op.Deadline)
+		}
+	case op != nil && op.ID == c.ID:
+		s.PreviousRelease, s.DispatchTime = op.PreviousRelease, op.DispatchTime.Time
+		r := report(op.ID)
+		if r != nil && r.CompletionTime != nil {
+			s.CompletionTime = r.CompletionTime.Time
+		}
+		phase := fleetv1.OperationPending
+		if r != nil {
+			phase = r.Phase
+		}
+		switch phase {
+		case fleetv1.OperationSucceeded:
+			if end := completion(r).Add(c.Soak); c.Soak > 0 && now.Before(end) {
+				s.State, recheck = InProgress, end
+			} else {
+				s.State = Succeeded
+			}
+		case fleetv1.OperationFailed:
+			s.State, s.Reason = Failed, r.Message
+		case fleetv1.OperationTimedOut:
+			s.State, s.Reason = TimedOut, r.Message
+		default:
+			if passed(op.Deadline, now) {
+				s.State, s.Reason = TimedOut, ReasonDeadlinePassed
+			} else {
+				s.State, recheck = InProgress, deadline(op.Deadline)
+			}
+		}
+		if s.Reason == "" && s.State.failed() {
+			s.Reason = s.State.String()
+		}
+	case op != nil && op.ID == c.PreCacheID():
+		r := report(op.ID)
+		switch {
+		case r != nil && (r.Phase == fleetv1.OperationPreCached || r.Phase == fleetv1.OperationSucceeded):
+			s.State = PreCached
+		case r != nil && r.Phase == fleetv1.OperationFailed:
+			s.State, s.Reason = Failed, "pre-cache failed: "+r.Message
+		case r != nil && r.Phase == fleetv1.OperationTimedOut:
+			s.State, s.Reason = TimedOut, "pre-cache timed out: "+r.Message
+		case passed(op.Deadline, now):
+			s.State, s.Reason = TimedOut, "pre-cache "+ReasonDeadlinePassed
+		default:
+			s.State, recheck = PreCaching, deadline(op.Deadline)
+		}
+	case site.Spec.Cluster == nil:
+		s.State, s.Reason = Skipped, ReasonNoCluster
+	case site.Spec.Cluster.Release == c.Release && last != nil && last.Release == c.Release && last.Phase == fleetv1.OperationSucceeded:
+		s.State, s.Reason = Skipped, ReasonAlreadyAtRelease
+	default:
+		s.State = Pending
+		// Another campaign's operation that has not finished holds the site.
+		if op != nil && !passed(op.Deadline, now) {
+			r := report(op.ID)
+			s.Busy = r == nil || !finalPhase(r.Phase)
+			if s.Busy {
+				recheck = deadline(op.Deadline)
+			}
+		}
+	}
+	return s, recheck
+}
+
+func finalPhase(p fleetv1.OperationPhase) bool {
+	return p == fleetv1.OperationSucceeded || p == fleetv1.OperationFailed || p == fleetv1.OperationTimedOut
+}
+
+func passed(d *metav1.Time, now time.Time) bool { return d != nil && !now.Before(d.Time) }
+
+func deadline(d *metav1.Time) time.Time {
+	if d == nil {
+		return time.Time{}
+	}
+	return d.Time
+}
+
+func completion(r *fleetv1.SiteOperationStatus) time.Time {
+	if r.CompletionTime != nil {
+		return r.CompletionTime.Time
+	}
+	if r.StartTime != nil {
+		return r.StartTime.Time
+	}
+	return time.Time{}
+}

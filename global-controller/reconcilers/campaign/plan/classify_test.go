@@ -1,0 +1,106 @@
+package plan
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+)
+
+func TestClassify(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	c := Campaign{ID: "uid-1", Release: "r2", Soak: 10 * time.Minute}
+	op := func(id string, deadline time.Duration) *fleetv1.SiteOperation {
+		return &fleetv1.SiteOperation{ID: id, Campaign: "c", Action: fleetv1.ActionPatch, Stage: fleetv1.StageApply, Release: "r2", PreviousRelease: "r1", DispatchTime: *at(-time.Hour), Deadline: at(deadline)}
+	}
+	last := func(id string, phase fleetv1.OperationPhase, completed time.Duration) *fleetv1.SiteOperationStatus {
+		return &fleetv1.SiteOperationStatus{ID: id, Release: "r2", Phase: phase, CompletionTime: at(completed), Message: "boom"}
+	}
+	site := func(o *fleetv1.SiteOperation, l *fleetv1.SiteOperationStatus, release string) *fleetv1.Site {
+		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "s"}}
+		s.Spec.Cluster = &fleetv1.SiteCluster{Release: release}
+		s.Spec.Operation, s.Status.LastOperation = o, l
+		return s
+	}
+	tests := []struct {
+		name     string
+		site     *fleetv1.Site
+		state    State
+		busy     bool
+		rollback Rollback
+		recheck  time.Time
+	}{
+		{"no cluster: skipped", &fleetv1.Site{}, Skipped, false, NoRollback, time.Time{}},
+		{"never touched", site(nil, nil, "r1"), Pending, false, NoRollback, time.Time{}},
+		{"already at release", site(nil, &fleetv1.SiteOperationStatus{ID: "other", Release: "r2", Phase: fleetv1.OperationSucceeded}, "r2"), Skipped, false, NoRollback, time.Time{}},
+		{"another campaign's operation runs", site(op("other", time.Hour), nil, "r1"), Pending, true, NoRollback, now.Add(time.Hour)},
+		{"another campaign's operation finished", site(op("other", time.Hour), last("other", fleetv1.OperationFailed, -time.Minute), "r1"), Pending, false, NoRollback, time.Time{}},
+		{"another campaign's operation past its deadline", site(op("other", -time.Minute), nil, "r1"), Pending, false, NoRollback, time.Time{}},
+		{"dispatched, not taken in", site(op("uid-1", time.Hour), last("other", fleetv1.OperationSucceeded, -time.Hour), "r2"), InProgress, false, NoRollback, now.Add(time.Hour)},
+		{"in progress", site(op("uid-1", time.Hour), last("uid-1", fleetv1.OperationInProgress, 0), "r2"), InProgress, false, NoRollback, now.Add(time.Hour)},
+		{"deadline passed", site(op("uid-1", -time.Second), last("uid-1", fleetv1.OperationInProgress, 0), "r2"), TimedOut, false, NoRollback, time.Time{}},
+		{"succeeded, soaking", site(op("uid-1", time.Hour), last("uid-1", fleetv1.OperationSucceeded, -time.Minute), "r2"), InProgress, false, NoRollback, now.Add(9 * time.Minute)},
+		{"succeeded and soaked", site(op("uid-1", time.Hour), last("uid-1", fleetv1.OperationSucceeded, -10*time.Minute), "r2"), Succeeded, false, NoRollback, time.Time{}},
+		{"failed", site(op("uid-1", time.Hour), last("uid-1", fleetv1.OperationFailed, 0), "r2"), Failed, false, NoRollback, time.Time{}},
+		{"timed out at the site", site(op("uid-1", time.Hour), last("uid-1", fleetv1.OperationTimedOut, 0), "r2"), TimedOut, false, NoRollback, time.Time{}},
+		{"pre-caching", site(op("uid-1-precache", time.Hour), last("uid-1-precache", fleetv1.OperationPreCaching, 0), "r1"), PreCaching, false, NoRollback, now.Add(time.Hour)},
+		{"pre-cached", site(op("uid-1-precache", time.Hour), last("uid-1-precache", fleetv1.OperationPreCached, 0), "r1"), PreCached, false, NoRollback, time.Time{}},
+		{"pre-cache failed", site(op("uid-1-precache", time.Hour), last("uid-1-precache", fleetv1.OperationFailed, 0), "r1"), Failed, false, NoRollback, time.Time{}},
+		{"rolling back", site(op("uid-1-rollback", time.Hour), nil, "r1"), Failed, false, RollingBack, now.Add(time.Hour)},
+		{"rolled back", site(op("uid-1-rollback", time.Hour), last("uid-1-rollback", fleetv1.OperationSucceeded, 0), "r1"), Failed, false, RolledBack, time.Time{}},
+		{"rollback failed", site(op("uid-1-rollback", time.Hour), last("uid-1-rollback", fleetv1.OperationFailed, 0), "r1"), Failed, false, RollbackFailed, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, recheck := Classify(tt.site, c, now)
+			if s.State != tt.state || s.Busy != tt.busy || s.Rollback != tt.rollback {
+				t.Errorf("got %v busy=%v rollback=%v, want %v busy=%v rollback=%v", s.State, s.Busy, s.Rollback, tt.state, tt.busy, tt.rollback)
+			}
+			if !recheck.Equal(tt.recheck) {
+				t.Errorf("recheck at %v, want %v", recheck, tt.recheck)
+			}
+			if (s.State == Failed || s.State == TimedOut || s.State == Skipped) && s.Reason == "" {
+				t.Errorf("%v without a reason", s.State)
+			}
+		})
+	}
+}
+
+func TestWindowsOpen(t *testing.T) {
+	saturday2am := []fleetv1.MaintenanceWindow{{Schedule: "0 2 * * 6", Duration: metav1.Duration{Duration: 4 * time.Hour}}}
+	paris := []fleetv1.MaintenanceWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}}
+	sat := func(h, m int) time.Time { return time.Date(2026, 11, 21, h, m, 0, 0, time.UTC) } // a Saturday
+	tests := []struct {
+		name    string
+		windows []fleetv1.MaintenanceWindow
+		now     time.Time
+		open    bool
+		next    time.Time
+	}{
+		{"no windows: always open", nil, sat(12, 0), true, time.Time{}},
+		{"just opened", saturday2am, sat(2, 0), true, time.Time{}},
+		{"inside", saturday2am, sat(5, 59), true, time.Time{}},
+		{"closed at the end", saturday2am, sat(6, 0), false, sat(2, 0).AddDate(0, 0, 7)},
+		{"before it opens", saturday2am, sat(1, 0), false, sat(2, 0)},
+		{"time zone: 02:00 Paris is 01:00 UTC in November", paris, sat(1, 30), true, time.Time{}},
+		{"time zone: closed at 02:00 UTC", paris, sat(2, 0), false, sat(1, 0).AddDate(0, 0, 1)},
+	}
+	w := NewWindows()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			open, next, err := w.Open(tt.windows, tt.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if open != tt.open || !next.Equal(tt.next) {
+				t.Fatalf("open=%v next=%v, want open=%v next=%v", open, next, tt.open, tt.next)
+			}
+		})
+	}
+	if _, _, err := w.Open([]fleetv1.MaintenanceWindow{{Schedule: "61 * * * *", Duration: metav1.Duration{Duration: time.Hour}}}, sat(0, 0)); err == nil {
+		t.Fatal("minute 61 accepted")
+	}
+}

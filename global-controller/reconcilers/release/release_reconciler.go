@@ -1,0 +1,140 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/conditions"
+)
+
+// Artifacts tells whether content is in the artifact store.
+type Artifacts interface {
+	// HasDigest reports whether the store holds content with this sha256.
+	HasDigest(ctx context.Context, sha256 string) (bool, error)
+}
+
+// Reconciler reconciles Releases.
+type Reconciler struct {
+	// Client reads and writes Releases.
+	Client client.Client
+	// Artifacts is the artifact store; nil means there is none to check (the artifact API is
+	// disabled), and every release is Ready with reason ArtifactsNotChecked.
+	Artifacts Artifacts
+	// Recorder emits an event on every condition change.
+	Recorder events.EventRecorder
+	// RecheckInterval is how often a release with missing artifacts is checked again.
+	RecheckInterval time.Duration
+}
+
+// ReasonArtifactsNotChecked means no artifact store is configured, so nothing was checked.
+const ReasonArtifactsNotChecked = "ArtifactsNotChecked"
+
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=releases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=releases/status,verbs=get;update;patch
+
+// SetupWithManager registers the reconciler. The index package's indexes must be set up first.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("release").
+		For(&fleetv1.Release{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// Reconcile checks one Release's artifacts.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	rel := &fleetv1.Release{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rel); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rel.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := rel.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, rel, reterr == nil); err != nil {
+			reterr = errors.Join(reterr, err)
+		}
+	}()
+	ready, err := r.reconcileArtifacts(ctx, rel)
+	if err != nil || ready {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
+}
+
+// reconcileArtifacts sets Ready from the store's answer for every digest of the release.
+func (r *Reconciler) reconcileArtifacts(ctx context.Context, rel *fleetv1.Release) (bool, error) {
+	if r.Artifacts == nil {
+		conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionTrue, ReasonArtifactsNotChecked,
+			"no artifact store is configured (the artifact API is disabled): the digests were not checked")
+		return true, nil
+	}
+	var missing []string
+	for _, d := range index.ReleaseDigests(rel) {
+		ok, err := r.Artifacts.HasDigest(ctx, d)
+		if err != nil {
+			return false, fmt.Errorf("check artifact sha256:%s of release %s: %w", d, client.ObjectKeyFromObject(rel), err)
+		}
+		if !ok {
+			missing = append(missing, "sha256:"+d)
+		}
+	}
+	if len(missing) > 0 {
+		conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing,
+			fmt.Sprintf("not in the artifact store: %s; upload them (edgefleet artifact upload)", strings.Join(missing, ", ")))
+		return false, nil
+	}
+	conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionTrue, fleetv1.ReasonArtifactsFound,
+		"every artifact of the release is in the artifact store")
+	return true, nil
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, before, rel *fleetv1.Release, clean bool) error {
+	if clean {
+		rel.Status.ObservedGeneration = rel.Generation
+	}
+	conditions.RecordChanges(r.Recorder, rel, before.Status.Conditions, rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
+	if apiequality.Semantic.DeepEqual(before.Status, rel.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, rel, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patch status of release %s: %w", client.ObjectKeyFromObject(rel), err)
+	}
+	return nil
+}
+
+// References answers the artifact store's question "what references this content?" with the
+// Releases that name it, through the ReleaseDigest cache index.
+type References struct {
+	// Reader reads Releases, from a cache with the index package's indexes.
+	Reader client.Reader
+}
+
+// ReferencesTo lists, as "Release/namespace/name", the Releases that name sha256.
+func (r References) ReferencesTo(ctx context.Context, sha256 string) ([]string, error) {
+	list := &fleetv1.ReleaseList{}
+	if err := r.Reader.List(ctx, list, client.MatchingFields{index.ReleaseDigest: sha256}); err != nil {
+		return nil, fmt.Errorf("list releases naming sha256:%s: %w", sha256, err)
+	}
+	out := make([]string, 0, len(list.Items))
+	for _, rel := range list.Items {
+		out = append(out, "Release/"+rel.Namespace+"/"+rel.Name)
+	}
+	return out, nil
+}

@@ -1,0 +1,4 @@
+// Package webhooks holds the global controller's admission webhooks: ReleaseValidator refuses
+// a Release that names an artifact the artifact store does not hold, so a release is admitted
+// only when it can be rolled out (the store then refuses to delete what it names).
+package webhooks

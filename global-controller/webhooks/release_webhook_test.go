@@ -1,0 +1,119 @@
+package webhooks_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/webhooks"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// global is a real API server with the CRDs and the webhook configurations of deploy/webhook,
+// calling the release validator served by a manager's webhook server over store.
+var (
+	global *testenv.ControlPlane
+	store  = &digests{have: map[string]bool{}}
+)
+
+// digests is an artifact store holding the digests the test put in it; down makes it fail.
+type digests struct {
+	mu   sync.Mutex
+	have map[string]bool
+	down bool
+}
+
+func (d *digests) HasDigest(_ context.Context, sha256 string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.down {
+		return false, errors.New("connection refused")
+	}
+	return d.have[sha256], nil
+}
+
+func (d *digests) set(f func(*digests)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(d)
+}
+
+func TestMain(m *testing.M) {
+	var cp *testenv.ControlPlane
+	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: true}, func(ctx context.Context, c *testenv.ControlPlane) error {
+		cp, global = c, c
+		host, port, certDir := cp.WebhookServerOptions()
+		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
+			Scheme:                 testenv.Scheme(),
+			WebhookServer:          webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
+			HealthProbeBindAddress: "0",
+		})
+		if err != nil {
+			return err
+		}
+		if err := (&webhooks.ReleaseValidator{Artifacts: store}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		go func() { _ = mgr.Start(ctx) }()
+		return waitServing(ctx, mgr)
+	}))
+}
+
+// waitServing waits until the webhook server answers.
+func waitServing(ctx context.Context, mgr manager.Manager) error {
+	check := mgr.GetWebhookServer().StartedChecker()
+	for {
+		err := check(nil)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func release(ns string, digests ...string) *fleetv1.Release {
+	r := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1.36.3"},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: digests[0]}},
+	}
+	for _, d := range digests[1:] {
+		r.Spec.Packages = append(r.Spec.Packages, sitev1.ArtifactRef{SHA256: d})
+	}
+	return r
+}
+
+// TestReleaseWithMissingArtifactsIsRefused checks that creating a release that names content
+// the store lacks is refused with an error naming each missing digest's field, that the same
+// release is admitted once the content is there, and that an unreachable store refuses.
+func TestReleaseWithMissingArtifactsIsRefused(t *testing.T) {
+	ns := global.Namespace(t)
+	img, pkg1, pkg2 := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	store.set(func(d *digests) { d.have[img] = true; d.have[pkg1] = true })
+	err := global.Client.Create(t.Context(), release(ns, img, pkg1, pkg2))
+	if err == nil || !strings.Contains(err.Error(), "spec.packages[1].sha256") || !strings.Contains(err.Error(), "sha256:"+pkg2) || strings.Contains(err.Error(), "packages[0]") {
+		t.Fatalf("release naming a missing package: got %v, want refused naming spec.packages[1].sha256 only", err)
+	}
+	store.set(func(d *digests) { d.down = true })
+	if err := global.Client.Create(t.Context(), release(ns, img)); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("release with the store down: got %v, want refused", err)
+	}
+	store.set(func(d *digests) { d.down = false; d.have[pkg2] = true })
+	if err := global.Client.Create(t.Context(), release(ns, img, pkg1, pkg2)); err != nil {
+		t.Fatalf("release whose artifacts are all stored: %v", err)
+	}
+}

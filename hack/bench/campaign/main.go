@@ -1,0 +1,334 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+func main() {
+	var (
+		sizes   = flag.String("sites", "100,1000,10000", "Comma-separated numbers of sites, one campaign each, smallest first.")
+		timeout = flag.Duration("timeout", 20*time.Minute, "Give up on a campaign that takes longer.")
+		dir     = flag.String("dir", "", "Directory of the kubeconfigs and the controller's log (a temporary one, removed at the end, when empty).")
+	)
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "campaign: bad -sites entry %q\n", s)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, ns, *timeout, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "campaign:", err)
+		os.Exit(1)
+	}
+}
+
+// result is one campaign's measurements.
+type result struct {
+	sites                  int
+	wall                   time.Duration
+	waves                  int
+	waveP50, waveP99       time.Duration
+	siteP50, siteP99       time.Duration
+	peakRSS                int64
+	cpu                    time.Duration
+	dispatches, duplicates int
+	phase                  fleetv1.CampaignPhase
+	// reconciles, their mean time and the dispatch conflicts, from the controller's metrics.
+	reconciles, conflicts float64
+	reconcileMean         time.Duration
+}
+
+func run(ctx context.Context, sizes []int, timeout time.Duration, dir string) (err error) {
+	logf("starting a global control plane and bin/global-controller (artifact API off: releases are not checked)")
+	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, ControllerArgs: []string{"--api-bind-address", "0"}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		logf("stopping the global controller and the control plane")
+		err = errors.Join(err, fleet.Stop())
+	}()
+	proc := &proc{pid: fleet.ControllerPID()}
+	idle, err := proc.status("VmRSS")
+	if err != nil {
+		return err
+	}
+	var results []result
+	for _, n := range sizes {
+		res, err := runOnce(ctx, fleet, proc, n, timeout)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	printTable(results, idle)
+	return nil
+}
+
+func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeout time.Duration) (result, error) {
+	res := result{sites: n}
+	c := fleet.Global.Client
+	ns := fmt.Sprintf("bench-%d", n)
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return res, fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	rel := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: strings.Repeat("a", 64)}},
+	}
+	if err := c.Create(ctx, rel); err != nil {
+		return res, fmt.Errorf("create release: %w", err)
+	}
+	logf("%d sites: creating them", n)
+	start := time.Now()
+	if _, err := testenv.SimulatedSites(ctx, c, ns, "site", n, "r0", map[string]string{"bench": "campaign"}); err != nil {
+		return res, err
+	}
+	logf("%d sites: created in %s; starting the site simulator", n, time.Since(start).Round(time.Millisecond))
+	simCtx, stopSim := context.WithCancel(ctx)
+	defer stopSim()
+	sim, err := testenv.NewSiteSimulator(fleet.Global.Config, testenv.SiteSimulatorOptions{Namespace: ns, Workers: 32})
+	if err != nil {
+		return res, err
+	}
+	if err := sim.Start(simCtx); err != nil {
+		return res, err
+	}
+	// Let the site reconciler take in the new sites (finalizers, conditions) first: it is not
+	// what is measured.
+	time.Sleep(time.Duration(n/500+2) * time.Second)
+
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	camp := &fleetv1.Campaign{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "campaign-10k"},
+		Spec: fleetv1.CampaignSpec{
+			Action:  fleetv1.ActionPatch,
+			Release: "r1",
+			Targets: fleetv1.CampaignTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "campaign"}}},
+			Strategy: fleetv1.CampaignStrategy{
+				Canaries: pct("1%"), InitialConcurrency: pct("2%"), MaxConcurrency: pct("20%"), RampFactor: 2,
+				FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromString("2%"), MinFinished: int32(max(n/100, 1))},
+				SiteTimeout:   &metav1.Duration{Duration: time.Hour},
+			},
+		},
+	}
+	if err := proc.resetPeak(); err != nil {
+		return res, err
+	}
+	cpu0, err := proc.cpu()
+	if err != nil {
+		return res, err
+	}
+	m0, err := scrape(ctx, fleet.MetricsURL)
+	if err != nil {
+		return res, err
+	}
+	logf("%d sites: campaign started", n)
+	start = time.Now()
+	if err := c.Create(ctx, camp); err != nil {
+		return res, fmt.Errorf("create campaign: %w", err)
+	}
+	// Poll the status: when each wave is recorded finished.
+	finishedAt := map[int]time.Time{}
+	deadline := start.Add(timeout)
+	for {
+		got := &fleetv1.Campaign{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(camp), got); err != nil {
+			return res, fmt.Errorf("get campaign: %w", err)
+		}
+		now := time.Now()
+		for w := 0; w < int(got.Status.FinishedWaves); w++ {
+			if _, ok := finishedAt[w]; !ok {
+				finishedAt[w] = now
+			}
+		}
+		if p := got.Status.Phase; p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted {
+			res.wall, res.phase, res.waves = now.Sub(start), p, int(got.Status.Waves)
+			break
+		}
+		if now.After(deadline) {
+			return res, fmt.Errorf("%d sites: campaign not finished after %s: %s %s", n, timeout, got.Status.Phase, got.Status.Progress)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m1, err := scrape(ctx, fleet.MetricsURL)
+	if err != nil {
+		return res, err
+	}
+	cpu1, err := proc.cpu()
+	if err != nil {
+		return res, err
+	}
+	res.cpu = cpu1 - cpu0
+	res.reconciles = m1[reconcileCount] - m0[reconcileCount]
+	res.conflicts = m1[conflictsTotal] - m0[conflictsTotal]
+	if res.reconciles > 0 {
+		res.reconcileMean = time.Duration((m1[reconcileSum] - m0[reconcileSum]) / res.reconciles * float64(time.Second))
+	}
+	if res.peakRSS, err = proc.status("VmHWM"); err != nil {
+		return res, err
+	}
+	logf("%d sites: %s in %s", n, res.phase, res.wall.Round(time.Millisecond))
+
+	// Latencies from the simulator's records, in the order the plan cut the sites (by name).
+	got := &fleetv1.Campaign{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(camp), got); err != nil {
+		return res, err
+	}
+	id := string(got.UID)
+	dispatched := map[string]time.Time{}
+	for _, d := range sim.Log() {
+		if d.ID != id {
+			continue
+		}
+		res.dispatches++
+		if _, dup := dispatched[d.Site]; dup {
+			res.duplicates++
+			continue
+		}
+		dispatched[d.Site] = d.At
+	}
+	var siteLat []time.Duration
+	for _, cpl := range sim.Completions() {
+		if at, ok := dispatched[cpl.Site]; ok && cpl.ID == id {
+			siteLat = append(siteLat, cpl.At.Sub(at))
+		}
+	}
+	res.siteP50, res.siteP99 = quantile(siteLat, 0.5), quantile(siteLat, 0.99)
+	var waveLat []time.Duration
+	for w, wave := range planWaves(n) {
+		first := time.Time{}
+		for _, site := range wave {
+			if at, ok := dispatched[site]; ok && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+		if end, ok := finishedAt[w]; ok && !first.IsZero() {
+			waveLat = append(waveLat, end.Sub(first))
+		}
+	}
+	res.waveP50, res.waveP99 = quantile(waveLat, 0.5), quantile(waveLat, 0.99)
+	stopSim()
+	if err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return res, fmt.Errorf("delete namespace %s: %w", ns, err)
+	}
+	return res, nil
+}
+
+// planWaves cuts the sites as the campaign does: 1% canaries, then 2% doubling up to 20%
+// (percentages rounded up), sites in name order.
+func planWaves(n int) [][]string {
+	ceilPct := func(p int) int { return max((n*p+99)/100, 1) }
+	canaries, size, maxSize := (n+99)/100, ceilPct(2), ceilPct(20)
+	var waves [][]string
+	pos := 0
+	take := func(k int) {
+		var w []string
+		for ; k > 0 && pos < n; k-- {
+			w = append(w, fmt.Sprintf("site-%05d", pos))
+			pos++
+		}
+		waves = append(waves, w)
+	}
+	take(canaries)
+	for pos < n {
+		take(size)
+		size = min(size*2, maxSize)
+	}
+	return waves
+}
+
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(int(q*float64(len(d))), len(d)-1)]
+}
+
+func printTable(results []result, idle int64) {
+	fmt.Printf("\nCampaign-10k harness, %s; global controller idle RSS %d MiB\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), idle>>20)
+	fmt.Println("| sites | phase | waves | orchestration overhead (wall) | wave dispatch→recorded finished p50 / p99 | site dispatch→answer p50 / p99 | controller peak RSS | controller CPU (avg cores) | dispatches (duplicates) | reconciles (mean decide time) | dispatch conflicts |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		fmt.Printf("| %d | %s | %d | %s | %s / %s | %s / %s | %d MiB | %s (%.2f) | %d (%d) | %.0f (%s) | %.0f |\n",
+			r.sites, r.phase, r.waves, r.wall.Round(10*time.Millisecond), r.waveP50.Round(10*time.Millisecond), r.waveP99.Round(10*time.Millisecond),
+			r.siteP50.Round(time.Millisecond), r.siteP99.Round(time.Millisecond), r.peakRSS>>20, r.cpu.Round(10*time.Millisecond), r.cpu.Seconds()/r.wall.Seconds(), r.dispatches, r.duplicates, r.reconciles, r.reconcileMean.Round(100*time.Microsecond), r.conflicts)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// Metrics the harness reads from the controller.
+const (
+	reconcileCount = "edgefleet_campaign_reconcile_duration_seconds_count"
+	reconcileSum   = "edgefleet_campaign_reconcile_duration_seconds_sum"
+	conflictsTotal = "edgefleet_campaign_dispatch_conflicts_total"
+)
+
+// scrape reads the controller's metrics endpoint and sums each of the harness's metrics over
+// its label sets.
+func scrape(ctx context.Context, url string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(fields[0], "{")
+		switch name {
+		case reconcileCount, reconcileSum, conflictsTotal:
+			if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+				out[name] += v
+			}
+		}
+	}
+	return out, nil
+}
