@@ -38,7 +38,7 @@ var _ = Describe("Operations dispatched to many simulated sites", Ordered, func(
 		DeferCleanup(cancel)
 		Expect(sim.Start(simCtx, fleet.Sites["sim"].Config)).To(Succeed())
 		var err error
-		names, err = fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "store", sites, map[string]string{"tier": "retail"})
+		names, err = fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "store", sites, "", map[string]string{"tier": "retail"})
 		Expect(err).NotTo(HaveOccurred())
 		release := &fleetv1.Release{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retail-1"},

@@ -141,9 +141,9 @@ func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 
 // RegisterSimulatedSites registers n Sites named <prefix>-<i> in namespace ns on the global
 // cluster, all pointing at the site control plane cp (which a ClusterSimulator answers for), each
-// with a described cluster and one control-plane Host (its BMC credentials generated), ready
-// for campaigns. labels are set on every Site. It returns the Sites' names.
-func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns, prefix string, n int, labels map[string]string) ([]string, error) {
+// with a cluster running release (none when empty: ready for an install) and one control-plane
+// Host (its BMC credentials generated). labels are set on every Site. It returns the Sites' names.
+func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns, prefix string, n int, release string, labels map[string]string) ([]string, error) {
 	kc, err := cp.SiteKubeconfig(ctx)
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs <- f.registerSimulatedSite(ctx, ns, name, kubeconfig.Name, i, labels)
+			errs <- f.registerSimulatedSite(ctx, ns, name, kubeconfig.Name, i, release, labels)
 		}()
 	}
 	wg.Wait()
@@ -180,7 +180,7 @@ func (f *Fleet) RegisterSimulatedSites(ctx context.Context, cp *ControlPlane, ns
 	return names, nil
 }
 
-func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigSecret string, i int, labels map[string]string) error {
+func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigSecret string, i int, release string, labels map[string]string) error {
 	c := f.Global.Client
 	pw := make([]byte, 12)
 	if _, err := rand.Read(pw); err != nil {
@@ -192,7 +192,7 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: fleetv1.SiteSpec{
 			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: kubeconfigSecret},
-			Cluster: &fleetv1.SiteCluster{Network: sitev1.ClusterNetwork{
+			Cluster: &fleetv1.SiteCluster{Release: release, Network: sitev1.ClusterNetwork{
 				PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "192.0.2.1"},
 			}},

@@ -27,7 +27,7 @@ func TestKillAndRestartDispatchesEverySiteOnce(t *testing.T) {
 	createRelease(t, ns, "r1")
 	names := createSites(t, ns, n, "r0")
 	fails := func(site string) bool { h := fnv.New32a(); h.Write([]byte(site)); return h.Sum32()%100 == 0 }
-	sim, err := testenv.NewSiteSimulator(global.Config, testenv.SiteSimulatorOptions{
+	sim, err := testenv.NewFakeSiteReconciler(global.Config, testenv.FakeSiteReconcilerOptions{
 		Namespace: ns,
 		Workers:   16,
 		WorkTime: func(site string, _ *fleetv1.SiteOperation) time.Duration {

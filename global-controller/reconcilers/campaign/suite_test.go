@@ -113,7 +113,7 @@ func startController(t *testing.T, opts controllerOptions) (stop func()) {
 type gate struct {
 	mu       sync.Mutex
 	outcomes map[string]fleetv1.OperationPhase
-	sim      *testenv.SiteSimulator
+	sim      *testenv.FakeSiteReconciler
 }
 
 func (g *gate) outcome(site string, _ *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
@@ -140,13 +140,13 @@ func (g *gate) finish(phase fleetv1.OperationPhase, sites ...string) {
 
 // startSimulator simulates the sites of ns; with gated, every site hangs until finished through
 // the returned gate, otherwise outcome decides (nil: every site succeeds at once).
-func startSimulator(t *testing.T, ns string, gated bool, outcome func(string, *fleetv1.SiteOperation) (fleetv1.OperationPhase, string)) (*testenv.SiteSimulator, *gate) {
+func startSimulator(t *testing.T, ns string, gated bool, outcome func(string, *fleetv1.SiteOperation) (fleetv1.OperationPhase, string)) (*testenv.FakeSiteReconciler, *gate) {
 	t.Helper()
 	g := &gate{outcomes: map[string]fleetv1.OperationPhase{}}
 	if gated {
 		outcome = g.outcome
 	}
-	sim, err := testenv.NewSiteSimulator(global.Config, testenv.SiteSimulatorOptions{Namespace: ns, Outcome: outcome})
+	sim, err := testenv.NewFakeSiteReconciler(global.Config, testenv.FakeSiteReconcilerOptions{Namespace: ns, Outcome: outcome})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func createRelease(t *testing.T, ns, name string) {
 // createSites creates n sites at release from, labelled role=store.
 func createSites(t *testing.T, ns string, n int, from string) []string {
 	t.Helper()
-	names, err := testenv.SimulatedSites(t.Context(), global.Client, ns, "site", n, from, map[string]string{"role": "store"})
+	names, err := testenv.CreateFakeSites(t.Context(), global.Client, ns, "site", n, from, map[string]string{"role": "store"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func waitPhase(t *testing.T, c *fleetv1.Campaign, phase fleetv1.CampaignPhase) *
 
 // waitDispatched waits until exactly want sites were dispatched operation id, then checks
 // that it stays so for a while (the controller had every chance to dispatch more).
-func waitDispatched(t *testing.T, sim *testenv.SiteSimulator, id string, want []string) {
+func waitDispatched(t *testing.T, sim *testenv.FakeSiteReconciler, id string, want []string) {
 	t.Helper()
 	slices.Sort(want)
 	check := func() error {
@@ -248,7 +248,7 @@ func update(t *testing.T, c *fleetv1.Campaign, change func(*fleetv1.Campaign)) {
 }
 
 // dispatchedOnce checks that every site the simulator saw was dispatched each ID at most once.
-func dispatchedOnce(t *testing.T, sim *testenv.SiteSimulator) {
+func dispatchedOnce(t *testing.T, sim *testenv.FakeSiteReconciler) {
 	t.Helper()
 	for site, ids := range sim.Dispatches() {
 		seen := map[string]bool{}

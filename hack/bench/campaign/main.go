@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -71,8 +72,9 @@ type result struct {
 }
 
 func run(ctx context.Context, sizes []int, timeout time.Duration, dir string) (err error) {
-	logf("starting a global control plane and bin/global-controller (artifact API off: releases are not checked)")
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, ControllerArgs: []string{"--api-bind-address", "0"}})
+	logf("starting a global control plane, one site control plane for every simulated site, and bin/global-controller (artifact API off: releases are not checked)")
+	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, Sites: []string{"sim"}, ControllerArgs: []string{
+		"--api-bind-address", "0", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}})
 	if err != nil {
 		return err
 	}
@@ -104,31 +106,36 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return res, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	rel := &fleetv1.Release{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r1"},
-		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: strings.Repeat("a", 64)}},
+	for name, version := range map[string]string{"r0": "v1.36.2", "r1": "v1.36.3"} {
+		rel := &fleetv1.Release{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       fleetv1.ReleaseSpec{KubernetesVersion: version, OSImage: sitev1.OSImage{SHA256: strings.Repeat("a", 64)}},
+		}
+		if err := c.Create(ctx, rel); err != nil {
+			return res, fmt.Errorf("create release %s: %w", name, err)
+		}
 	}
-	if err := c.Create(ctx, rel); err != nil {
-		return res, fmt.Errorf("create release: %w", err)
-	}
-	logf("%d sites: creating them", n)
-	start := time.Now()
-	if _, err := testenv.SimulatedSites(ctx, c, ns, "site", n, "r0", map[string]string{"bench": "campaign"}); err != nil {
-		return res, err
-	}
-	logf("%d sites: created in %s; starting the site simulator", n, time.Since(start).Round(time.Millisecond))
+	logf("%d sites: starting the cluster simulator (the sites' local controllers, work time 0)", n)
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
-	sim, err := testenv.NewSiteSimulator(fleet.Global.Config, testenv.SiteSimulatorOptions{Namespace: ns, Workers: 32})
+	sim := &testenv.ClusterSimulator{Concurrency: 32}
+	if err := sim.Start(simCtx, fleet.Sites["sim"].Config); err != nil {
+		return res, err
+	}
+	logf("%d sites: registering them (Site, Host, BMC Secret each), all behind site control plane sim", n)
+	start := time.Now()
+	names, err := fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "site", n, "r0", map[string]string{"bench": "campaign"})
 	if err != nil {
 		return res, err
 	}
-	if err := sim.Start(simCtx); err != nil {
+	// Registration is not what is measured: wait until every site's cluster (release r0) is
+	// pushed. (Its status is read back at the next heartbeat, 5m, or while an operation runs.)
+	if err := waitSites(ctx, c, ns, n, timeout, func(s *fleetv1.Site) bool {
+		return apimeta.IsStatusConditionTrue(s.Status.Conditions, fleetv1.SiteClusterSyncedCondition)
+	}); err != nil {
 		return res, err
 	}
-	// Let the site reconciler take in the new sites (finalizers, conditions) first: it is not
-	// what is measured.
-	time.Sleep(time.Duration(n/500+2) * time.Second)
+	logf("%d sites: registered and taken in after %s", n, time.Since(start).Round(time.Millisecond))
 
 	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
 	camp := &fleetv1.Campaign{
@@ -202,28 +209,38 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	}
 	logf("%d sites: %s in %s", n, res.phase, res.wall.Round(time.Millisecond))
 
-	// Latencies from the simulator's records, in the order the plan cut the sites (by name).
+	// Latencies from the Sites: each dispatch's time, and when the global controller recorded
+	// the site's verdict. Duplicates: an operation the simulated sites took in twice.
 	got := &fleetv1.Campaign{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(camp), got); err != nil {
 		return res, err
 	}
 	id := string(got.UID)
-	dispatched := map[string]time.Time{}
-	for _, d := range sim.Log() {
-		if d.ID != id {
-			continue
-		}
-		res.dispatches++
-		if _, dup := dispatched[d.Site]; dup {
-			res.duplicates++
-			continue
-		}
-		dispatched[d.Site] = d.At
+	sites := &fleetv1.SiteList{}
+	if err := c.List(ctx, sites, client.InNamespace(ns)); err != nil {
+		return res, err
 	}
+	dispatched := map[string]time.Time{}
 	var siteLat []time.Duration
-	for _, cpl := range sim.Completions() {
-		if at, ok := dispatched[cpl.Site]; ok && cpl.ID == id {
-			siteLat = append(siteLat, cpl.At.Sub(at))
+	for _, s := range sites.Items {
+		op, last := s.Spec.Operation, s.Status.LastOperation
+		if op == nil || op.ID != id {
+			continue
+		}
+		dispatched[s.Name] = op.DispatchTime.Time
+		if last != nil && last.ID == id && last.CompletionTime != nil {
+			siteLat = append(siteLat, last.CompletionTime.Sub(op.DispatchTime.Time))
+		}
+	}
+	for _, name := range names {
+		ops := sim.Dispatches()[name]
+		for i, op := range ops {
+			if op == id {
+				res.dispatches++
+				if slices.Contains(ops[:i], id) {
+					res.duplicates++
+				}
+			}
 		}
 	}
 	res.siteP50, res.siteP99 = quantile(siteLat, 0.5), quantile(siteLat, 0.99)
@@ -245,6 +262,30 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 		return res, fmt.Errorf("delete namespace %s: %w", ns, err)
 	}
 	return res, nil
+}
+
+// waitSites waits until n Sites of ns pass ok.
+func waitSites(ctx context.Context, c client.Client, ns string, n int, timeout time.Duration, ok func(*fleetv1.Site) bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		list := &fleetv1.SiteList{}
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		done := 0
+		for i := range list.Items {
+			if ok(&list.Items[i]) {
+				done++
+			}
+		}
+		if done >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d sites ready after %s", done, n, timeout)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // planWaves cuts the sites as the campaign does: 1% canaries, then 2% doubling up to 20%

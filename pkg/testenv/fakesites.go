@@ -22,8 +22,8 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
-// SiteSimulatorOptions configure a SiteSimulator.
-type SiteSimulatorOptions struct {
+// FakeSiteReconcilerOptions configure a FakeSiteReconciler.
+type FakeSiteReconcilerOptions struct {
 	// Namespace whose Sites are simulated.
 	Namespace string
 	// WorkTime is how long an operation runs on the site before it finishes; nil means 0 (the
@@ -39,14 +39,15 @@ type SiteSimulatorOptions struct {
 	Clock clock.Clock
 }
 
-// SiteSimulator plays the sites' side of campaigns against a real API server, as the global
-// site reconciler does: it watches Sites (one informer), and for each new spec.operation writes
+// FakeSiteReconciler is a fake of the global site reconciler, for tests of the campaign logic
+// alone: no site control plane, no push. It plays the sites' side of campaigns against a real
+// API server, as the site reconciler does: it watches Sites (one informer), and for each new spec.operation writes
 // status.lastOperation — Pending is skipped, InProgress (PreCaching for a pre-cache) while the
 // work time runs, then the outcome with a completion time, or TimedOut once the deadline passed.
 // It also counts every dispatch it sees (each change of spec.operation) per site, for tests
 // that check no site is dispatched twice. It never writes a Site's spec.
-type SiteSimulator struct {
-	opts   SiteSimulatorOptions
+type FakeSiteReconciler struct {
+	opts   FakeSiteReconcilerOptions
 	client client.Client
 	cache  cache.Cache
 	queue  workqueue.TypedDelayingInterface[types.NamespacedName]
@@ -74,8 +75,8 @@ type Completion struct {
 	At time.Time
 }
 
-// NewSiteSimulator creates a simulator of the Sites of opts.Namespace on the API server of cfg.
-func NewSiteSimulator(cfg *rest.Config, opts SiteSimulatorOptions) (*SiteSimulator, error) {
+// NewFakeSiteReconciler creates a simulator of the Sites of opts.Namespace on the API server of cfg.
+func NewFakeSiteReconciler(cfg *rest.Config, opts FakeSiteReconcilerOptions) (*FakeSiteReconciler, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit: the sites are many clients in reality
 	if opts.Workers <= 0 {
@@ -86,13 +87,13 @@ func NewSiteSimulator(cfg *rest.Config, opts SiteSimulatorOptions) (*SiteSimulat
 	}
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
-		return nil, fmt.Errorf("site simulator: client: %w", err)
+		return nil, fmt.Errorf("fake site reconciler: client: %w", err)
 	}
 	ca, err := cache.New(cfg, cache.Options{Scheme: Scheme(), DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}})
 	if err != nil {
-		return nil, fmt.Errorf("site simulator: cache: %w", err)
+		return nil, fmt.Errorf("fake site reconciler: cache: %w", err)
 	}
-	return &SiteSimulator{
+	return &FakeSiteReconciler{
 		opts:       opts,
 		client:     c,
 		cache:      ca,
@@ -102,10 +103,10 @@ func NewSiteSimulator(cfg *rest.Config, opts SiteSimulatorOptions) (*SiteSimulat
 }
 
 // Start runs the simulator until ctx is done; it returns once its cache has synced.
-func (s *SiteSimulator) Start(ctx context.Context) error {
+func (s *FakeSiteReconciler) Start(ctx context.Context) error {
 	inf, err := s.cache.GetInformer(ctx, &fleetv1.Site{})
 	if err != nil {
-		return fmt.Errorf("site simulator: informer: %w", err)
+		return fmt.Errorf("fake site reconciler: informer: %w", err)
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(o any) {
@@ -123,15 +124,15 @@ func (s *SiteSimulator) Start(ctx context.Context) error {
 			s.queue.Add(client.ObjectKeyFromObject(c))
 		},
 	}); err != nil {
-		return fmt.Errorf("site simulator: event handler: %w", err)
+		return fmt.Errorf("fake site reconciler: event handler: %w", err)
 	}
 	go func() {
 		if err := s.cache.Start(ctx); err != nil {
-			fmt.Println("site simulator: cache:", err)
+			fmt.Println("fake site reconciler: cache:", err)
 		}
 	}()
 	if !s.cache.WaitForCacheSync(ctx) {
-		return fmt.Errorf("site simulator: cache did not sync")
+		return fmt.Errorf("fake site reconciler: cache did not sync")
 	}
 	go func() {
 		<-ctx.Done()
@@ -154,7 +155,7 @@ func (s *SiteSimulator) Start(ctx context.Context) error {
 	return nil
 }
 
-func (s *SiteSimulator) record(site *fleetv1.Site) {
+func (s *FakeSiteReconciler) record(site *fleetv1.Site) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatches[site.Name] = append(s.dispatches[site.Name], site.Spec.Operation.ID)
@@ -162,26 +163,26 @@ func (s *SiteSimulator) record(site *fleetv1.Site) {
 }
 
 // Log returns every dispatch seen, in the order seen.
-func (s *SiteSimulator) Log() []Dispatch {
+func (s *FakeSiteReconciler) Log() []Dispatch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.log)
 }
 
 // Completions returns every final phase written, in order.
-func (s *SiteSimulator) Completions() []Completion {
+func (s *FakeSiteReconciler) Completions() []Completion {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.done)
 }
 
 // Poke makes the simulator look at a site again (after its Outcome changed).
-func (s *SiteSimulator) Poke(site string) {
+func (s *FakeSiteReconciler) Poke(site string) {
 	s.queue.Add(types.NamespacedName{Namespace: s.opts.Namespace, Name: site})
 }
 
 // Dispatches returns, per site, the operation IDs it was dispatched in order.
-func (s *SiteSimulator) Dispatches() map[string][]string {
+func (s *FakeSiteReconciler) Dispatches() map[string][]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string][]string, len(s.dispatches))
@@ -192,7 +193,7 @@ func (s *SiteSimulator) Dispatches() map[string][]string {
 }
 
 // DispatchedSites returns the sites dispatched operation id, in name order.
-func (s *SiteSimulator) DispatchedSites(id string) []string {
+func (s *FakeSiteReconciler) DispatchedSites(id string) []string {
 	var out []string
 	for site, ids := range s.Dispatches() {
 		if slices.Contains(ids, id) {
@@ -204,7 +205,7 @@ func (s *SiteSimulator) DispatchedSites(id string) []string {
 }
 
 // handle moves one site's operation on.
-func (s *SiteSimulator) handle(ctx context.Context, key types.NamespacedName) error {
+func (s *FakeSiteReconciler) handle(ctx context.Context, key types.NamespacedName) error {
 	site := &fleetv1.Site{}
 	if err := s.cache.Get(ctx, key, site); err != nil {
 		return client.IgnoreNotFound(err)
@@ -270,11 +271,11 @@ func (s *SiteSimulator) handle(ctx context.Context, key types.NamespacedName) er
 	return nil
 }
 
-func (s *SiteSimulator) write(ctx context.Context, site *fleetv1.Site, status *fleetv1.SiteOperationStatus) error {
+func (s *FakeSiteReconciler) write(ctx context.Context, site *fleetv1.Site, status *fleetv1.SiteOperationStatus) error {
 	mod := site.DeepCopy()
 	mod.Status.LastOperation = status
 	if err := s.client.Status().Patch(ctx, mod, client.MergeFrom(site)); err != nil {
-		return fmt.Errorf("site simulator: patch status of %s: %w", site.Name, client.IgnoreNotFound(err))
+		return fmt.Errorf("fake site reconciler: patch status of %s: %w", site.Name, client.IgnoreNotFound(err))
 	}
 	return nil
 }
@@ -283,9 +284,10 @@ func simFinal(p fleetv1.OperationPhase) bool {
 	return p == fleetv1.OperationSucceeded || p == fleetv1.OperationFailed || p == fleetv1.OperationTimedOut || p == fleetv1.OperationPreCached
 }
 
-// SimulatedSites creates n Sites named prefix-00000… in ns, with spec.cluster set (release
-// from) and labels, using a few parallel writers, for campaign tests and benchmarks.
-func SimulatedSites(ctx context.Context, c client.Client, ns, prefix string, n int, from string, labels map[string]string) ([]string, error) {
+// CreateFakeSites creates n Sites named prefix-00000… in ns, with spec.cluster set (release
+// from) and labels but no kubeconfig, using a few parallel writers, for the campaign tests that
+// run with a FakeSiteReconciler (the real one is not running there).
+func CreateFakeSites(ctx context.Context, c client.Client, ns, prefix string, n int, from string, labels map[string]string) ([]string, error) {
 	names := make([]string, n)
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 16)
