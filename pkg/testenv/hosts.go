@@ -187,7 +187,7 @@ func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 		{"ip", "addr", "add", hn.Gateway.String() + "/24", "dev", hn.uplink},
 		{"ip", "link", "set", hn.uplink, "up"},
 	} {
-		if err := run(c...); err != nil {
+		if err := runCmd(c...); err != nil {
 			return nil, fmt.Errorf("test hosts: uplink: %w", err)
 		}
 	}
@@ -231,7 +231,7 @@ func (hn *HostNet) Close() error {
 	if hn.sw != nil {
 		// The kernel deletes the uplink with the switch's namespace, but asynchronously:
 		// delete it now so that it is gone when Close returns.
-		if err := run("ip", "link", "del", hn.uplink); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+		if err := runCmd("ip", "link", "del", hn.uplink); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
 			errs = append(errs, fmt.Errorf("test hosts: %w", err))
 		}
 		errs = append(errs, hn.sw.kill())
@@ -520,13 +520,22 @@ func hostCgroupRoot() (string, error) {
 	return "", errors.New("test hosts: no cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
 }
 
-// removeStaleCgroups removes the empty cgroups of hosts of killed test runs (older than a
-// minute, so that a run starting now is left alone).
+// removeStaleCgroups removes the cgroups of hosts of killed test runs: those without a process
+// in their whole subtree ("populated 0"), older than a minute so that a host starting now is
+// left alone. A running host's tree is never touched, not even its empty leaves.
 func removeStaleCgroups(root string) {
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
-		if info, err := e.Info(); err == nil && e.IsDir() && time.Since(info.ModTime()) > time.Minute {
-			_ = removeCgroupTree(filepath.Join(root, e.Name()))
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		events, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if err != nil || !strings.Contains(string(events), "populated 0") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
+			_ = removeCgroupTree(dir)
 		}
 	}
 }
@@ -608,7 +617,7 @@ func waitNetns(pid int) error {
 	return fmt.Errorf("process %d has no network namespace of its own after 2s", pid)
 }
 
-func run(args ...string) error {
+func runCmd(args ...string) error {
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
@@ -618,5 +627,5 @@ func run(args ...string) error {
 
 // inNetns runs a command in the network namespace of pid.
 func inNetns(pid int, args ...string) error {
-	return run(append([]string{"nsenter", "--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}, args...)...)
+	return runCmd(append([]string{"nsenter", "--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}, args...)...)
 }
