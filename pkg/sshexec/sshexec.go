@@ -341,8 +341,10 @@ func run(ctx context.Context, client *ssh.Client, command string, stdin []byte, 
 		_ = s.Signal(ssh.SIGKILL)
 		killMarked(client, marker)
 		_ = client.Close()
-		<-done
 		out.err = ctx.Err()
+		if err := <-done; err != nil {
+			out.err = fmt.Errorf("%w (session: %w)", ctx.Err(), err)
+		}
 	}
 	return out
 }

@@ -404,7 +404,7 @@ func (h *Host) WaitSSH(ctx context.Context) (time.Duration, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	var last error
+	last := errors.New("no answer yet")
 	for {
 		if banner, err := sshBanner(ctx, h.SSHAddr()); err == nil && strings.HasPrefix(banner, "SSH-2.0-") {
 			return time.Since(start), nil
@@ -415,7 +415,7 @@ func (h *Host) WaitSSH(ctx context.Context) (time.Duration, error) {
 		case <-proc.exited:
 			return 0, fmt.Errorf("test host %s: stopped while waiting for SSH; end of %s:\n%s", h.Name, proc.log, proc.logTail(20))
 		case <-ctx.Done():
-			return 0, fmt.Errorf("test host %s: no SSH banner from %s (last error: %v): %w", h.Name, h.SSHAddr(), last, ctx.Err())
+			return 0, fmt.Errorf("test host %s: no SSH banner from %s: %w (last error: %w)", h.Name, h.SSHAddr(), ctx.Err(), last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
