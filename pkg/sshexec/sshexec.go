@@ -142,8 +142,8 @@ func (e *ExitError) Error() string {
 // Run runs step on target. The error is a *HostKeyError, an *ExitError, or wraps
 // context.DeadlineExceeded when the step's timeout passed; the result holds what was captured
 // in every case.
-func (e *Executor) Run(ctx context.Context, target Target, step Step) (Result, error) {
-	res := Result{Host: target.Name, Step: step.Name}
+func (e *Executor) Run(ctx context.Context, target Target, step Step) (res Result, err error) {
+	res = Result{Host: target.Name, Step: step.Name}
 	if target.Name == "" {
 		return res, errors.New("sshexec: target without a name")
 	}
@@ -165,7 +165,7 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (Result, e
 	if step.Check != "" {
 		check := run(ctx, client, step.Check, nil, e.opts.MaxOutput)
 		if ctx.Err() != nil {
-			return res, fmt.Errorf("host %s: step %s: check: timed out after %s: %w", target.Name, step.Name, timeout, ctx.Err())
+			return res, fmt.Errorf("host %s: step %s: check: %s: %w", target.Name, step.Name, stopped(ctx, timeout), ctx.Err())
 		}
 		if check.err == nil {
 			res.Skipped = true
@@ -180,7 +180,7 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (Result, e
 	res.Stdout, res.StdoutDropped = out.stdout.bytes()
 	res.Stderr, res.StderrDropped = out.stderr.bytes()
 	if ctx.Err() != nil {
-		return res, fmt.Errorf("host %s: step %s: timed out after %s: %w", target.Name, step.Name, timeout, ctx.Err())
+		return res, fmt.Errorf("host %s: step %s: %s: %w", target.Name, step.Name, stopped(ctx, timeout), ctx.Err())
 	}
 	var exit *ssh.ExitError
 	switch {
@@ -192,6 +192,14 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (Result, e
 	default:
 		return res, fmt.Errorf("host %s: step %s: %w", target.Name, step.Name, out.err)
 	}
+}
+
+// stopped says why a step's context is done.
+func stopped(ctx context.Context, timeout time.Duration) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "timed out after " + timeout.String()
+	}
+	return "cancelled"
 }
 
 // TargetResult is the outcome of a step on one host of RunAll.

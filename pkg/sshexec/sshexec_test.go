@@ -59,6 +59,9 @@ func TestOnRealHosts(t *testing.T) {
 			if got, want := string(r.Stdout), "hello from "+r.Host+"\n"; got != want {
 				t.Errorf("%s: stdout %q, want %q", r.Host, got, want)
 			}
+			if r.Duration <= 0 {
+				t.Errorf("%s: no duration", r.Host)
+			}
 		}
 		for i, h := range hn.Hosts {
 			pinned, _ := keys.Get(ctx, ts[i].Name)
