@@ -286,6 +286,35 @@ func (h *Host) Provision(ud UserData) error {
 	return nil
 }
 
+// AuthorizeKey adds an authorized_keys line (a public key) for root, once: a line present
+// already is not added again. Works on a host that is off or running.
+func (h *Host) AuthorizeKey(line string) error {
+	line = strings.TrimSpace(line)
+	h.mu.Lock()
+	root := filepath.Join(h.Dir, "upper")
+	if h.proc != nil {
+		root = fmt.Sprintf("/proc/%d/root", h.init)
+	}
+	h.mu.Unlock()
+	var keys []string
+	b, err := os.ReadFile(filepath.Join(root, "root", ".ssh", "authorized_keys"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("test host %s: authorize key: %w", h.Name, err)
+	}
+	for _, k := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if k = strings.TrimSpace(k); k == line {
+			return nil
+		} else if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	hostname, err := os.ReadFile(filepath.Join(root, "etc", "hostname"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("test host %s: authorize key: %w", h.Name, err)
+	}
+	return h.Provision(UserData{Hostname: strings.TrimSpace(string(hostname)), AuthorizedKeys: append(keys, line)})
+}
+
 // bootScript runs as PID 1 of the host's new namespaces: it mounts the overlay and the API
 // filesystems, then becomes systemd in the chroot. The mounts live in the host's mount
 // namespace only (private propagation) and vanish with it.

@@ -48,6 +48,20 @@ func TestHosts(t *testing.T) {
 	if len(keys) != 2 {
 		t.Errorf("the two hosts share a host key")
 	}
+	// AuthorizeKey adds a key once, keeping the others.
+	second := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0m5Xk1c7Vx0Zc2N8pYyq2mXwT8y0a3b4c5d6e7f8g second"
+	for range 2 {
+		if err := b.AuthorizeKey(second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := b.Exec(ctx, "cat", "/root/.ssh/authorized_keys"); err != nil || string(out) != testAuthorizedKey+"\n"+second+"\n" {
+		t.Errorf("%s: authorized_keys after AuthorizeKey: %q (%v)", b.Name, out, err)
+	}
+	if out, err := b.Exec(ctx, "cat", "/etc/hostname"); err != nil || string(out) != b.Name+"\n" {
+		t.Errorf("%s: /etc/hostname after AuthorizeKey: %q (%v)", b.Name, out, err)
+	}
+
 	// Hosts reach each other over the bridge.
 	if out, err := a.Exec(ctx, "bash", "-c", "exec 3<>/dev/tcp/"+b.IP.String()+"/22 && head -c 8 <&3"); err != nil || string(out) != "SSH-2.0-" {
 		t.Errorf("%s to %s:22: %q (%v)", a.Name, b.IP, out, err)

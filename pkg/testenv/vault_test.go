@@ -5,7 +5,6 @@ import (
 	"testing"
 )
 
-
 func TestRedactor(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
