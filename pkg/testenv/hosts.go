@@ -132,6 +132,9 @@ func StartHosts(t testing.TB, n int, authorizedKey string, opts HostOptions) *Ho
 }
 
 func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
+	if n < 1 || n > 200 {
+		return nil, fmt.Errorf("test hosts: %d hosts; a network holds 1 to 200", n)
+	}
 	rootfs := opts.Rootfs
 	if rootfs == "" {
 		root, err := RepoRoot()
@@ -146,11 +149,12 @@ func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if _, err := os.Stat(filepath.Join(rootfs, "lib", "systemd", "systemd")); err != nil {
 		return nil, fmt.Errorf("test hosts: %s holds no systemd: %w", rootfs, err)
 	}
-	for _, tool := range []string{"ip", "unshare", "nsenter"} {
+	for _, tool := range []string{"ip", "unshare", "nsenter", "chroot", "mount"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("test hosts: %s: %w", tool, err)
 		}
 	}
+	unshare, _ := exec.LookPath("unshare")
 	raw := make([]byte, 3)
 	if _, err := rand.Read(raw); err != nil {
 		return nil, fmt.Errorf("test hosts: %w", err)
@@ -174,7 +178,7 @@ func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 
 	// The switch: a network namespace held by a sleeping process, with a bridge linking the
 	// hosts and the uplink to the root namespace.
-	if hn.sw, err = startProcess("test hosts switch", "/usr/bin/unshare", []string{"--net", "--", "sleep", "infinity"},
+	if hn.sw, err = startProcess("test hosts switch", unshare, []string{"--net", "--", "sleep", "infinity"},
 		nil, filepath.Join(hn.dir, "switch.log")); err != nil {
 		return nil, fmt.Errorf("test hosts: start the switch: %w", err)
 	}
