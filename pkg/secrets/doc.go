@@ -8,7 +8,8 @@
 //     Each secret is one KV entry at <mount>/data/<prefix>/<name>; values are base64 in the entry
 //     (KV stores JSON strings). Delete removes every version and the metadata.
 //   - Kubernetes: one Secret of type Opaque per name in a namespace, through a controller-runtime
-//     client — the fallback where no Vault is configured.
+//     client — the fallback where no Vault is configured. Secrets are only as protected as the
+//     cluster keeps them: etcd holds them in clear unless encryption at rest is configured.
 //
 // main.go picks the backend; consumers depend on Store only (or on a smaller interface of their
 // own). Names are DNS-1123 subdomains (lower-case letters, digits, '-' and '.'), valid for both
