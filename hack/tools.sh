@@ -4,7 +4,11 @@
 # only rebuilt when its version changes, so a fresh clone on a warm machine takes seconds.
 #
 #   hack/tools.sh            build (or link) every tool
-#   hack/tools.sh NAME...    only these (kube-apiserver kubectl etcd controller-gen golangci-lint bmo)
+#   hack/tools.sh NAME...    only these (kube-apiserver kubectl etcd controller-gen golangci-lint bmo
+#                            vault rootfs)
+#
+# rootfs is not a binary: it is the Debian root filesystem the test hosts boot (hack/rootfs.sh;
+# needs root), a directory cached as rootfs-bookworm-<hash> and linked at bin/rootfs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,11 +16,12 @@ cache=${EDGEFLEET_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgefleet/tools}
 bin=$root/bin
 mkdir -p "$cache" "$bin"
 
-# Versions. The Kubernetes and etcd pins live in the tools modules under hack/tools/; Metal3's
+# Versions. The Kubernetes, etcd and Vault pins live in the tools modules under hack/tools/; Metal3's
 # baremetal-operator is a tool of the main module (its go.mod 'tool' line), so that the
 # operator and the apis the tests import are the same version.
 kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/kube/go.mod")
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$root/hack/tools/etcd/go.mod")
+vault_version=$(awk '$1 == "github.com/hashicorp/vault" {print $2}' "$root/hack/tools/vault/go.mod")
 bmo_version=$(awk '$1 == "github.com/metal3-io/baremetal-operator" {print $2}' "$root/go.mod")
 controller_gen_version=v0.22.0
 golangci_lint_version=v2.15.0
@@ -72,7 +77,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl controller-gen golangci-lint bmo)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl controller-gen golangci-lint bmo vault rootfs)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -83,6 +88,11 @@ for t in "${want[@]}"; do
 	bmo)
 		[[ -n $bmo_version ]] || { echo "tools: github.com/metal3-io/baremetal-operator is not required in go.mod" >&2; exit 1; }
 		build_tool bmo "$bmo_version" "$root" github.com/metal3-io/baremetal-operator "-X github.com/metal3-io/baremetal-operator/pkg/version.Raw=$bmo_version" ;;
+	vault) build_tool vault "$vault_version" "$root/hack/tools/vault" github.com/hashicorp/vault ;;
+	rootfs)
+		path=$("$root/hack/rootfs.sh" "$cache")
+		ln -sfn "$path" "$bin/rootfs"
+		echo "tools: rootfs $(basename "$path")" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -10,4 +10,15 @@
 // so BareMetalHosts go through the operator's real state machine up to provisioned. Options
 // can install Cluster-API's core CRDs for reconcilers that run in-process. Third-party CRDs are
 // read from the module cache at the versions go.mod selects.
+//
+// The BPA's targets are real hosts (NewHosts, StartHosts; needs root): the Debian root filesystem
+// built by hack/rootfs.sh (bin/rootfs) on an overlayfs per host, booted with systemd as PID 1 in
+// new PID, mount, UTS, IPC, network and cgroup namespaces, running OpenSSH, on a bridge of a
+// network namespace of their own that the test reaches through a veth link. Hosts can be
+// provisioned (hostname, authorized keys), booted, cut off the network, restored and stopped;
+// everything goes with the processes, which the guard kills if the test binary dies. See
+// docs/test-hosts.md.
+//
+// StartVault runs a Vault dev server (bin/vault) with a root token made at random for the test
+// and kept out of the server's log, for pkg/secrets.
 package testenv

@@ -26,6 +26,13 @@ type process struct {
 // startProcess starts bin with args, appending its output to logPath. env, when not nil,
 // replaces the environment.
 func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
+	return startProcessFiltered(name, bin, args, env, logPath, nil)
+}
+
+// startProcessFiltered is startProcess with the output passed through filter (when not nil)
+// on its way to the log, for processes that print what must not reach a file (Vault's dev
+// server prints its root token).
+func startProcessFiltered(name, bin string, args, env []string, logPath string, filter func(io.Writer) io.WriteCloser) (*process, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("%s not found: run 'make build tools' first", bin)
 	}
@@ -36,13 +43,27 @@ func startProcess(name, bin string, args, env []string, logPath string) (*proces
 	defer logFile.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	var out io.Writer = logFile
+	closeOut := func() {}
+	if filter != nil {
+		// The filter writes to its own handle on the log: logFile is closed on return.
+		f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		w := filter(f)
+		out = w
+		closeOut = func() { _ = w.Close(); _ = f.Close() }
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
+		closeOut()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	p := &process{name: name, log: logPath, cmd: cmd, guard: startGuard([]int{cmd.Process.Pid}), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
+		closeOut()
 		close(p.exited)
 	}()
 	return p, nil

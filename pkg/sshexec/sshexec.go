@@ -1,0 +1,409 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// HostKeyStore keeps the host key pinned for each host.
+type HostKeyStore interface {
+	// Get returns the key pinned for host, or nil (and no error) when none is.
+	Get(ctx context.Context, host string) (ssh.PublicKey, error)
+	// Pin records key as host's key.
+	Pin(ctx context.Context, host string, key ssh.PublicKey) error
+}
+
+// Target is a host to run steps on.
+type Target struct {
+	// Name identifies the host: its key is pinned under this name. Required.
+	Name string
+	// Addr is host:port of its SSH server.
+	Addr string
+	// User to log in as; "root" when empty.
+	User string
+}
+
+// Step is one command to run on a host.
+type Step struct {
+	// Name identifies the step in results and errors.
+	Name string
+	// Command is run by the login shell of the host's user.
+	Command string
+	// Check, when set, runs first: exit status 0 means the step is done already and Command is
+	// skipped; any other exit status runs Command.
+	Check string
+	// Stdin is fed to Command.
+	Stdin []byte
+	// Timeout bounds the step (Check and Command together, including connecting); the
+	// executor's DefaultTimeout when zero.
+	Timeout time.Duration
+}
+
+// Result is what a step did on one host.
+type Result struct {
+	Host string
+	Step string
+	// Skipped is true when Check said the step was done already.
+	Skipped bool
+	// ExitStatus of Command (0 when skipped).
+	ExitStatus int
+	// Stdout and Stderr hold the last MaxOutput bytes Command wrote to each.
+	Stdout, Stderr []byte
+	// StdoutDropped and StderrDropped count the bytes written before those.
+	StdoutDropped, StderrDropped int64
+	// Duration from connecting to the step's end.
+	Duration time.Duration
+}
+
+// Options configure an Executor. Zero values pick the defaults.
+type Options struct {
+	// DefaultTimeout bounds steps without a timeout of their own; 5 minutes when zero.
+	DefaultTimeout time.Duration
+	// DialTimeout bounds connecting and the SSH handshake; 15 seconds when zero.
+	DialTimeout time.Duration
+	// MaxOutput is how many bytes of each of stdout and stderr are kept; 64 KiB when zero.
+	MaxOutput int
+	// Parallelism is how many hosts RunAll works on at once; 10 when zero.
+	Parallelism int
+}
+
+// Executor runs steps on hosts over SSH.
+type Executor struct {
+	signer ssh.Signer
+	keys   HostKeyStore
+	opts   Options
+}
+
+// New returns an Executor that logs in with signer and pins host keys in keys.
+func New(signer ssh.Signer, keys HostKeyStore, opts Options) *Executor {
+	if opts.DefaultTimeout <= 0 {
+		opts.DefaultTimeout = 5 * time.Minute
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 15 * time.Second
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = 64 << 10
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = 10
+	}
+	return &Executor{signer: signer, keys: keys, opts: opts}
+}
+
+// ParseSigner makes a Signer from a PEM or OpenSSH private key held in memory (as read from the
+// secret store). The error never quotes the key.
+func ParseSigner(privateKey []byte) (ssh.Signer, error) {
+	s, err := ssh.ParsePrivateKey(privateKey)
+	if err != nil {
+		return nil, fmt.Errorf("parse SSH private key: %w", err)
+	}
+	return s, nil
+}
+
+// HostKeyError is returned when a host offers a key other than the one pinned for it.
+type HostKeyError struct {
+	Host string
+	// Pinned and Offered are SHA256 fingerprints.
+	Pinned, Offered string
+}
+
+func (e *HostKeyError) Error() string {
+	return fmt.Sprintf("host %s offered host key %s, but %s is pinned for it: refusing to connect (if the host was reprovisioned, remove its pinned key)",
+		e.Host, e.Offered, e.Pinned)
+}
+
+// ExitError is returned when a step's command exits non-zero.
+type ExitError struct {
+	Host, Step string
+	Status     int
+	// Stderr is the end of the command's standard error.
+	Stderr []byte
+}
+
+func (e *ExitError) Error() string {
+	const show = 512
+	tail := e.Stderr
+	if len(tail) > show {
+		tail = tail[len(tail)-show:]
+	}
+	return fmt.Sprintf("host %s: step %s: exit status %d: %s", e.Host, e.Step, e.Status, bytes.TrimSpace(tail))
+}
+
+// Run runs step on target. The error is a *HostKeyError, an *ExitError, or wraps
+// context.DeadlineExceeded when the step's timeout passed; the result holds what was captured
+// in every case.
+func (e *Executor) Run(ctx context.Context, target Target, step Step) (res Result, err error) {
+	res = Result{Host: target.Name, Step: step.Name}
+	if target.Name == "" {
+		return res, errors.New("sshexec: target without a name")
+	}
+	timeout := step.Timeout
+	if timeout <= 0 {
+		timeout = e.opts.DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+
+	client, err := e.dial(ctx, target)
+	if err != nil {
+		return res, err
+	}
+	defer client.Close()
+
+	if step.Check != "" {
+		check := run(ctx, client, step.Check, nil, e.opts.MaxOutput)
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("host %s: step %s: check: %s: %w", target.Name, step.Name, stopped(ctx, timeout), ctx.Err())
+		}
+		if check.err == nil {
+			res.Skipped = true
+			return res, nil
+		}
+		var exit *ssh.ExitError
+		if !errors.As(check.err, &exit) {
+			return res, fmt.Errorf("host %s: step %s: check: %w", target.Name, step.Name, check.err)
+		}
+	}
+	out := run(ctx, client, step.Command, step.Stdin, e.opts.MaxOutput)
+	res.Stdout, res.StdoutDropped = out.stdout.bytes()
+	res.Stderr, res.StderrDropped = out.stderr.bytes()
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("host %s: step %s: %s: %w", target.Name, step.Name, stopped(ctx, timeout), ctx.Err())
+	}
+	var exit *ssh.ExitError
+	switch {
+	case out.err == nil:
+		return res, nil
+	case errors.As(out.err, &exit):
+		res.ExitStatus = exit.ExitStatus()
+		return res, &ExitError{Host: target.Name, Step: step.Name, Status: res.ExitStatus, Stderr: res.Stderr}
+	default:
+		return res, fmt.Errorf("host %s: step %s: %w", target.Name, step.Name, out.err)
+	}
+}
+
+// stopped says why a step's context is done.
+func stopped(ctx context.Context, timeout time.Duration) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "timed out after " + timeout.String()
+	}
+	return "cancelled"
+}
+
+// TargetResult is the outcome of a step on one host of RunAll.
+type TargetResult struct {
+	Result
+	Err error
+}
+
+// RunAll runs step on every target, at most Parallelism at once, and returns the outcomes in
+// the order of targets. Each host gets the step's full timeout.
+func (e *Executor) RunAll(ctx context.Context, targets []Target, step Step) []TargetResult {
+	results := make([]TargetResult, len(targets))
+	sem := make(chan struct{}, e.opts.Parallelism)
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i] = TargetResult{Result: Result{Host: t.Name, Step: step.Name}, Err: fmt.Errorf("host %s: step %s: not started: %w", t.Name, step.Name, ctx.Err())}
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			r, err := e.Run(ctx, t, step)
+			results[i] = TargetResult{Result: r, Err: err}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// dial connects to target, checking its host key against the pinned one.
+func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error) {
+	pinned, err := e.keys.Get(ctx, target.Name)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: read pinned host key: %w", target.Name, err)
+	}
+	user := target.User
+	if user == "" {
+		user = "root"
+	}
+	cfg := &ssh.ClientConfig{
+		User:            user,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(e.signer)},
+		HostKeyCallback: e.checkHostKey(ctx, target.Name, pinned),
+		Timeout:         e.opts.DialTimeout,
+	}
+	if pinned != nil {
+		// Ask for the pinned key's type, so that a host holding several keys offers that one.
+		cfg.HostKeyAlgorithms = hostKeyAlgorithms(pinned.Type())
+	}
+	dialCtx, cancel := context.WithTimeout(ctx, e.opts.DialTimeout)
+	defer cancel()
+	d := net.Dialer{}
+	conn, err := d.DialContext(dialCtx, "tcp", target.Addr)
+	if err != nil {
+		if dialCtx.Err() != nil {
+			// The dialer's own timeout error does not wrap the context's.
+			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, dialCtx.Err(), err)
+		}
+		return nil, fmt.Errorf("host %s: connect to %s: %w", target.Name, target.Addr, err)
+	}
+	if deadline, ok := dialCtx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	c, chans, reqs, err := ssh.NewClientConn(conn, target.Addr, cfg)
+	if err != nil {
+		_ = conn.Close()
+		var hk *HostKeyError
+		if errors.As(err, &hk) {
+			return nil, hk
+		}
+		return nil, fmt.Errorf("host %s: SSH handshake with %s: %w", target.Name, target.Addr, err)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// checkHostKey pins the first key a host offers and refuses any other later.
+func (e *Executor) checkHostKey(ctx context.Context, host string, pinned ssh.PublicKey) ssh.HostKeyCallback {
+	return func(_ string, _ net.Addr, offered ssh.PublicKey) error {
+		if pinned == nil {
+			if err := e.keys.Pin(ctx, host, offered); err != nil {
+				return fmt.Errorf("host %s: pin host key %s: %w", host, ssh.FingerprintSHA256(offered), err)
+			}
+			return nil
+		}
+		if !bytes.Equal(pinned.Marshal(), offered.Marshal()) {
+			return &HostKeyError{Host: host, Pinned: ssh.FingerprintSHA256(pinned), Offered: ssh.FingerprintSHA256(offered)}
+		}
+		return nil
+	}
+}
+
+// hostKeyAlgorithms lists the signature algorithms for a host key of keyType.
+func hostKeyAlgorithms(keyType string) []string {
+	if keyType == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}
+	}
+	return []string{keyType}
+}
+
+type output struct {
+	stdout, stderr *tailBuffer
+	err            error
+}
+
+// stepEnv marks every process of a step's command in its environment, so that a timed-out
+// command can be found and killed: OpenSSH refuses signal requests in sessions of root
+// ("session signalling requires privilege separation"), and closing the connection leaves a
+// command without a terminal running.
+const stepEnv = "EDGEFLEET_SSHEXEC_STEP"
+
+// killScript kills the processes whose environment holds the marker given as $1.
+const killScript = `for p in /proc/[0-9]*; do grep -qzx "` + stepEnv + `=$1" "$p/environ" 2>/dev/null && kill -KILL "${p#/proc/}" 2>/dev/null; done; true`
+
+// run runs command in a new session of client and waits for it to end or for ctx to be done;
+// then it kills the command (a signal request, and the processes carrying its marker, through
+// a second session) and closes the connection.
+func run(ctx context.Context, client *ssh.Client, command string, stdin []byte, max int) output {
+	out := output{stdout: newTailBuffer(max), stderr: newTailBuffer(max)}
+	raw := make([]byte, 12)
+	if _, err := rand.Read(raw); err != nil {
+		out.err = fmt.Errorf("step marker: %w", err)
+		return out
+	}
+	marker := hex.EncodeToString(raw)
+	s, err := client.NewSession()
+	if err != nil {
+		out.err = fmt.Errorf("open session: %w", err)
+		return out
+	}
+	defer s.Close()
+	s.Stdout, s.Stderr = out.stdout, out.stderr
+	if stdin != nil {
+		s.Stdin = bytes.NewReader(stdin)
+	}
+	if err := s.Start("export " + stepEnv + "=" + marker + "\n" + command); err != nil {
+		out.err = fmt.Errorf("start command: %w", err)
+		return out
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case out.err = <-done:
+	case <-ctx.Done():
+		_ = s.Signal(ssh.SIGKILL)
+		killMarked(client, marker)
+		_ = client.Close()
+		out.err = ctx.Err()
+		if err := <-done; err != nil {
+			out.err = fmt.Errorf("%w (session: %w)", ctx.Err(), err)
+		}
+	}
+	return out
+}
+
+// killMarked kills the processes of a step on the host, best effort, within 5 seconds (the
+// host may be unreachable: that is often why the step timed out).
+func killMarked(client *ssh.Client, marker string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s, err := client.NewSession()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		_ = s.Run("sh -c '" + killScript + "' kill " + marker)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it and counts the ones it dropped.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	buf     []byte
+	dropped int64
+}
+
+func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := len(p)
+	if len(p) > b.max {
+		b.dropped += int64(len(p) - b.max)
+		p = p[len(p)-b.max:]
+	}
+	if over := len(b.buf) + len(p) - b.max; over > 0 {
+		b.dropped += int64(over)
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	b.buf = append(b.buf, p...)
+	return n, nil
+}
+
+func (b *tailBuffer) bytes() ([]byte, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf), b.dropped
+}

@@ -1,0 +1,118 @@
+package sshexec
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+)
+
+func TestTailBuffer(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		max         int
+		writes      []string
+		want        string
+		wantDropped int64
+	}{
+		{"empty", 4, nil, "", 0},
+		{"fits", 4, []string{"ab", "cd"}, "abcd", 0},
+		{"keeps the end over writes", 4, []string{"abc", "def"}, "cdef", 2},
+		{"one write larger than max", 4, []string{"abcdefgh"}, "efgh", 4},
+		{"large write after small", 4, []string{"xy", "abcdefgh"}, "efgh", 6},
+		{"many small writes", 3, []string{"a", "b", "c", "d", "e"}, "cde", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTailBuffer(tc.max)
+			for _, w := range tc.writes {
+				if n, err := b.Write([]byte(w)); err != nil || n != len(w) {
+					t.Fatalf("Write(%q) = %d, %v", w, n, err)
+				}
+			}
+			got, dropped := b.bytes()
+			if string(got) != tc.want || dropped != tc.wantDropped {
+				t.Errorf("got %q dropped %d, want %q dropped %d", got, dropped, tc.want, tc.wantDropped)
+			}
+		})
+	}
+}
+
+func TestHostKeyAlgorithms(t *testing.T) {
+	for _, tc := range []struct {
+		keyType string
+		want    []string
+	}{
+		{ssh.KeyAlgoED25519, []string{ssh.KeyAlgoED25519}},
+		{ssh.KeyAlgoECDSA256, []string{ssh.KeyAlgoECDSA256}},
+		{ssh.KeyAlgoRSA, []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256}},
+	} {
+		if got := hostKeyAlgorithms(tc.keyType); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("hostKeyAlgorithms(%s) = %v, want %v", tc.keyType, got, tc.want)
+		}
+	}
+}
+
+func newPublicKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestCheckHostKey: the first key is pinned, the same key passes, another is refused naming
+// the host and both fingerprints.
+func TestCheckHostKey(t *testing.T) {
+	ctx := context.Background()
+	keys := &MemoryHostKeys{}
+	e := New(nil, keys, Options{})
+	first, other := newPublicKey(t), newPublicKey(t)
+
+	if err := e.checkHostKey(ctx, "h1", nil)("h1:22", nil, first); err != nil {
+		t.Fatalf("first contact: %v", err)
+	}
+	pinned, _ := keys.Get(ctx, "h1")
+	if pinned == nil || !bytes.Equal(pinned.Marshal(), first.Marshal()) {
+		t.Fatalf("first key not pinned: %v", pinned)
+	}
+	if err := e.checkHostKey(ctx, "h1", pinned)("h1:22", nil, first); err != nil {
+		t.Errorf("pinned key refused: %v", err)
+	}
+	err := e.checkHostKey(ctx, "h1", pinned)("h1:22", nil, other)
+	var hk *HostKeyError
+	if !errors.As(err, &hk) {
+		t.Fatalf("other key: %v, want a *HostKeyError", err)
+	}
+	if hk.Host != "h1" || hk.Pinned != ssh.FingerprintSHA256(first) || hk.Offered != ssh.FingerprintSHA256(other) {
+		t.Errorf("error %+v", hk)
+	}
+	for _, s := range []string{"h1", ssh.FingerprintSHA256(first), ssh.FingerprintSHA256(other)} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not name %s", err, s)
+		}
+	}
+	if got, _ := keys.Get(ctx, "h1"); !bytes.Equal(got.Marshal(), first.Marshal()) {
+		t.Errorf("a refused key replaced the pin")
+	}
+}
+
+func TestParseSignerDoesNotQuoteKey(t *testing.T) {
+	junk := []byte("-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LW1hdGVyaWFs\n-----END OPENSSH PRIVATE KEY-----\n")
+	_, err := ParseSigner(junk)
+	if err == nil {
+		t.Fatal("junk parsed")
+	}
+	if strings.Contains(err.Error(), "c2VjcmV0LW1hdGVyaWFs") {
+		t.Errorf("error quotes the key: %v", err)
+	}
+}

@@ -1,0 +1,664 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// HostOptions configure a network of test hosts.
+type HostOptions struct {
+	// Rootfs is the root filesystem the hosts boot, the lower layer of each host's overlayfs;
+	// bin/rootfs (hack/tools.sh rootfs) when empty.
+	Rootfs string
+	// Dir holds each host's overlay layers and boot log; a directory of the test's when empty.
+	Dir string
+}
+
+// HostNet is a set of test hosts on one private network: a bridge in a network namespace of
+// its own (the "switch"), one veth link from the switch to each host's network namespace, and
+// one to the root namespace, where the test reaches the hosts through Gateway. Every namespace
+// lives as long as a process holds it, so nothing outlives the processes, and the guard kills
+// those if the test binary dies.
+type HostNet struct {
+	// Hosts in the order they were made; Host i has address Subnet.10+i.
+	Hosts []*Host
+	// Subnet is the hosts' /24 (in 10.233.0.0/16, one not routed on this machine yet).
+	Subnet netip.Prefix
+	// Gateway is the root namespace's address on the hosts' network, their default route.
+	Gateway netip.Addr
+
+	rootfs  string
+	dir     string
+	run     string // random, unique per HostNet: part of link and cgroup names
+	uplink  string // the veth end in the root namespace
+	cgroups string // parent of the hosts' cgroups
+	sw      *process
+}
+
+// Host is one test host: a Debian root filesystem on overlayfs, booted with systemd as PID 1 in
+// new PID, mount, UTS, IPC, network and cgroup namespaces, running OpenSSH. It is made powered
+// off; Provision writes its user data, Boot starts it. Host keys are made by sshd on each host's
+// first boot (ssh-keygen -A), inside its overlay.
+type Host struct {
+	// Name is the host's name in logs and link names; its hostname once provisioned.
+	Name string
+	// IP is the host's address.
+	IP netip.Addr
+	// MAC is the hardware address of the host's eth0, the same at every boot (a stale ARP entry
+	// of the test's namespace would otherwise hold a rebooted host unreachable for seconds).
+	MAC net.HardwareAddr
+	// Dir holds the host's overlay layers (upper, work, merged) and its boot log.
+	Dir string
+
+	net   *HostNet
+	index int
+
+	mu        sync.Mutex
+	proc      *process // unshare, parent of the host's PID 1; nil while the host is off
+	init      int      // PID of the host's PID 1 (systemd), seen from the root namespace
+	cut       bool
+	bootStart time.Time
+}
+
+// UserData is what a provisioner writes onto a host before its first boot (what Ironic's
+// config drive carries to cloud-init on real hardware).
+type UserData struct {
+	// Hostname, written to /etc/hostname; the host's Name when empty.
+	Hostname string
+	// AuthorizedKeys are lines of root's ~/.ssh/authorized_keys (public keys only).
+	AuthorizedKeys []string
+}
+
+// NewHosts makes n powered-off hosts on a new network and tears everything down in the test's
+// cleanup. Needs root; skips the test otherwise.
+func NewHosts(t testing.TB, n int, opts HostOptions) *HostNet {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("test hosts need root (namespaces, overlayfs, veth links)")
+	}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	hn, err := newHostNet(n, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := hn.Close(); err != nil {
+			t.Errorf("tear down test hosts: %v", err)
+		}
+	})
+	return hn
+}
+
+// StartHosts makes n hosts, provisions each with its name as hostname and authorizedKey
+// (an authorized_keys line), boots them and waits until each answers SSH. It logs the time from
+// boot to SSH of each.
+func StartHosts(t testing.TB, n int, authorizedKey string, opts HostOptions) *HostNet {
+	t.Helper()
+	hn := NewHosts(t, n, opts)
+	for _, h := range hn.Hosts {
+		if err := h.Provision(UserData{AuthorizedKeys: []string{authorizedKey}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Boot(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range hn.Hosts {
+		took, err := h.WaitSSH(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("test host %s (%s): SSH answers %s after boot", h.Name, h.IP, took.Round(time.Millisecond))
+	}
+	return hn
+}
+
+func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
+	if n < 1 || n > 200 {
+		return nil, fmt.Errorf("test hosts: %d hosts; a network holds 1 to 200", n)
+	}
+	rootfs := opts.Rootfs
+	if rootfs == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		rootfs = filepath.Join(root, "bin", "rootfs")
+	}
+	if rootfs, err = filepath.EvalSymlinks(rootfs); err != nil {
+		return nil, fmt.Errorf("test hosts: rootfs: %w (run 'make tools' or hack/tools.sh rootfs first)", err)
+	}
+	if _, err := os.Stat(filepath.Join(rootfs, "lib", "systemd", "systemd")); err != nil {
+		return nil, fmt.Errorf("test hosts: %s holds no systemd: %w", rootfs, err)
+	}
+	for _, tool := range []string{"ip", "unshare", "nsenter", "chroot", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("test hosts: %s: %w", tool, err)
+		}
+	}
+	unshare, _ := exec.LookPath("unshare")
+	raw := make([]byte, 3)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
+	hn := &HostNet{rootfs: rootfs, dir: opts.Dir, run: hex.EncodeToString(raw)}
+	hn.uplink = "ef" + hn.run + "gw"
+	if hn.cgroups, err = hostCgroupRoot(); err != nil {
+		return nil, err
+	}
+	removeStaleCgroups(hn.cgroups)
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, hn.Close())
+		}
+	}()
+	if hn.Subnet, err = freeSubnet(); err != nil {
+		return nil, err
+	}
+	base := hn.Subnet.Addr().As4()
+	hn.Gateway = netip.AddrFrom4([4]byte{base[0], base[1], base[2], 1})
+
+	// The switch: a network namespace held by a sleeping process, with a bridge linking the
+	// hosts and the uplink to the root namespace.
+	if hn.sw, err = startProcess("test hosts switch", unshare, []string{"--net", "--", "sleep", "infinity"},
+		nil, filepath.Join(hn.dir, "switch.log")); err != nil {
+		return nil, fmt.Errorf("test hosts: start the switch: %w", err)
+	}
+	sw := strconv.Itoa(hn.sw.cmd.Process.Pid)
+	if err := waitNetns(hn.sw.cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("test hosts: switch: %w", err)
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "add", hn.uplink, "type", "veth", "peer", "name", "uplink", "netns", sw},
+		{"ip", "addr", "add", hn.Gateway.String() + "/24", "dev", hn.uplink},
+		{"ip", "link", "set", hn.uplink, "up"},
+	} {
+		if err := runCmd(c...); err != nil {
+			return nil, fmt.Errorf("test hosts: uplink: %w", err)
+		}
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "link", "add", "br0", "type", "bridge"},
+		{"ip", "link", "set", "br0", "up"},
+		{"ip", "link", "set", "uplink", "master", "br0", "up"},
+	} {
+		if err := inNetns(hn.sw.cmd.Process.Pid, c...); err != nil {
+			return nil, fmt.Errorf("test hosts: switch: %w", err)
+		}
+	}
+	for i := range n {
+		h := &Host{
+			Name:  fmt.Sprintf("host-%d", i),
+			IP:    netip.AddrFrom4([4]byte{base[0], base[1], base[2], byte(10 + i)}),
+			MAC:   net.HardwareAddr{0x02, 0xef, raw[0], raw[1], raw[2], byte(i)},
+			Dir:   filepath.Join(hn.dir, fmt.Sprintf("host-%d", i)),
+			net:   hn,
+			index: i,
+		}
+		for _, d := range []string{"upper", "work", "merged"} {
+			if err := os.MkdirAll(filepath.Join(h.Dir, d), 0o755); err != nil {
+				return nil, fmt.Errorf("test host %s: %w", h.Name, err)
+			}
+		}
+		hn.Hosts = append(hn.Hosts, h)
+	}
+	return hn, nil
+}
+
+// Close stops every host and the switch, and removes the hosts' cgroups. The links and
+// namespaces go with the processes holding them; the overlays were mounted in the hosts' own
+// mount namespaces and go with them too.
+func (hn *HostNet) Close() error {
+	var errs []error
+	for _, h := range hn.Hosts {
+		errs = append(errs, h.Stop())
+	}
+	if hn.sw != nil {
+		// The kernel deletes the uplink with the switch's namespace, but asynchronously:
+		// delete it now so that it is gone when Close returns.
+		if err := runCmd("ip", "link", "del", hn.uplink); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, fmt.Errorf("test hosts: %w", err))
+		}
+		errs = append(errs, hn.sw.kill())
+		hn.sw = nil
+	}
+	// The parent of the hosts' cgroups goes when no other run has hosts in it.
+	_ = syscall.Rmdir(hn.cgroups)
+	return errors.Join(errs...)
+}
+
+// Provision writes the host's user data into its root filesystem: hostname and root's
+// authorized keys. Works on a host that is off (into its overlay's upper layer) or running.
+func (h *Host) Provision(ud UserData) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	root := filepath.Join(h.Dir, "upper")
+	if h.proc != nil {
+		root = fmt.Sprintf("/proc/%d/root", h.init)
+	}
+	hostname := ud.Hostname
+	if hostname == "" {
+		hostname = h.Name
+	}
+	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+		return fmt.Errorf("test host %s: provision: %w", h.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte(hostname+"\n"), 0o644); err != nil {
+		return fmt.Errorf("test host %s: provision: %w", h.Name, err)
+	}
+	if len(ud.AuthorizedKeys) > 0 {
+		// /root is 0700 in the image; the upper layer's copy must keep that mode.
+		for _, d := range []struct {
+			path string
+			mode fs.FileMode
+		}{{"root", 0o700}, {"root/.ssh", 0o700}} {
+			p := filepath.Join(root, d.path)
+			if err := os.Mkdir(p, d.mode); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("test host %s: provision: %w", h.Name, err)
+			}
+			if err := os.Chmod(p, d.mode); err != nil {
+				return fmt.Errorf("test host %s: provision: %w", h.Name, err)
+			}
+		}
+		keys := strings.Join(ud.AuthorizedKeys, "\n")
+		if !strings.HasSuffix(keys, "\n") {
+			keys += "\n"
+		}
+		if err := os.WriteFile(filepath.Join(root, "root", ".ssh", "authorized_keys"), []byte(keys), 0o600); err != nil {
+			return fmt.Errorf("test host %s: provision: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// AuthorizeKey adds an authorized_keys line (a public key) for root, once: a line present
+// already is not added again. Works on a host that is off or running.
+func (h *Host) AuthorizeKey(line string) error {
+	line = strings.TrimSpace(line)
+	h.mu.Lock()
+	root := filepath.Join(h.Dir, "upper")
+	if h.proc != nil {
+		root = fmt.Sprintf("/proc/%d/root", h.init)
+	}
+	h.mu.Unlock()
+	var keys []string
+	b, err := os.ReadFile(filepath.Join(root, "root", ".ssh", "authorized_keys"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("test host %s: authorize key: %w", h.Name, err)
+	}
+	for _, k := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if k = strings.TrimSpace(k); k == line {
+			return nil
+		} else if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	hostname, err := os.ReadFile(filepath.Join(root, "etc", "hostname"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("test host %s: authorize key: %w", h.Name, err)
+	}
+	return h.Provision(UserData{Hostname: strings.TrimSpace(string(hostname)), AuthorizedKeys: append(keys, line)})
+}
+
+// bootScript runs as PID 1 of the host's new namespaces: it mounts the overlay and the API
+// filesystems, then becomes systemd in the chroot. The mounts live in the host's mount
+// namespace only (private propagation) and vanish with it.
+const bootScript = `set -eu
+rootfs=$1 dir=$2 m=$2/merged
+mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$dir/upper,workdir=$dir/work" "$m"
+mount -t proc proc "$m/proc"
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$m/sys"
+# Only a cgroup2 tree, rooted at this host's cgroup (the cgroup namespace): systemd runs in
+# unified mode inside it and never touches the machine's cgroups.
+mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$m/sys/fs/cgroup"
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$m/run"
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$m/tmp"
+mount -t tmpfs -o mode=755,nosuid,size=4m tmpfs "$m/dev"
+for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+	IFS=: read -r name major minor <<EOF
+$n
+EOF
+	mknod -m 666 "$m/dev/$name" c "$major" "$minor"
+done
+ln -s /proc/self/fd "$m/dev/fd"
+ln -s /proc/self/fd/0 "$m/dev/stdin"
+ln -s /proc/self/fd/1 "$m/dev/stdout"
+ln -s /proc/self/fd/2 "$m/dev/stderr"
+mkdir "$m/dev/pts" "$m/dev/shm" "$m/dev/mqueue"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$m/dev/pts"
+ln -s pts/ptmx "$m/dev/ptmx"
+exec chroot "$m" /usr/bin/env -i container=edgefleet-test-host /lib/systemd/systemd
+`
+
+// launchScript puts itself into the host's cgroup, then starts the host's namespaces, so that
+// the cgroup namespace is rooted at that cgroup.
+const launchScript = `set -eu
+echo $$ >"$1/cgroup.procs"
+shift
+exec unshare --pid --mount --uts --ipc --net --cgroup --fork --kill-child --propagation private -- /bin/sh -c "$@"
+`
+
+// Boot starts the host (a no-op when it runs) and links it to the network. WaitSSH waits for
+// its SSH server.
+func (h *Host) Boot() (err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.proc != nil {
+		return nil
+	}
+	cg := h.cgroup()
+	if err := os.MkdirAll(cg, 0o755); err != nil {
+		return fmt.Errorf("test host %s: cgroup: %w", h.Name, err)
+	}
+	h.bootStart = time.Now()
+	p, err := startProcess("test host "+h.Name, "/bin/sh",
+		[]string{"-c", launchScript, "launch", cg, bootScript, "boot", h.net.rootfs, h.Dir},
+		[]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, filepath.Join(h.Dir, "boot.log"))
+	if err != nil {
+		return fmt.Errorf("test host %s: boot: %w", h.Name, err)
+	}
+	h.proc = p
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, h.stopLocked())
+		}
+	}()
+	if h.init, err = waitChild(p); err != nil {
+		return fmt.Errorf("test host %s: boot: %w; end of %s:\n%s", h.Name, err, p.log, p.logTail(20))
+	}
+	if err := waitNetns(h.init); err != nil {
+		return fmt.Errorf("test host %s: boot: %w", h.Name, err)
+	}
+	port := fmt.Sprintf("h%d", h.index)
+	for _, c := range [][]string{
+		{"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "address", h.MAC.String(), "netns", strconv.Itoa(h.init)},
+		{"ip", "link", "set", port, "master", "br0"},
+	} {
+		if err := inNetns(h.net.sw.cmd.Process.Pid, c...); err != nil {
+			return fmt.Errorf("test host %s: link: %w", h.Name, err)
+		}
+	}
+	if !h.cut {
+		if err := inNetns(h.net.sw.cmd.Process.Pid, "ip", "link", "set", port, "up"); err != nil {
+			return fmt.Errorf("test host %s: link: %w", h.Name, err)
+		}
+	}
+	for _, c := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "addr", "add", h.IP.String() + "/24", "dev", "eth0"},
+		{"ip", "link", "set", "eth0", "up"},
+		{"ip", "route", "add", "default", "via", h.net.Gateway.String()},
+	} {
+		if err := inNetns(h.init, c...); err != nil {
+			return fmt.Errorf("test host %s: network: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// Running reports whether the host is booted.
+func (h *Host) Running() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.proc != nil
+}
+
+// SSHAddr is the host's SSH address (IP:22).
+func (h *Host) SSHAddr() string {
+	return net.JoinHostPort(h.IP.String(), "22")
+}
+
+// WaitSSH waits until the host's SSH server sends its banner, and returns the time since Boot.
+func (h *Host) WaitSSH(ctx context.Context) (time.Duration, error) {
+	h.mu.Lock()
+	start, proc := h.bootStart, h.proc
+	h.mu.Unlock()
+	if proc == nil {
+		return 0, fmt.Errorf("test host %s: not booted", h.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	last := errors.New("no answer yet")
+	for {
+		if banner, err := sshBanner(ctx, h.SSHAddr()); err == nil && strings.HasPrefix(banner, "SSH-2.0-") {
+			return time.Since(start), nil
+		} else if err != nil {
+			last = err
+		}
+		select {
+		case <-proc.exited:
+			return 0, fmt.Errorf("test host %s: stopped while waiting for SSH; end of %s:\n%s", h.Name, proc.log, proc.logTail(20))
+		case <-ctx.Done():
+			return 0, fmt.Errorf("test host %s: no SSH banner from %s: %w (last error: %w)", h.Name, h.SSHAddr(), ctx.Err(), last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func sshBanner(ctx context.Context, addr string) (string, error) {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return line, err
+}
+
+// Cut takes the host's link to the switch down: the host keeps running, unreachable, as after a
+// network failure. Restore brings it back. Both hold across Stop and Boot.
+func (h *Host) Cut() error { return h.setLink(true) }
+
+// Restore brings the host's link up again after Cut.
+func (h *Host) Restore() error { return h.setLink(false) }
+
+func (h *Host) setLink(cut bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cut = cut
+	if h.proc == nil {
+		return nil
+	}
+	state := "up"
+	if cut {
+		state = "down"
+	}
+	if err := inNetns(h.net.sw.cmd.Process.Pid, "ip", "link", "set", fmt.Sprintf("h%d", h.index), state); err != nil {
+		return fmt.Errorf("test host %s: link %s: %w", h.Name, state, err)
+	}
+	return nil
+}
+
+// Exec runs a command inside the running host (all its namespaces, its root) and returns its
+// combined output; for tests that change a host behind the back of the code under test.
+func (h *Host) Exec(ctx context.Context, args ...string) ([]byte, error) {
+	h.mu.Lock()
+	pid, running := h.init, h.proc != nil
+	h.mu.Unlock()
+	if !running {
+		return nil, fmt.Errorf("test host %s: not booted", h.Name)
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--target", strconv.Itoa(pid), "--all", "--root", "--wd", "--"}, args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("test host %s: %s: %w: %s", h.Name, strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// Stop powers the host off at once (SIGKILL to its PID 1, which ends every process of its PID
+// namespace), like pulling the plug; its disk (the overlay's upper layer) stays for the next
+// Boot. A stopped host is a no-op.
+func (h *Host) Stop() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopLocked()
+}
+
+func (h *Host) stopLocked() error {
+	if h.proc == nil {
+		return nil
+	}
+	err := h.proc.kill()
+	h.proc, h.init = nil, 0
+	// The kernel empties the cgroup once the namespace's processes are reaped.
+	var rmErr error
+	for range 100 {
+		if rmErr = removeCgroupTree(h.cgroup()); rmErr == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("test host %s: remove cgroup: %w", h.Name, rmErr))
+	}
+	return err
+}
+
+func (h *Host) cgroup() string {
+	return filepath.Join(h.net.cgroups, h.net.run+"-"+h.Name)
+}
+
+// hostCgroupRoot returns the directory under which the hosts' cgroups are made: in the cgroup2
+// tree (the "unified" one on hybrid machines like these, or the only one).
+func hostCgroupRoot() (string, error) {
+	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(dir, &st); err == nil && st.Type == 0x63677270 { // CGROUP2_SUPER_MAGIC
+			return filepath.Join(dir, "edgefleet-test-hosts"), nil
+		}
+	}
+	return "", errors.New("test hosts: no cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+}
+
+// removeStaleCgroups removes the cgroups of hosts of killed test runs: those without a process
+// in their whole subtree ("populated 0"), older than a minute so that a host starting now is
+// left alone. A running host's tree is never touched, not even its empty leaves.
+func removeStaleCgroups(root string) {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		events, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+		if err != nil || !strings.Contains(string(events), "populated 0") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
+			_ = removeCgroupTree(dir)
+		}
+	}
+}
+
+// removeCgroupTree removes a cgroup and its children, deepest first; it fails while any holds
+// a process. A missing cgroup is removed already.
+func removeCgroupTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := removeCgroupTree(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("rmdir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// freeSubnet picks a 10.233.N.0/24 no route of the root namespace covers yet.
+func freeSubnet() (netip.Prefix, error) {
+	out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("test hosts: list routes: %w", err)
+	}
+	raw := make([]byte, 1)
+	for range 64 {
+		if _, err := rand.Read(raw); err != nil {
+			return netip.Prefix{}, err
+		}
+		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 233, raw[0], 0}), 24)
+		if !strings.Contains(string(out), p.String()) && !strings.Contains(string(out), fmt.Sprintf("10.233.%d.", raw[0])) {
+			return p, nil
+		}
+	}
+	return netip.Prefix{}, errors.New("test hosts: no free /24 in 10.233.0.0/16")
+}
+
+// waitChild returns the PID of unshare's forked child (the host's PID 1).
+func waitChild(p *process) (int, error) {
+	pid := p.cmd.Process.Pid
+	path := fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
+	for range 200 {
+		select {
+		case <-p.exited:
+			return 0, fmt.Errorf("exited during start (%s)", p.cmd.ProcessState)
+		default:
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				return strconv.Atoi(f[0])
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no child of unshare (%d) after 2s", pid)
+}
+
+// waitNetns waits until pid is in a network namespace other than ours (unshare has made it).
+func waitNetns(pid int) error {
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	for range 200 {
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns != self {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("process %d has no network namespace of its own after 2s", pid)
+}
+
+func runCmd(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// inNetns runs a command in the network namespace of pid.
+func inNetns(pid int, args ...string) error {
+	return runCmd(append([]string{"nsenter", "--net=/proc/" + strconv.Itoa(pid) + "/ns/net", "--"}, args...)...)
+}

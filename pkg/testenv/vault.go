@@ -1,0 +1,149 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	vaultapi "github.com/hashicorp/vault/api"
+)
+
+// Vault is a Vault dev server (bin/vault, built by hack/tools.sh vault) for one test: in-memory
+// storage, unsealed, KV version 2 mounted at "secret", listening on a free port of 127.0.0.1.
+type Vault struct {
+	// Addr is the server's URL (http://127.0.0.1:PORT).
+	Addr string
+	// Client is a client of the server holding the root token. The token is made at random for
+	// each server; it reaches the server through its environment (not its command line) and is
+	// cut out of the server's log.
+	Client *vaultapi.Client
+	// Log is the server's log file.
+	Log string
+
+	proc *process
+}
+
+// StartVault starts a Vault dev server and stops it in the test's cleanup.
+func StartVault(t testing.TB) *Vault {
+	t.Helper()
+	v, err := startVault(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := v.proc.stop(); err != nil {
+			t.Errorf("stop vault: %v", err)
+		}
+	})
+	return v
+}
+
+func startVault(ctx context.Context, dir string) (*Vault, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(root, "bin", "vault")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("vault: %s not found: run 'make tools' (or hack/tools.sh vault) first", bin)
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("vault: root token: %w", err)
+	}
+	// Not "hvs.": Vault refuses custom token IDs with the prefixes of the tokens it makes.
+	token := "edgefleet-test-" + hex.EncodeToString(raw)
+	addr, err := freeLocalAddr()
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	v := &Vault{Addr: "http://" + addr, Log: filepath.Join(dir, "vault.log")}
+	// HOME in the test's directory, and -dev-no-store-token: the dev server would otherwise
+	// write the token to ~/.vault-token.
+	env := []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "VAULT_DEV_ROOT_TOKEN_ID=" + token}
+	v.proc, err = startProcessFiltered("vault", bin, []string{
+		"server", "-dev", "-dev-listen-address=" + addr, "-dev-no-store-token",
+	}, env, v.Log, func(w io.Writer) io.WriteCloser {
+		return &redactor{w: w, secrets: [][]byte{[]byte(token)}, linePrefixes: [][]byte{[]byte("Unseal Key:")}}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	if err := v.proc.waitReady(ctx, v.Addr+"/v1/sys/health"); err != nil {
+		_ = v.proc.kill()
+		return nil, fmt.Errorf("vault: %w", err)
+	}
+	cfg := vaultapi.DefaultConfig()
+	cfg.Address = v.Addr
+	if v.Client, err = vaultapi.NewClient(cfg); err != nil {
+		_ = v.proc.kill()
+		return nil, fmt.Errorf("vault: client: %w", err)
+	}
+	v.Client.SetToken(token)
+	return v, nil
+}
+
+// freeLocalAddr returns an address of 127.0.0.1 with a port free a moment ago.
+func freeLocalAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// redactor passes output on line by line, with every occurrence of a secret replaced and the
+// lines starting with one of linePrefixes (after spaces) cut after the prefix.
+type redactor struct {
+	w            io.Writer
+	secrets      [][]byte
+	linePrefixes [][]byte
+	buf          []byte
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	r.buf = append(r.buf, p...)
+	for {
+		i := bytes.IndexByte(r.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := r.w.Write(r.redact(r.buf[:i+1])); err != nil {
+			return len(p), err
+		}
+		r.buf = r.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+// Close writes what is left of an unfinished line.
+func (r *redactor) Close() error {
+	if len(r.buf) == 0 {
+		return nil
+	}
+	_, err := r.w.Write(r.redact(r.buf))
+	r.buf = nil
+	return err
+}
+
+func (r *redactor) redact(line []byte) []byte {
+	out := line
+	for _, s := range r.secrets {
+		out = bytes.ReplaceAll(out, s, []byte("[redacted]"))
+	}
+	trimmed := bytes.TrimLeft(out, " \t")
+	for _, prefix := range r.linePrefixes {
+		if bytes.HasPrefix(trimmed, prefix) {
+			return append(append([]byte{}, prefix...), " [redacted]\n"...)
+		}
+	}
+	return out
+}
