@@ -34,12 +34,13 @@ var _ = Describe("Site and host registration", Ordered, func() {
 			rows = columns(out)
 			g.Expect(rows).To(HaveLen(3))
 			for _, r := range rows[1:] {
+				// RELEASE and OPERATION are empty: no campaign has run here.
 				g.Expect(r).To(HaveLen(6), "columns of %v", r)
 				g.Expect(r[1:3]).To(Equal([]string{"True", "True"}), "READY and REACHABLE of %v", r)
 			}
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
 
-		Expect(rows[0]).To(Equal([]string{"NAME", "READY", "REACHABLE", "VERSION", "HOSTS", "AGE"}))
+		Expect(rows[0]).To(Equal([]string{"NAME", "READY", "REACHABLE", "VERSION", "HOSTS", "RELEASE", "OPERATION", "AGE"}))
 		// What the site's own API server reports.
 		info, err := discovery.NewDiscoveryClientForConfigOrDie(fleet.Sites["site-a"].Config).ServerVersion()
 		Expect(err).NotTo(HaveOccurred())
