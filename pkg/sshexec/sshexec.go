@@ -257,8 +257,10 @@ func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error)
 	conn, err := d.DialContext(dialCtx, "tcp", target.Addr)
 	if err != nil {
 		if dialCtx.Err() != nil {
-			// The dialer's own timeout error does not wrap the context's.
 			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, dialCtx.Err(), err)
+		}
+		if isTimeout(err) {
+			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, context.DeadlineExceeded, err)
 		}
 		return nil, fmt.Errorf("host %s: connect to %s: %w", target.Name, target.Addr, err)
 	}
@@ -272,10 +274,21 @@ func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error)
 		if errors.As(err, &hk) {
 			return nil, hk
 		}
+		if isTimeout(err) {
+			return nil, fmt.Errorf("host %s: SSH handshake with %s: %w (%w)", target.Name, target.Addr, context.DeadlineExceeded, err)
+		}
 		return nil, fmt.Errorf("host %s: SSH handshake with %s: %w", target.Name, target.Addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return ssh.NewClient(c, chans, reqs), nil
+}
+
+// isTimeout tells whether a network error is a deadline passing. Such errors do not wrap
+// context.DeadlineExceeded, and the dialer may return one before the context's own timer has
+// marked the context done.
+func isTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // checkHostKey pins the first key a host offers and refuses any other later.
