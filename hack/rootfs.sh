@@ -13,7 +13,7 @@ set -euo pipefail
 cache=${1:?usage: hack/rootfs.sh CACHE_DIR}
 suite=bookworm
 mirror=${EDGEFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd-sysv,openssh-server,iproute2,dbus
+packages=systemd-sysv,openssh-server,iproute2,dbus,curl
 # customize hooks, in the finished chroot ($1):
 #  - no SSH host keys in the image: each host makes its own on first boot (ssh-keygen -A in an
 #    ExecStartPre of ssh.service), so no two hosts share a key and the image holds no private key;

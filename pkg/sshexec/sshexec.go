@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -41,11 +42,20 @@ type Step struct {
 	// Check, when set, runs first: exit status 0 means the step is done already and Command is
 	// skipped; any other exit status runs Command.
 	Check string
-	// Stdin is fed to Command.
-	Stdin []byte
+	// Stdin, when set, is opened each time Command runs and fed to it (then closed): a step
+	// run on many hosts reads it once per host. Bytes wraps a byte slice.
+	Stdin Source
 	// Timeout bounds the step (Check and Command together, including connecting); the
 	// executor's DefaultTimeout when zero.
 	Timeout time.Duration
+}
+
+// Source opens the standard input of a step's command.
+type Source func() (io.ReadCloser, error)
+
+// Bytes is a Source of b.
+func Bytes(b []byte) Source {
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
 // Result is what a step did on one host.
@@ -332,7 +342,7 @@ const killScript = `for p in /proc/[0-9]*; do grep -qzx "` + stepEnv + `=$1" "$p
 // run runs command in a new session of client and waits for it to end or for ctx to be done;
 // then it kills the command (a signal request, and the processes carrying its marker, through
 // a second session) and closes the connection.
-func run(ctx context.Context, client *ssh.Client, command string, stdin []byte, max int) output {
+func run(ctx context.Context, client *ssh.Client, command string, stdin Source, max int) output {
 	out := output{stdout: newTailBuffer(max), stderr: newTailBuffer(max)}
 	raw := make([]byte, 12)
 	if _, err := rand.Read(raw); err != nil {
@@ -348,7 +358,13 @@ func run(ctx context.Context, client *ssh.Client, command string, stdin []byte, 
 	defer s.Close()
 	s.Stdout, s.Stderr = out.stdout, out.stderr
 	if stdin != nil {
-		s.Stdin = bytes.NewReader(stdin)
+		in, err := stdin()
+		if err != nil {
+			out.err = fmt.Errorf("open standard input: %w", err)
+			return out
+		}
+		defer in.Close()
+		s.Stdin = in
 	}
 	if err := s.Start("export " + stepEnv + "=" + marker + "\n" + command); err != nil {
 		out.err = fmt.Errorf("start command: %w", err)

@@ -118,7 +118,7 @@ func TestOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("check skips a step done already; stdin", func(t *testing.T) {
-		step := sshexec.Step{Name: "write", Check: "test -f /etc/edgefleet-step", Command: "cat >/etc/edgefleet-step; echo wrote", Stdin: []byte("payload"), Timeout: 30 * time.Second}
+		step := sshexec.Step{Name: "write", Check: "test -f /etc/edgefleet-step", Command: "cat >/etc/edgefleet-step; echo wrote", Stdin: sshexec.Bytes([]byte("payload")), Timeout: 30 * time.Second}
 		r, err := e.Run(ctx, t0, step)
 		if err != nil || r.Skipped || string(r.Stdout) != "wrote\n" {
 			t.Fatalf("first run: skipped %v stdout %q err %v", r.Skipped, r.Stdout, err)
