@@ -3,8 +3,6 @@ package sshexec_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -16,20 +14,6 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
-
-// newKey makes a client key in memory: the private half never leaves this process.
-func newKey(t *testing.T) (ssh.Signer, string) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
-}
 
 func targets(hn *testenv.HostNet) []sshexec.Target {
 	var ts []sshexec.Target
@@ -43,7 +27,7 @@ func targets(hn *testenv.HostNet) []sshexec.Target {
 // bounded output, Check, stdin, a cut host not holding up the other, and host key pinning — a
 // changed host key is refused.
 func TestOnRealHosts(t *testing.T) {
-	signer, authorized := newKey(t)
+	signer, authorized := testenv.SSHKey(t)
 	hn := testenv.StartHosts(t, 2, authorized, testenv.HostOptions{})
 	keys := &sshexec.MemoryHostKeys{}
 	e := sshexec.New(signer, keys, sshexec.Options{MaxOutput: 1024, Parallelism: 2})

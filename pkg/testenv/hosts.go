@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // HostOptions configure a network of test hosts.
@@ -105,6 +108,21 @@ func NewHosts(t testing.TB, n int, opts HostOptions) *HostNet {
 		}
 	})
 	return hn
+}
+
+// SSHKey makes an SSH client key in memory for a test — the private half never leaves the
+// test process — and returns it with its authorized_keys line.
+func SSHKey(t testing.TB) (ssh.Signer, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
 }
 
 // StartHosts makes n hosts, provisions each with its name as hostname and authorizedKey
