@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
-	"github.com/edgefleet/edgefleet/bpa/packages"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )

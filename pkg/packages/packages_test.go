@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/edgefleet/edgefleet/bpa/packages"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
 // srcDir lays out a package source directory.
