@@ -1,0 +1,301 @@
+package pki
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+)
+
+// Store is the part of secrets.Store that Ensure uses; every secrets.Store is one.
+type Store interface {
+	Get(ctx context.Context, name string) (map[string][]byte, error)
+	Put(ctx context.Context, name string, data map[string][]byte) error
+}
+
+// Option configures Ensure.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock makes Ensure read the time from now instead of time.Now: certificates are valid
+// from it and leaves are renewed relative to it.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// Bundle is a cluster's PKI as kept in the secret store, with the Spec it was ensured for.
+// It is read-only; its methods return copies.
+type Bundle struct {
+	spec Spec
+	data map[string][]byte
+}
+
+// Names of the stored CAs (the base of their ".crt"/".key" keys) and their common names.
+const (
+	clusterCA    = "ca"
+	etcdCA       = "etcd-ca"
+	frontProxyCA = "front-proxy-ca"
+)
+
+// Keys of the service-account signing key pair.
+const (
+	saKey = "sa.key"
+	saPub = "sa.pub"
+)
+
+// Prefixes of the per-host leaves' stored keys: <prefix><host name>.crt and .key.
+const (
+	etcdServerPrefix = "etcd-server."
+	etcdPeerPrefix   = "etcd-peer."
+	nodePrefix       = "node."
+)
+
+// Ensure returns the PKI of spec kept in store under name, creating or completing it: CAs and the
+// service-account key pair are created only when the secret has none, and never replaced; leaf
+// certificates are issued when missing, when they no longer match spec (a control-plane member
+// or the endpoint changed), when they are not signed by the stored CA, or when less than 30 days
+// of validity remain. Leaves of hosts no longer in spec are dropped. The secret is written only
+// when its content changes, and before Ensure returns, so that nothing it returns can be lost by
+// a crash: callers distribute to hosts only what Ensure returned.
+//
+// A secret holding half a CA (certificate without key or the reverse), an expired CA or
+// unreadable CA material is an error: Ensure never replaces a CA that hosts may trust.
+func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Option) (*Bundle, error) {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := secrets.ValidateName(name); err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	spec = spec.withDefaults()
+	if err := spec.validate(); err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	stored, err := store.Get(ctx, name)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
+	}
+	e := &ensurer{old: stored, data: map[string][]byte{}, cas: map[string]keyPair{}, now: o.now()}
+	for _, ca := range []struct{ base, cn string }{
+		{clusterCA, "kubernetes"},
+		{etcdCA, "etcd-ca"},
+		{frontProxyCA, "front-proxy-ca"},
+	} {
+		if err := e.ca(ca.base, ca.cn); err != nil {
+			return nil, fmt.Errorf("pki %s: %w", name, err)
+		}
+	}
+	if err := e.serviceAccount(); err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	leaves, err := leavesOf(spec)
+	if err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	for _, l := range leaves {
+		if err := e.leaf(l.base, l.ca, l.spec); err != nil {
+			return nil, fmt.Errorf("pki %s: %w", name, err)
+		}
+	}
+	if !maps.EqualFunc(stored, e.data, bytes.Equal) {
+		if err := store.Put(ctx, name, maps.Clone(e.data)); err != nil {
+			return nil, fmt.Errorf("pki %s: save to the secret store: %w", name, err)
+		}
+	}
+	return &Bundle{spec: spec, data: e.data}, nil
+}
+
+// leaf is one leaf certificate of a spec: stored under base, signed by the CA named ca.
+type leaf struct {
+	base string
+	ca   string
+	spec leafSpec
+}
+
+// leavesOf lists every leaf certificate spec needs.
+func leavesOf(spec Spec) ([]leaf, error) {
+	serviceIP, err := spec.kubernetesServiceIP()
+	if err != nil {
+		return nil, err
+	}
+	loopback := netip.MustParseAddr("127.0.0.1")
+	server := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	client := []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	const masters = "system:masters"
+
+	apiserver := leafSpec{
+		cn:     "kube-apiserver",
+		dns:    []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
+		ips:    []netip.Addr{serviceIP, loopback},
+		usages: server,
+	}
+	if ip, err := netip.ParseAddr(spec.APIEndpoint); err == nil {
+		apiserver.ips = append(apiserver.ips, ip)
+	} else {
+		apiserver.dns = append(apiserver.dns, spec.APIEndpoint)
+	}
+	for _, m := range spec.ControlPlane {
+		apiserver.ips = append(apiserver.ips, m.IP)
+	}
+	out := []leaf{
+		{"apiserver", clusterCA, apiserver.normalized()},
+		{"apiserver-etcd-client", etcdCA, leafSpec{cn: "kube-apiserver-etcd-client", usages: client}},
+		{"apiserver-kubelet-client", clusterCA, leafSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{masters}, usages: client}},
+		{"front-proxy-client", frontProxyCA, leafSpec{cn: "front-proxy-client", usages: client}},
+		{"admin", clusterCA, leafSpec{cn: "kubernetes-admin", orgs: []string{masters}, usages: client}},
+	}
+	for _, m := range spec.ControlPlane {
+		out = append(out,
+			leaf{etcdServerPrefix + m.Name, etcdCA, leafSpec{cn: m.Name, dns: []string{m.Name, "localhost"}, ips: []netip.Addr{m.IP, loopback}, usages: both}.normalized()},
+			leaf{etcdPeerPrefix + m.Name, etcdCA, leafSpec{cn: m.Name, dns: []string{m.Name}, ips: []netip.Addr{m.IP}, usages: both}},
+		)
+	}
+	for _, m := range slices.Concat(spec.ControlPlane, spec.Nodes) {
+		out = append(out, leaf{nodePrefix + m.Name, clusterCA, leafSpec{cn: "system:node:" + m.Name, orgs: []string{"system:nodes"}, usages: client}})
+	}
+	return out, nil
+}
+
+// normalized returns s with its names sorted and without repeats.
+func (s leafSpec) normalized() leafSpec {
+	s.dns = slices.Compact(slices.Sorted(slices.Values(s.dns)))
+	s.ips = slices.Clone(s.ips)
+	for i, ip := range s.ips {
+		s.ips[i] = ip.Unmap()
+	}
+	slices.SortFunc(s.ips, netip.Addr.Compare)
+	s.ips = slices.Compact(s.ips)
+	return s
+}
+
+// ensurer builds a bundle's new content (data) from its stored content (old).
+type ensurer struct {
+	old  map[string][]byte
+	data map[string][]byte
+	cas  map[string]keyPair
+	now  time.Time
+}
+
+// ca keeps the stored CA base, or creates it when the store has neither its certificate nor
+// its key.
+func (e *ensurer) ca(base, cn string) error {
+	crtName, keyName := base+".crt", base+".key"
+	crtPEM, haveCrt := e.old[crtName]
+	keyPEM, haveKey := e.old[keyName]
+	if !haveCrt && !haveKey {
+		ca, err := newCA(cn, e.now)
+		if err != nil {
+			return err
+		}
+		return e.put(base, ca)
+	}
+	refuse := func(why string, args ...any) error {
+		return fmt.Errorf("CA %s: %s: refusing to replace a CA that hosts may trust; restore %s and %s", base, fmt.Sprintf(why, args...), crtName, keyName)
+	}
+	if !haveCrt || !haveKey {
+		return refuse("only one of %s and %s is stored", crtName, keyName)
+	}
+	cert, err := decodeCert(crtPEM)
+	if err != nil {
+		return refuse("%s: %v", crtName, err)
+	}
+	key, err := decodeKey(keyPEM)
+	if err != nil {
+		return refuse("%s: %v", keyName, err)
+	}
+	switch {
+	case !cert.IsCA:
+		return refuse("%s is not a CA certificate", crtName)
+	case !samePublicKey(key, cert.PublicKey):
+		return refuse("%s does not belong to %s", keyName, crtName)
+	case e.now.After(cert.NotAfter):
+		return refuse("expired on %s", cert.NotAfter.Format(time.RFC3339))
+	}
+	e.cas[base] = keyPair{cert: cert, key: key}
+	e.data[crtName], e.data[keyName] = crtPEM, keyPEM
+	return nil
+}
+
+// serviceAccount keeps the stored service-account signing key, or creates one when the store
+// has none. Tokens signed with it stay valid only as long as it is kept, so it is never
+// replaced; sa.pub is derived from it.
+func (e *ensurer) serviceAccount() error {
+	keyPEM, haveKey := e.old[saKey]
+	if !haveKey {
+		if _, havePub := e.old[saPub]; havePub {
+			return fmt.Errorf("service-account key: %s is stored without %s: refusing to replace the key that signed existing tokens; restore %s", saPub, saKey, saKey)
+		}
+		k, err := newKey()
+		if err != nil {
+			return fmt.Errorf("service-account key: %w", err)
+		}
+		if keyPEM, err = encodeKey(k); err != nil {
+			return fmt.Errorf("service-account key: %w", err)
+		}
+	}
+	key, err := decodeKey(keyPEM)
+	if err != nil {
+		return fmt.Errorf("service-account key %s: %w", saKey, err)
+	}
+	pubPEM, err := encodePublicKey(key.Public())
+	if err != nil {
+		return fmt.Errorf("service-account key: %w", err)
+	}
+	e.data[saKey], e.data[saPub] = keyPEM, pubPEM
+	return nil
+}
+
+// leaf keeps the stored leaf base if it still matches s and is signed by the CA named ca,
+// and issues a new one otherwise.
+func (e *ensurer) leaf(base, ca string, s leafSpec) error {
+	issuer := e.cas[ca]
+	if cert, key, ok := e.storedLeaf(base); ok && samePublicKey(key, cert.PublicKey) && s.matches(cert, issuer.cert, e.now) {
+		e.data[base+".crt"], e.data[base+".key"] = e.old[base+".crt"], e.old[base+".key"]
+		return nil
+	}
+	kp, err := issue(s, issuer, e.now)
+	if err != nil {
+		return fmt.Errorf("%s: %w", base, err)
+	}
+	return e.put(base, kp)
+}
+
+// storedLeaf returns the stored leaf base when both halves are there and readable; anything
+// else is reissued.
+func (e *ensurer) storedLeaf(base string) (*x509.Certificate, crypto.Signer, bool) {
+	cert, err := decodeCert(e.old[base+".crt"])
+	if err != nil {
+		return nil, nil, false
+	}
+	key, err := decodeKey(e.old[base+".key"])
+	if err != nil {
+		return nil, nil, false
+	}
+	return cert, key, true
+}
+
+// put encodes kp under base and remembers it when it is a CA.
+func (e *ensurer) put(base string, kp keyPair) error {
+	keyPEM, err := encodeKey(kp.key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", base, err)
+	}
+	if kp.cert.IsCA {
+		e.cas[base] = kp
+	}
+	e.data[base+".crt"], e.data[base+".key"] = encodeCert(kp.cert), keyPEM
+	return nil
+}

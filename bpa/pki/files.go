@@ -1,0 +1,113 @@
+package pki
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"strconv"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ControlPlaneFiles returns the files a control-plane member needs to run etcd and
+// kube-apiserver (and kube-controller-manager, which signs with the cluster CA's key), by path
+// relative to the Kubernetes configuration directory (/etc/kubernetes), kubeadm's layout:
+//
+//	pki/ca.crt, pki/ca.key                                   cluster CA
+//	pki/apiserver.crt, .key                                  kube-apiserver serving
+//	pki/apiserver-etcd-client.crt, .key                      kube-apiserver → etcd
+//	pki/apiserver-kubelet-client.crt, .key                   kube-apiserver → kubelets
+//	pki/front-proxy-ca.crt                                   trusted for request headers
+//	pki/front-proxy-client.crt, .key                         kube-apiserver → aggregated APIs
+//	pki/sa.key, pki/sa.pub                                   service-account token signing
+//	pki/etcd/ca.crt                                          etcd CA
+//	pki/etcd/server.crt, .key                                this member's etcd serving
+//	pki/etcd/peer.crt, .key                                  this member's etcd peer
+//
+// Files ending in ".key" are private keys: write them with mode 0600. The etcd and front-proxy
+// CAs' keys stay in the secret store.
+func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
+	if !b.spec.has(member, true) {
+		return nil, fmt.Errorf("pki: %q is not a control-plane member of cluster %s", member, b.spec.ClusterName)
+	}
+	files := map[string][]byte{
+		"pki/front-proxy-ca.crt": b.get(frontProxyCA + ".crt"),
+		"pki/sa.key":             b.get(saKey),
+		"pki/sa.pub":             b.get(saPub),
+		"pki/etcd/ca.crt":        b.get(etcdCA + ".crt"),
+	}
+	pairs := map[string]string{
+		"pki/ca":                       clusterCA,
+		"pki/apiserver":                "apiserver",
+		"pki/apiserver-etcd-client":    "apiserver-etcd-client",
+		"pki/apiserver-kubelet-client": "apiserver-kubelet-client",
+		"pki/front-proxy-client":       "front-proxy-client",
+		"pki/etcd/server":              etcdServerPrefix + member,
+		"pki/etcd/peer":                etcdPeerPrefix + member,
+	}
+	for path, base := range pairs {
+		files[path+".crt"], files[path+".key"] = b.get(base+".crt"), b.get(base+".key")
+	}
+	return files, nil
+}
+
+// NodeFiles returns the files any host of the cluster (control plane or not) needs for its
+// node agent, by path relative to /etc/kubernetes:
+//
+//	pki/ca.crt                               cluster CA
+//	pki/node-client.crt, .key                client certificate system:node:<node> (group system:nodes)
+//
+// The ".key" file is a private key: write it with mode 0600.
+func (b *Bundle) NodeFiles(node string) (map[string][]byte, error) {
+	if !b.spec.has(node, false) {
+		return nil, fmt.Errorf("pki: %q is not a node of cluster %s", node, b.spec.ClusterName)
+	}
+	return map[string][]byte{
+		"pki/ca.crt":          b.get(clusterCA + ".crt"),
+		"pki/node-client.crt": b.get(nodePrefix + node + ".crt"),
+		"pki/node-client.key": b.get(nodePrefix + node + ".key"),
+	}, nil
+}
+
+// AdminKubeconfig returns a kubeconfig for user kubernetes-admin (group system:masters, all
+// rights) with the certificates embedded, pointing at https://APIEndpoint:APIPort.
+func (b *Bundle) AdminKubeconfig() ([]byte, error) {
+	return b.kubeconfig("kubernetes-admin", "admin")
+}
+
+// NodeKubeconfig returns the kubeconfig of node's agent: user system:node:<node> in group
+// system:nodes, which the Node authorizer and NodeRestriction admission confine to that node's
+// own objects.
+func (b *Bundle) NodeKubeconfig(node string) ([]byte, error) {
+	if !b.spec.has(node, false) {
+		return nil, fmt.Errorf("pki: %q is not a node of cluster %s", node, b.spec.ClusterName)
+	}
+	return b.kubeconfig("system:node:"+node, nodePrefix+node)
+}
+
+func (b *Bundle) kubeconfig(user, base string) ([]byte, error) {
+	cluster := b.spec.ClusterName
+	context := user + "@" + cluster
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[cluster] = &clientcmdapi.Cluster{
+		Server:                   "https://" + net.JoinHostPort(b.spec.APIEndpoint, strconv.Itoa(b.spec.APIPort)),
+		CertificateAuthorityData: b.get(clusterCA + ".crt"),
+	}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: b.get(base + ".crt"),
+		ClientKeyData:         b.get(base + ".key"),
+	}
+	cfg.Contexts[context] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: user}
+	cfg.CurrentContext = context
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pki: kubeconfig of %s for cluster %s: %w", user, cluster, err)
+	}
+	return out, nil
+}
+
+// get returns a copy of a stored value; Ensure stored every key the accessors ask for.
+func (b *Bundle) get(key string) []byte {
+	return bytes.Clone(b.data[key])
+}
