@@ -11,10 +11,10 @@ import (
 )
 
 // ControlPlaneFiles returns the files a control-plane member needs to run etcd and
-// kube-apiserver (and kube-controller-manager, which signs with the cluster CA's key), by path
-// relative to the Kubernetes configuration directory (/etc/kubernetes), kubeadm's layout:
+// kube-apiserver, by path relative to the Kubernetes configuration directory (/etc/kubernetes),
+// kubeadm's layout:
 //
-//	pki/ca.crt, pki/ca.key                                   cluster CA
+//	pki/ca.crt                                               cluster CA
 //	pki/apiserver.crt, .key                                  kube-apiserver serving
 //	pki/apiserver-etcd-client.crt, .key                      kube-apiserver → etcd
 //	pki/apiserver-kubelet-client.crt, .key                   kube-apiserver → kubelets
@@ -25,20 +25,21 @@ import (
 //	pki/etcd/server.crt, .key                                this member's etcd serving
 //	pki/etcd/peer.crt, .key                                  this member's etcd peer
 //
-// Files ending in ".key" are private keys: write them with mode 0600. The etcd and front-proxy
-// CAs' keys stay in the secret store.
+// Files ending in ".key" are private keys: write them with mode 0600. No CA's key is among them:
+// they stay in the secret store (a kube-controller-manager signing certificates would need the
+// cluster CA's; none runs yet).
 func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
 	if !b.spec.has(member, true) {
 		return nil, fmt.Errorf("pki: %q is not a control-plane member of cluster %s", member, b.spec.ClusterName)
 	}
 	files := map[string][]byte{
+		"pki/ca.crt":             b.get(clusterCA + ".crt"),
 		"pki/front-proxy-ca.crt": b.get(frontProxyCA + ".crt"),
 		"pki/sa.key":             b.get(saKey),
 		"pki/sa.pub":             b.get(saPub),
 		"pki/etcd/ca.crt":        b.get(etcdCA + ".crt"),
 	}
 	pairs := map[string]string{
-		"pki/ca":                       clusterCA,
 		"pki/apiserver":                "apiserver",
 		"pki/apiserver-etcd-client":    "apiserver-etcd-client",
 		"pki/apiserver-kubelet-client": "apiserver-kubelet-client",

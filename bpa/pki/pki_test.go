@@ -154,7 +154,7 @@ func TestControlPlaneFilesChainsAndNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPaths := sorted(
-		"pki/ca.crt", "pki/ca.key", "pki/apiserver.crt", "pki/apiserver.key",
+		"pki/ca.crt", "pki/apiserver.crt", "pki/apiserver.key",
 		"pki/apiserver-etcd-client.crt", "pki/apiserver-etcd-client.key",
 		"pki/apiserver-kubelet-client.crt", "pki/apiserver-kubelet-client.key",
 		"pki/front-proxy-ca.crt", "pki/front-proxy-client.crt", "pki/front-proxy-client.key",
