@@ -10,13 +10,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,7 +88,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	for i, h := range hn.Hosts {
 		spec.Hosts = append(spec.Hosts, cluster.Host{
 			Name: h.Name, IP: h.IP, SSH: sshexec.Target{Name: h.Name, Addr: h.SSHAddr()},
-			ControlPlane: i < 3, ProviderID: "metal3://site/" + h.Name,
+			ControlPlane: i >= 2, ProviderID: "metal3://site/" + h.Name, // workers first, so that order shows
 		})
 	}
 	t.Cleanup(func() {
@@ -99,27 +102,43 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			t.Logf("%s journal:\n%s", h.Name, out)
 		}
 	})
+	// The BPA killed once etcd is up: the next run starts from kube-apiserver.
+	killCtx, kill := context.WithCancel(ctx)
+	_, err = cluster.New(&killAfter{Runner: exec, step: "activate", n: 3, kill: kill}, store).Run(killCtx, spec)
+	kill()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("bring-up killed after etcd: %v, want cancelled", err)
+	}
 	bu := cluster.New(exec, store)
 	start := time.Now()
 	res, err := bu.Run(ctx, spec)
 	if err != nil {
 		t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
 	}
-	t.Logf("bring-up: %d install steps and %d files in %s", len(res.Ran()), res.Files, time.Since(start).Round(time.Second))
+	t.Logf("bring-up after the kill: %d install steps and %d files in %s", len(res.Ran()), res.Files, time.Since(start).Round(time.Second))
+	for _, r := range res.Ran() {
+		if strings.Contains(r, "/etcd: ") {
+			t.Errorf("etcd was done before the kill, but the run after it ran %s", r)
+		}
+	}
+	if len(res.Ran()) == 0 {
+		t.Error("the run after the kill ran nothing")
+	}
+
+	kc, err := store.Get(ctx, cluster.AdminKubeconfigSecret("app"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("the API server answers through the stored kubeconfig, with every node registered", func(t *testing.T) {
-		kc, err := store.Get(ctx, cluster.AdminKubeconfigSecret("app"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +166,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		files, err := bundle.ControlPlaneFiles(spec.Hosts[0].Name)
+		files, err := bundle.ControlPlaneFiles(spec.Hosts[2].Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +177,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(files["pki/etcd/ca.crt"])
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}}}, Timeout: 10 * time.Second}
-		for _, h := range spec.Hosts[:3] {
+		for _, h := range spec.Hosts[2:] {
 			resp, err := hc.Post(fmt.Sprintf("https://%s:2379/v3/cluster/member/list", h.IP), "application/json", strings.NewReader("{}"))
 			if err != nil {
 				t.Fatal(err)
@@ -191,6 +210,167 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		if len(res.Ran()) != 0 || res.Files != 0 {
 			t.Errorf("second run: ran %v, wrote %d files", res.Ran(), res.Files)
 		}
+	})
+
+	installer := install.New(exec)
+	versions := func(t *testing.T, name string) map[string]install.State {
+		t.Helper()
+		out := map[string]install.State{}
+		for _, h := range spec.Hosts {
+			st, err := installer.Installed(ctx, h.SSH, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[h.Name] = st
+		}
+		return out
+	}
+	// serving checks that the API server answers and every node is Ready and schedulable.
+	serving := func(t *testing.T) {
+		t.Helper()
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("the API server does not answer: %v", err)
+		}
+		for _, n := range nodes.Items {
+			ready := false
+			for _, c := range n.Status.Conditions {
+				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready || n.Spec.Unschedulable || n.Annotations[cluster.CordonedAnnotation] != "" {
+				t.Errorf("node %s: ready %v, unschedulable %v, annotations %v", n.Name, ready, n.Spec.Unschedulable, n.Annotations)
+			}
+		}
+	}
+	order := func(r *cluster.PatchResult) []string {
+		var hs []string
+		for _, n := range r.Nodes {
+			hs = append(hs, n.Host)
+		}
+		return hs
+	}
+
+	t.Run("a good patch rolls through every node, control plane first, one node at a time", func(t *testing.T) {
+		// Watch cordons: never more than one node at once.
+		w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cordons := map[string]int{}
+		maxCordoned := 0
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			now := map[string]bool{}
+			for ev := range w.ResultChan() {
+				n, ok := ev.Object.(*corev1.Node)
+				if !ok {
+					continue
+				}
+				if n.Spec.Unschedulable && !now[n.Name] {
+					cordons[n.Name]++
+				}
+				now[n.Name] = n.Spec.Unschedulable
+				c := 0
+				for _, u := range now {
+					if u {
+						c++
+					}
+				}
+				maxCordoned = max(maxCordoned, c)
+			}
+		}()
+		res, err := bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.NodeAgent, "0.2.0", nil)))
+		w.Stop()
+		<-watched
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := order(res), []string{"host-2", "host-3", "host-4", "host-0", "host-1"}; !slices.Equal(got, want) {
+			t.Errorf("patched %v, want %v", got, want)
+		}
+		for _, n := range res.Nodes {
+			if n.From != "0.1.0" || n.To != "0.2.0" || n.Skipped {
+				t.Errorf("node %+v", n)
+			}
+			if cordons[n.Host] != 1 {
+				t.Errorf("node %s cordoned %d times, want once", n.Host, cordons[n.Host])
+			}
+		}
+		if maxCordoned != 1 {
+			t.Errorf("up to %d nodes cordoned at once, want 1", maxCordoned)
+		}
+		for h, st := range versions(t, cluster.NodeAgent) {
+			if st != (install.State{Current: "0.2.0", Previous: "0.1.0", Active: "0.2.0"}) {
+				t.Errorf("%s: node-agent %+v", h, st)
+			}
+		}
+		serving(t)
+		// Again: every node has it, nothing to do.
+		res, err = bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.NodeAgent, "0.2.0", nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range res.Nodes {
+			if !n.Skipped {
+				t.Errorf("second patch touched %s", n.Host)
+			}
+		}
+	})
+
+	t.Run("an etcd patch goes member by member and keeps quorum", func(t *testing.T) {
+		res, err := bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.Etcd, "3.6.16-edgefleet.1", nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := order(res), []string{"host-2", "host-3", "host-4"}; !slices.Equal(got, want) {
+			t.Errorf("patched %v, want the control plane %v", got, want)
+		}
+		for h, st := range versions(t, cluster.Etcd) {
+			cp := h == "host-2" || h == "host-3" || h == "host-4"
+			if cp && st.Current != "3.6.16-edgefleet.1" || !cp && st.Current != "" {
+				t.Errorf("%s: etcd %+v", h, st)
+			}
+		}
+		serving(t)
+	})
+
+	t.Run("a patch failing its health check rolls the node back and stops", func(t *testing.T) {
+		broken := testenv.BuildPackage(t, cluster.NodeAgent, "0.3.0", func(dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'node agent 0.3.0 is broken' >&2\nexit 1\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			m, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "manifest.yaml"), bytes.Replace(m, []byte("timeoutSeconds: 60"), []byte("timeoutSeconds: 5"), 1), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		})
+		res, err := bu.Patch(ctx, spec, pkg(broken))
+		var herr *install.HealthError
+		if !errors.As(err, &herr) {
+			t.Fatalf("err %v, want a health-check failure", err)
+		}
+		if herr.Host != "host-2" || herr.RolledBackTo != "0.2.0" || !strings.Contains(err.Error(), "node agent 0.3.0 is broken") || !strings.Contains(err.Error(), "stopped at node host-2") {
+			t.Errorf("error %q (%+v)", err, herr)
+		}
+		if got := order(res); !slices.Equal(got, []string{"host-2"}) {
+			t.Errorf("patch went through %v, want it to stop at host-2", got)
+		}
+		for h, st := range versions(t, cluster.NodeAgent) {
+			if st.Current != "0.2.0" || st.Active != "0.2.0" {
+				t.Errorf("%s: node-agent %+v, want 0.2.0", h, st)
+			}
+		}
+		for _, h := range hn.Hosts[3:] {
+			out, err := h.Exec(ctx, "ls", install.DefaultRoot+"/node-agent/versions")
+			if err != nil || strings.Contains(string(out), "0.3.0") {
+				t.Errorf("%s has %q (%v): the patch went past the failed node", h.Name, out, err)
+			}
+		}
+		serving(t)
 	})
 
 	t.Run("keys and kubeconfigs are only in Vault", func(t *testing.T) {
@@ -246,10 +426,35 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			}
 		}
 		// The check can fail: the hosts do hold their own keys, which the same scan finds.
-		serverKey, err := os.ReadFile(filepath.Join(hn.Hosts[0].Dir, "upper", "etc/kubernetes/pki/etcd/server.key"))
+		serverKey, err := os.ReadFile(filepath.Join(hn.Hosts[2].Dir, "upper", "etc/kubernetes/pki/etcd/server.key"))
 		if err != nil || len(serverKey) == 0 {
-			t.Errorf("host-0's etcd server key is not on its disk (%v): the scan looked in the wrong place", err)
+			t.Errorf("host-2's etcd server key is not on its disk (%v): the scan looked in the wrong place", err)
 		}
 		t.Logf("scanned %d files for %d secrets", scanned, len(needles))
 	})
+}
+
+// killAfter is a Runner that kills the BPA (cancels its context) once the step named step has
+// completed n times.
+type killAfter struct {
+	install.Runner
+	step string
+	n    int
+	kill context.CancelFunc
+
+	mu   sync.Mutex
+	seen int
+}
+
+func (k *killAfter) Run(ctx context.Context, target sshexec.Target, step sshexec.Step) (sshexec.Result, error) {
+	res, err := k.Runner.Run(ctx, target, step)
+	if step.Name == k.step && err == nil {
+		k.mu.Lock()
+		k.seen++
+		if k.seen == k.n {
+			k.kill()
+		}
+		k.mu.Unlock()
+	}
+	return res, err
 }
