@@ -236,7 +236,7 @@ func waitNodeReady(ctx context.Context, cs kubernetes.Interface, node string) er
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
-			return false, nil
+			return false, retryable(err)
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
@@ -249,6 +249,15 @@ func waitNodeReady(ctx context.Context, cs kubernetes.Interface, node string) er
 	})
 	if err != nil {
 		return fmt.Errorf("node %s not Ready (%s): %w", node, last, err)
+	}
+	return nil
+}
+
+// retryable returns nil for errors worth polling through (an API server restarting, a timeout),
+// err for the others.
+func retryable(err error) error {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) {
+		return err
 	}
 	return nil
 }
