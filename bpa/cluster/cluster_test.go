@@ -74,7 +74,9 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	hn := testenv.StartHosts(t, 5, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), testenv.HostOptions{})
-	exec := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{Parallelism: 5})
+	// Host keys are pinned in Vault too, so that they outlive the BPA.
+	hostKeys := &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}
+	exec := sshexec.New(signer, hostKeys, sshexec.Options{Parallelism: 5})
 
 	spec := cluster.Spec{
 		Name:              "app",
@@ -109,6 +111,15 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("bring-up killed after etcd: %v, want cancelled", err)
 	}
+	// The BPA restarted: a new executor, its pins read back from Vault. The killed run reached
+	// the control-plane hosts only.
+	for _, h := range spec.Hosts {
+		pinned, err := hostKeys.Get(ctx, h.Name)
+		if err != nil || (pinned != nil) != h.ControlPlane {
+			t.Fatalf("%s (control plane: %v): pinned in Vault: %v (%v)", h.Name, h.ControlPlane, pinned != nil, err)
+		}
+	}
+	exec = sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 5})
 	bu := cluster.New(exec, store)
 	start := time.Now()
 	res, err := bu.Run(ctx, spec)
@@ -431,6 +442,23 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			t.Errorf("host-2's etcd server key is not on its disk (%v): the scan looked in the wrong place", err)
 		}
 		t.Logf("scanned %d files for %d secrets", scanned, len(needles))
+	})
+
+	t.Run("a changed host key is refused after a restart", func(t *testing.T) {
+		h := hn.Hosts[0]
+		// host-0 reprovisioned behind the BPA's back: new host keys.
+		if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if _, err := h.WaitSSH(ctx); err != nil {
+			t.Fatal(err)
+		}
+		restarted := cluster.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{}), store)
+		_, err := restarted.Run(ctx, spec)
+		var hk *sshexec.HostKeyError
+		if !errors.As(err, &hk) || hk.Host != h.Name {
+			t.Fatalf("err %v, want a *HostKeyError for %s", err, h.Name)
+		}
 	})
 }
 

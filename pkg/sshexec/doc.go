@@ -3,9 +3,10 @@
 //
 // An Executor authenticates with a Signer made in memory from a private key read from the secret
 // store (ParseSigner); the key is never written to a file. Host keys are pinned on first
-// contact, when the host was just provisioned, in a HostKeyStore the caller provides; a later
-// connection that is offered any other key is refused with a *HostKeyError naming the host and
-// both fingerprints. Host keys are never ignored.
+// contact, when the host was just provisioned, in a HostKeyStore the caller provides
+// (StoredHostKeys keeps them in the secret store, so they outlive the agent; MemoryHostKeys for
+// one process); a later connection that is offered any other key is refused with a
+// *HostKeyError naming the host and both fingerprints. Host keys are never ignored.
 //
 // Each step runs in a session of its own under a timeout (its own, or the executor's default);
 // when the timeout passes the command is signalled and the connection closed. Standard output

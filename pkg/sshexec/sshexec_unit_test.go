@@ -8,10 +8,13 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
 func TestTailBuffer(t *testing.T) {
@@ -127,5 +130,69 @@ func TestParseSignerDoesNotQuoteKey(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), body) {
 		t.Errorf("error quotes the key: %v", err)
+	}
+}
+
+// fakeKV is an in-memory KeyValueStore, a fake of the secret store.
+type fakeKV struct {
+	data map[string]map[string][]byte
+	err  error
+}
+
+func (f *fakeKV) Get(_ context.Context, name string) (map[string][]byte, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	d, ok := f.data[name]
+	if !ok {
+		return nil, fmt.Errorf("fake store: %s: %w", name, secrets.ErrNotFound)
+	}
+	return d, nil
+}
+
+func (f *fakeKV) Put(_ context.Context, name string, data map[string][]byte) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.data[name] = data
+	return nil
+}
+
+func TestStoredHostKeys(t *testing.T) {
+	ctx := t.Context()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := &fakeKV{data: map[string]map[string][]byte{}}
+	s := &StoredHostKeys{Store: kv, Prefix: "hostkey-"}
+	if got, err := s.Get(ctx, "h1"); got != nil || err != nil {
+		t.Fatalf("nothing pinned: %v, %v", got, err)
+	}
+	if err := s.Pin(ctx, "h1", key); err != nil {
+		t.Fatal(err)
+	}
+	// A new store over the same entries: an agent after a restart.
+	again := &StoredHostKeys{Store: kv, Prefix: "hostkey-"}
+	if got, err := again.Get(ctx, "h1"); err != nil || got == nil || !bytes.Equal(got.Marshal(), key.Marshal()) {
+		t.Fatalf("after restart: %v, %v", got, err)
+	}
+	if _, ok := kv.data["hostkey-h1"]; !ok {
+		t.Errorf("entries %v, want hostkey-h1", kv.data)
+	}
+	kv.data["hostkey-h2"] = map[string][]byte{"host-key": []byte("garbage")}
+	if _, err := s.Get(ctx, "h2"); err == nil || !strings.Contains(err.Error(), "hostkey-h2") {
+		t.Errorf("corrupt entry: %v", err)
+	}
+	kv.err = errors.New("vault sealed")
+	if _, err := s.Get(ctx, "h1"); err == nil || !strings.Contains(err.Error(), "vault sealed") {
+		t.Errorf("store down: %v", err)
+	}
+	if err := s.Pin(ctx, "h3", key); err == nil || !strings.Contains(err.Error(), "vault sealed") {
+		t.Errorf("store down, pin: %v", err)
 	}
 }
