@@ -234,6 +234,13 @@ func (f *Fleet) StopController() error {
 	return f.controller.stop()
 }
 
+// KillController kills the global controller with SIGKILL — no chance to finish anything —
+// and waits for it to end.
+func (f *Fleet) KillController() error {
+	defer func() { f.controller = nil }()
+	return f.controller.kill()
+}
+
 // Apply registers the Sites and Hosts of a manifest the way an operator would: for each Site it
 // stores the kubeconfig of the site control plane of the same name in the Secret the Site
 // references, for each Host it stores generated BMC credentials, then it runs kubectl apply.

@@ -1,0 +1,43 @@
+package scale_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// fleet is a global control plane, one site control plane that a ClusterSimulator answers on for
+// many simulated sites, and bin/global-controller. A fleet of its own: a thousand sites would
+// weigh on the other end-to-end specs.
+var fleet *testenv.Fleet
+
+// controllerArgs: heartbeats far apart (a thousand sites), operations followed every second.
+var controllerArgs = []string{"--site-heartbeat-interval=5m", "--site-operation-poll-interval=1s", "--site-timeout=5s", "--api-bind-address=0"}
+
+func TestScale(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "edgefleet end-to-end at scale")
+}
+
+var _ = BeforeSuite(func(ctx context.Context) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	var err error
+	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(fleet.Stop()).To(Succeed())
+	})
+})
+
+// Dump the controller's log when a spec fails.
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() && fleet != nil {
+		AddReportEntry("global controller log", fleet.ControllerLog())
+	}
+})
