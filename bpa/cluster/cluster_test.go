@@ -3,8 +3,6 @@ package cluster_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -53,15 +51,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 
 	// The BPA's SSH key is made here, kept in Vault only, and read back from there as the BPA
 	// does.
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshKey := pem.EncodeToMemory(block)
+	sshKey, _ := testenv.SSHKeyPEM(t)
 	if err := store.Put(ctx, "bpa-ssh-key", map[string][]byte{"private-key": sshKey}); err != nil {
 		t.Fatal(err)
 	}

@@ -233,12 +233,7 @@ mv "$tmp/root" "$D"`, p, d, pkg.Digest, m.Name, m.Version),
 		Timeout: 10 * time.Minute,
 	}}
 	if h := m.Hooks.PreInstall; h != "" {
-		steps = append(steps, sshexec.Step{
-			Name:    "pre-install",
-			Check:   fmt.Sprintf(`[ -e %s/.pre-install-done ]`, d),
-			Command: fmt.Sprintf(`set -eu; cd %[1]s; %[2]s ./hooks/%[3]s; touch .pre-install-done`, d, hookEnv(m), h),
-			Timeout: 5 * time.Minute,
-		})
+		steps = append(steps, hookStep("pre-install", d, m, h))
 	}
 	steps = append(steps, sshexec.Step{
 		Name:  "activate",
@@ -254,12 +249,7 @@ fi
 		Timeout: time.Duration(m.HealthCheck.Timeout())*time.Second + 3*time.Minute,
 	})
 	if h := m.Hooks.PostInstall; h != "" {
-		steps = append(steps, sshexec.Step{
-			Name:    "post-install",
-			Check:   fmt.Sprintf(`[ -e %s/.post-install-done ]`, d),
-			Command: fmt.Sprintf(`set -eu; cd %[1]s; %[2]s ./hooks/%[3]s; touch .post-install-done`, d, hookEnv(m), h),
-			Timeout: 5 * time.Minute,
-		})
+		steps = append(steps, hookStep("post-install", d, m, h))
 	}
 	steps = append(steps, sshexec.Step{
 		Name:    "prune",
@@ -268,6 +258,17 @@ fi
 		Timeout: 5 * time.Minute,
 	})
 	return steps
+}
+
+// hookStep runs hook of m in the version directory dir (quoted) once: a marker named after the
+// step records that it ran.
+func hookStep(name, dir string, m *packages.Manifest, hook string) sshexec.Step {
+	return sshexec.Step{
+		Name:    name,
+		Check:   fmt.Sprintf(`[ -e %s/.%s-done ]`, dir, name),
+		Command: fmt.Sprintf(`set -eu; cd %[1]s; %[2]s ./hooks/%[3]s; touch .%[4]s-done`, dir, hookEnv(m), hook, name),
+		Timeout: 5 * time.Minute,
+	}
 }
 
 // startScript installs the units of the current version of m, restarts them and runs its

@@ -3,10 +3,8 @@ package sshexec_test
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,25 +27,13 @@ func TestKeyFromSecretStore(t *testing.T) {
 	v := testenv.StartVault(t)
 	store := secrets.NewVault(v.Client, "secret", "edgefleet")
 
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	privPEM := pem.EncodeToMemory(block)
+	privPEM, authorized := testenv.SSHKeyPEM(t)
 	if err := store.Put(ctx, "site-a.ssh", map[string][]byte{"ssh-privatekey": privPEM}); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ssh.NewPublicKey(priv.Public())
-	if err != nil {
 		t.Fatal(err)
 	}
 
 	hostsDir := t.TempDir()
-	hn := testenv.StartHosts(t, 1, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), testenv.HostOptions{Dir: hostsDir})
+	hn := testenv.StartHosts(t, 1, authorized, testenv.HostOptions{Dir: hostsDir})
 	h := hn.Hosts[0]
 
 	data, err := store.Get(ctx, "site-a.ssh")
@@ -65,6 +51,14 @@ func TestKeyFromSecretStore(t *testing.T) {
 	}
 
 	// The key in every form it could take in a file.
+	raw, err := ssh.ParseRawPrivateKey(privPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, ok := raw.(*ed25519.PrivateKey)
+	if !ok {
+		t.Fatalf("key of type %T, want ed25519", raw)
+	}
 	seed := priv.Seed()
 	pemLines := strings.Split(strings.TrimSpace(string(privPEM)), "\n")
 	needles := map[string][]byte{

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -123,6 +124,25 @@ func SSHKey(t testing.TB) (ssh.Signer, string) {
 		t.Fatal(err)
 	}
 	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+}
+
+// SSHKeyPEM makes an SSH private key for a test as the secret store keeps one (OpenSSH PEM) and
+// returns it with its authorized_keys line.
+func SSHKeyPEM(t testing.TB) ([]byte, string) {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(priv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
 }
 
 // StartHosts makes n hosts, provisions each with its name as hostname and authorizedKey
