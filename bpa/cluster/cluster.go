@@ -408,9 +408,15 @@ func (s Spec) validate() error {
 			errs = append(errs, fmt.Errorf("hosts[%d] (%s): ssh: name and address required", i, h.Name))
 		}
 	}
-	for name, p := range map[string]install.Package{Etcd: s.Packages.Etcd, APIServer: s.Packages.APIServer, NodeAgent: s.Packages.NodeAgent} {
-		if p.Manifest == nil || p.Manifest.Name != name {
-			errs = append(errs, fmt.Errorf("packages.%s: want the %s package", name, name))
+	for _, p := range []struct {
+		name string
+		pkg  install.Package
+	}{{Etcd, s.Packages.Etcd}, {APIServer, s.Packages.APIServer}, {NodeAgent, s.Packages.NodeAgent}} {
+		switch {
+		case p.pkg.Manifest == nil:
+			errs = append(errs, fmt.Errorf("packages.%s: missing: want the %s package", p.name, p.name))
+		case p.pkg.Manifest.Name != p.name:
+			errs = append(errs, fmt.Errorf("packages.%s: got package %q, want the %s package", p.name, p.pkg.Manifest.Name, p.name))
 		}
 	}
 	return errors.Join(errs...)

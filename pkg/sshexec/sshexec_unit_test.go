@@ -3,8 +3,6 @@ package sshexec
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
 func TestTailBuffer(t *testing.T) {
@@ -64,15 +63,8 @@ func TestHostKeyAlgorithms(t *testing.T) {
 
 func newPublicKey(t *testing.T) ssh.PublicKey {
 	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	signer, _ := testenv.SSHKey(t)
+	return signer.PublicKey()
 }
 
 // TestCheckHostKey: the first key is pinned, the same key passes, another is refused naming
@@ -113,18 +105,15 @@ func TestCheckHostKey(t *testing.T) {
 
 func TestParseSignerDoesNotQuoteKey(t *testing.T) {
 	// A key generated here, its body cut short so it no longer parses.
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
+	key, _ := testenv.SSHKeyPEM(t)
+	block, _ := pem.Decode(key)
+	if block == nil {
+		t.Fatal("the generated key is not PEM")
 	}
 	block.Bytes = block.Bytes[:len(block.Bytes)/2]
 	junk := pem.EncodeToMemory(block)
 	body := base64.StdEncoding.EncodeToString(block.Bytes)[:16]
-	_, err = ParseSigner(junk)
+	_, err := ParseSigner(junk)
 	if err == nil {
 		t.Fatal("a truncated key parsed")
 	}
@@ -160,14 +149,7 @@ func (f *fakeKV) Put(_ context.Context, name string, data map[string][]byte) err
 
 func TestStoredHostKeys(t *testing.T) {
 	ctx := t.Context()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := newPublicKey(t)
 	kv := &fakeKV{data: map[string]map[string][]byte{}}
 	s := &StoredHostKeys{Store: kv, Prefix: "hostkey-"}
 	if got, err := s.Get(ctx, "h1"); got != nil || err != nil {
