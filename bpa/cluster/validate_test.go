@@ -20,7 +20,7 @@ func TestRunRefusesABadSpec(t *testing.T) {
 	good := func() cluster.Spec {
 		return cluster.Spec{
 			Name: "app", KubernetesVersion: "v1.36.3",
-			Hosts: []cluster.Host{{Name: "cp-0", IP: netip.MustParseAddr("10.0.0.10"), SSH: sshexec.Target{Name: "cp-0", Addr: "10.0.0.10:22"}, ControlPlane: true}},
+			Hosts:    []cluster.Host{{Name: "cp-0", IP: netip.MustParseAddr("10.0.0.10"), SSH: sshexec.Target{Name: "cp-0", Addr: "10.0.0.10:22"}, ControlPlane: true}},
 			Packages: cluster.Packages{Etcd: pkgOf(cluster.Etcd), APIServer: pkgOf(cluster.APIServer), NodeAgent: pkgOf(cluster.NodeAgent)},
 		}
 	}
