@@ -53,6 +53,10 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 		}
 	}
 	client, reader := mgr.GetClient(), mgr.GetAPIReader()
+	var bootstrapper edgebootstrap.Bootstrapper = &edgebootstrap.Agent{Reader: reader, Namespace: opts.Namespace, Clusters: clusterCache}
+	if opts.NodeBootstrap == NodeBootstrapSimulated {
+		bootstrapper = &edgebootstrap.NodeSimulator{Clusters: clusterCache}
+	}
 	reconcilers := []struct {
 		name  string
 		setup func() error
@@ -82,7 +86,7 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 				RetryInterval: edgemachine.DefaultRetryInterval}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeBootstrapConfig", func() error {
-			return (&edgebootstrap.Reconciler{Client: client, Bootstrapper: &edgebootstrap.NodeSimulator{Clusters: clusterCache},
+			return (&edgebootstrap.Reconciler{Client: client, Bootstrapper: bootstrapper,
 				Recorder: mgr.GetEventRecorder("edgebootstrapconfig-controller"), JoinRetry: 2 * time.Second}).SetupWithManager(mgr, one)
 		}},
 		{"ApplicationCluster", func() error {

@@ -88,6 +88,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(cacheDir)
 	opts := setup.DefaultOptions()
 	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
+	opts.NodeBootstrap = setup.NodeBootstrapSimulated
 	opts.CacheDir, opts.CacheAddr, opts.CacheURL = cacheDir, "127.0.0.1:0", "http://127.0.0.1:1"
 	mgr, stopCache, err := setup.NewManager(ctx, site.Config, opts)
 	if err != nil {

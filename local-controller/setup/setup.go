@@ -57,7 +57,19 @@ type Options struct {
 	FetchRetries int
 	// Concurrency is the number of ArtifactSets reconciled in parallel.
 	Concurrency int
+	// NodeBootstrap says who makes provisioned hosts nodes: NodeBootstrapBPA or
+	// NodeBootstrapSimulated.
+	NodeBootstrap string
 }
+
+// Who makes provisioned hosts nodes of the application cluster.
+const (
+	// NodeBootstrapBPA: the site's Binary Provisioning Agent, over SSH (production).
+	NodeBootstrapBPA = "bpa"
+	// NodeBootstrapSimulated: the local controller registers the nodes itself, with no host
+	// touched (test beds and simulated sites).
+	NodeBootstrapSimulated = "simulated"
+)
 
 // DefaultOptions returns safe production defaults.
 func DefaultOptions() Options {
@@ -71,6 +83,7 @@ func DefaultOptions() Options {
 		CacheVerifyInterval: 24 * time.Hour,
 		FetchRetries:        8,
 		Concurrency:         2,
+		NodeBootstrap:       NodeBootstrapBPA,
 	}
 }
 
@@ -87,6 +100,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CacheVerifyInterval, "cache-verify-interval", o.CacheVerifyInterval, "How often every cached artifact is hashed again to catch silent corruption.")
 	fs.IntVar(&o.FetchRetries, "fetch-retries", o.FetchRetries, "How often a broken transfer from the global artifact API is resumed before the attempt counts as failed.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "ArtifactSets reconciled in parallel.")
+	fs.StringVar(&o.NodeBootstrap, "node-bootstrap", o.NodeBootstrap, "Who makes provisioned hosts nodes: \""+NodeBootstrapBPA+
+		"\" (the site's BPA installs packages over SSH) or \""+NodeBootstrapSimulated+"\" (nodes are registered without touching the hosts; test beds).")
 }
 
 // Validate names the first bad option, and fills CacheURL from CacheAddr when it can.
@@ -112,6 +127,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--fetch-retries must not be negative, got %d", o.FetchRetries)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
+	case o.NodeBootstrap != NodeBootstrapBPA && o.NodeBootstrap != NodeBootstrapSimulated:
+		return fmt.Errorf("--node-bootstrap must be %q or %q, got %q", NodeBootstrapBPA, NodeBootstrapSimulated, o.NodeBootstrap)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero verify interval", func(o *Options) { o.CacheVerifyInterval = 0 }, "--cache-verify-interval", ""},
 		{"negative retries", func(o *Options) { o.FetchRetries = -1 }, "--fetch-retries", ""},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency", ""},
+		{"unknown node bootstrap", func(o *Options) { o.NodeBootstrap = "kubeadm" }, "--node-bootstrap", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

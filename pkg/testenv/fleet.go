@@ -64,6 +64,7 @@ type Fleet struct {
 	siteTokens bool
 	controller *process
 	locals     map[string]*process
+	bpas       map[string]*process
 	// stops stop what StartSiteProvisioning started, before the control planes.
 	stops []func() error
 }
@@ -76,7 +77,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{},
-		siteTokens: opts.SiteTokens}
+		bpas: map[string]*process{}, siteTokens: opts.SiteTokens}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.Stop())
@@ -245,7 +246,11 @@ func (f *Fleet) KillController() error {
 // stores the kubeconfig of the site control plane of the same name in the Secret the Site
 // references, for each Host it stores generated BMC credentials, then it runs kubectl apply.
 func (f *Fleet) Apply(ctx context.Context, manifest string) error {
-	data, err := os.ReadFile(filepath.Join(f.root, manifest))
+	path := manifest
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(f.root, manifest)
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
@@ -330,6 +335,9 @@ func (f *Fleet) Stop() error {
 	errs := []error{f.StopController()}
 	for name := range f.locals {
 		errs = append(errs, f.StopLocalController(name))
+	}
+	for name := range f.bpas {
+		errs = append(errs, f.StopBPA(name))
 	}
 	for _, stop := range f.stops {
 		errs = append(errs, stop())

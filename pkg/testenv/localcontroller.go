@@ -37,7 +37,8 @@ func (f *Fleet) LocalController(site string) LocalController {
 }
 
 // StartLocalController starts bin/local-controller for a site, with the site control plane's
-// admin kubeconfig, and waits until it is ready.
+// admin kubeconfig, and waits until it is ready. Nodes are simulated (--node-bootstrap=simulated)
+// unless args say otherwise.
 func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...string) (LocalController, error) {
 	cp, ok := f.Sites[site]
 	if !ok {
@@ -63,6 +64,7 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--cache-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--cache-dir", lc.CacheDir,
+		"--node-bootstrap", "simulated",
 	}, args...), nil, lc.Log)
 	if err != nil {
 		return lc, err

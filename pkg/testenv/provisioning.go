@@ -23,11 +23,9 @@ func (f *Fleet) StartSiteProvisioning(ctx context.Context, site string) error {
 	if !ok {
 		return fmt.Errorf("no site control plane %q", site)
 	}
-	m3, err := cp.StartMetal3(ctx, Metal3Options{Namespace: sitev1.InfoNamespace, Dir: filepath.Join(f.Dir, site+"-metal3")})
-	if err != nil {
+	if err := f.StartSiteMetal3(ctx, site); err != nil {
 		return err
 	}
-	f.stops = append(f.stops, m3.Stop)
 	app, err := Start(Options{Name: site + "-application"})
 	if err != nil {
 		return err
@@ -48,5 +46,21 @@ func (f *Fleet) StartSiteProvisioning(ctx context.Context, site string) error {
 	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, secret)); err != nil {
 		return fmt.Errorf("store the application cluster's kubeconfig on %s: %w", site, err)
 	}
+	return nil
+}
+
+// StartSiteMetal3 starts Metal3's operator in test mode watching the site's edgefleet-system
+// namespace; Fleet.Stop stops it. With the site's BPA (StartBPA) and real test hosts
+// (HostNet.PlayIronic) the application cluster is built for real.
+func (f *Fleet) StartSiteMetal3(ctx context.Context, site string) error {
+	cp, ok := f.Sites[site]
+	if !ok {
+		return fmt.Errorf("no site control plane %q", site)
+	}
+	m3, err := cp.StartMetal3(ctx, Metal3Options{Namespace: sitev1.InfoNamespace, Dir: filepath.Join(f.Dir, site+"-metal3")})
+	if err != nil {
+		return err
+	}
+	f.stops = append(f.stops, m3.Stop)
 	return nil
 }

@@ -71,6 +71,15 @@ type HostSpec struct {
 	// RootDeviceHints select the disk the OS image is written to.
 	// +optional
 	RootDeviceHints *RootDeviceHints `json:"rootDeviceHints,omitempty"`
+
+	// Address is the IP address the host has on the site network once provisioned (a DHCP
+	// reservation for its boot MAC, or static network configuration). The site's Binary
+	// Provisioning Agent reaches the host's SSH server there; a host without one is provisioned
+	// but never made a node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address, e.g. 10.0.0.11"
+	Address string `json:"address,omitempty"`
 }
 
 // SiteReference names a Site in the same namespace.

@@ -453,6 +453,11 @@ type ClusterSummary struct {
 	// LastError is the site's last error.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+
+	// Bootstrap is the site's Binary Provisioning Agent's report: packages, charts, the
+	// patch under way or the one that failed.
+	// +optional
+	Bootstrap *sitev1.BootstrapStatus `json:"bootstrap,omitempty"`
 }
 
 // HostCounts counts hosts by role; a count left out is zero.

@@ -185,6 +185,14 @@ type ClusterHost struct {
 	// BMC of the host.
 	// +required
 	BMC BMC `json:"bmc"`
+
+	// Address is the host's IP address on the site network once provisioned; the Binary
+	// Provisioning Agent reaches the host's SSH server there and the node registers with it.
+	// Hosts without one are not made nodes by the BPA.
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address, e.g. 10.0.0.11"
+	Address string `json:"address,omitempty"`
 }
 
 // BMC says how Metal3 reaches a host's baseboard management controller.
@@ -291,6 +299,103 @@ type ApplicationClusterStatus struct {
 	// reconcile.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+
+	// Bootstrap is what the Binary Provisioning Agent reports; it alone writes this field.
+	// +optional
+	Bootstrap *BootstrapStatus `json:"bootstrap,omitempty"`
+}
+
+// BootstrapPhase is where the BPA stands with a cluster, in one word.
+// +kubebuilder:validation:Enum=Waiting;Installing;Installed;Patching;Failed
+type BootstrapPhase string
+
+// Bootstrap phases.
+const (
+	// BootstrapWaiting waits for the control-plane hosts to be provisioned, or for the
+	// cluster's packages to be cached at the site.
+	BootstrapWaiting BootstrapPhase = "Waiting"
+	// BootstrapInstalling installs packages on hosts, or charts into the cluster.
+	BootstrapInstalling BootstrapPhase = "Installing"
+	// BootstrapInstalled has every provisioned host running the cluster's packages and every
+	// chart deployed.
+	BootstrapInstalled BootstrapPhase = "Installed"
+	// BootstrapPatching rolls a new package version through the nodes, one at a time.
+	BootstrapPatching BootstrapPhase = "Patching"
+	// BootstrapFailed stopped on an error the message names; a failed patch is not retried
+	// until the cluster's packages change again.
+	BootstrapFailed BootstrapPhase = "Failed"
+)
+
+// BootstrapStatus is the BPA's report on a cluster.
+type BootstrapStatus struct {
+	// Phase in one word.
+	// +optional
+	Phase BootstrapPhase `json:"phase,omitempty"`
+
+	// Message says what the BPA is doing or waiting for, or what failed (which host, which
+	// package, why).
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// ObservedGeneration is the generation of the ApplicationCluster the BPA last worked on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Nodes is how many hosts run the node package.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+
+	// Packages are the package versions the cluster runs, rolled out to every node.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Packages []InstalledPackage `json:"packages,omitempty"`
+
+	// FailedPackage is the sha256 of a package whose patch failed and was rolled back; it is
+	// not tried again until spec.packages changes.
+	// +optional
+	FailedPackage string `json:"failedPackage,omitempty"`
+
+	// Charts is the Helm release of each of spec.charts.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Charts []ChartRelease `json:"charts,omitempty"`
+}
+
+// InstalledPackage is a package the cluster runs.
+type InstalledPackage struct {
+	// Name of the package (from its manifest).
+	// +required
+	Name string `json:"name"`
+	// Version of the package.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// SHA256 of the package archive.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// ChartRelease is the Helm release of one chart in the application cluster.
+type ChartRelease struct {
+	// Name of the release (the chart's name).
+	// +required
+	Name string `json:"name"`
+	// Namespace of the release.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Chart version deployed.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Revision of the release.
+	// +optional
+	Revision int32 `json:"revision,omitempty"`
+	// State is Helm's status of the release: deployed, failed, pending-install, ...
+	// +optional
+	State string `json:"state,omitempty"`
+	// Message is Helm's description of the last change, or the error met.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // NodeCounts counts nodes; a count left out is zero.

@@ -25,3 +25,15 @@ const (
 	// system roots are used without it).
 	GlobalAPICAKey = "ca.crt"
 )
+
+// The site's Binary Provisioning Agent publishes the public half of the SSH key it logs into
+// hosts with in one ConfigMap in InfoNamespace; the local controller puts it into every host's
+// first-boot data. The private half stays in the BPA's secret store.
+const (
+	// BPAConfigMapName is the ConfigMap in which the BPA describes itself.
+	BPAConfigMapName = "edgefleet-bpa"
+	// BPAAuthorizedKeyKey holds the BPA's public key, one authorized_keys line.
+	BPAAuthorizedKeyKey = "authorizedKey"
+	// BPAVersionKey holds the BPA's version.
+	BPAVersionKey = "version"
+)

@@ -55,6 +55,7 @@ func clusterHost(h *fleetv1.Host) sitev1.ClusterHost {
 			CredentialsName:                bmcSecretName(h.Name),
 			DisableCertificateVerification: h.Spec.BMC.DisableCertificateVerification,
 		},
+		Address: h.Spec.Address,
 	}
 }
 
@@ -247,6 +248,7 @@ func summary(ac *sitev1.ApplicationCluster) *fleetv1.ClusterSummary {
 		ObservedGeneration:          st.ObservedGeneration,
 		ObservedOperationGeneration: st.ObservedOperationGeneration,
 		LastError:                   st.LastError,
+		Bootstrap:                   st.Bootstrap.DeepCopy(),
 	}
 	if ready := meta.FindStatusCondition(st.Conditions, sitev1.ApplicationClusterReadyCondition); ready != nil {
 		sum.Message = ready.Message

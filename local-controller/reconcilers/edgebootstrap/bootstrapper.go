@@ -49,14 +49,9 @@ func NodeName(machine *clusterv1.Machine) string {
 	return machine.Name
 }
 
-// UserData sets the host name when the machine is bound to a known host before provisioning (a
-// control-plane machine); a worker's host is only known once bound.
+// UserData names the host, when known.
 func (s *NodeSimulator) UserData(_ context.Context, _ *clusterv1.Cluster, machine *clusterv1.Machine) ([]byte, error) {
-	data := []byte("#cloud-config\n")
-	if h := machine.Labels[sitev1.HostNameLabel]; h != "" {
-		data = fmt.Appendf(data, "hostname: %s\n", h)
-	}
-	return data, nil
+	return cloudConfig(machine)
 }
 
 // Join creates or updates the machine's Node and marks it Ready.

@@ -1,0 +1,71 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+)
+
+// BPA is a site's bin/bpa run by a Fleet.
+type BPA struct {
+	// Log is the BPA's log file.
+	Log string
+}
+
+// StartBPA starts bin/bpa for a site, with the site control plane's admin kubeconfig, its
+// secrets in vault (the token passed in the environment, as in production), retrying every
+// two seconds, and waits until it is ready. A BPA running for the site is stopped first.
+func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ...string) (BPA, error) {
+	cp, ok := f.Sites[site]
+	if !ok {
+		return BPA{}, fmt.Errorf("no site control plane %q", site)
+	}
+	if err := f.StopBPA(site); err != nil {
+		return BPA{}, err
+	}
+	b := BPA{Log: filepath.Join(f.Dir, site+"-bpa.log")}
+	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}})); err != nil {
+		return b, fmt.Errorf("create namespace %s on %s: %w", sitev1.InfoNamespace, site, err)
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return b, err
+	}
+	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	p, err := startProcess(site+" BPA", filepath.Join(f.root, "bin", "bpa"), append([]string{
+		"--kubeconfig", f.SiteKubeconfig(site),
+		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--vault-addr", vault.Addr,
+		"--retry-interval", "2s",
+	}, args...), append(os.Environ(), "VAULT_TOKEN="+vault.Client.Token()), b.Log)
+	if err != nil {
+		return b, err
+	}
+	f.bpas[site] = p
+	if err := p.waitReady(ctx, health+"/readyz"); err != nil {
+		return b, errors.Join(err, f.StopBPA(site))
+	}
+	return b, nil
+}
+
+// StopBPA stops a site's BPA (SIGTERM, then SIGKILL after 10s).
+func (f *Fleet) StopBPA(site string) error {
+	defer delete(f.bpas, site)
+	return f.bpas[site].stop()
+}
+
+// KillBPA kills a site's BPA with SIGKILL, as a crash would.
+func (f *Fleet) KillBPA(site string) error {
+	defer delete(f.bpas, site)
+	return f.bpas[site].kill()
+}
