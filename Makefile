@@ -34,6 +34,7 @@ manifests: ## Generate CRDs into deploy/crds/{global,site}, the controllers' RBA
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-global-controller paths=./global-controller/... output:rbac:artifacts:config=deploy/rbac/global-controller
 	$(CONTROLLER_GEN) webhook paths=./global-controller/... output:webhook:artifacts:config=deploy/webhook/global-controller
 	$(CONTROLLER_GEN) rbac:roleName=edgefleet-local-controller paths=./local-controller/... output:rbac:artifacts:config=deploy/rbac/local-controller
+	$(CONTROLLER_GEN) rbac:roleName=edgefleet-bpa paths=./bpa/... output:rbac:artifacts:config=deploy/rbac/bpa
 
 .PHONY: verify-gen
 verify-gen: generate manifests ## Fail when generated files are stale.
@@ -44,10 +45,11 @@ verify-gen: generate manifests ## Fail when generated files are stale.
 # The node agent is linked statically (CGO_ENABLED=0): it runs inside the test hosts' Debian
 # root filesystems.
 .PHONY: build
-build: ## Build bin/global-controller, bin/local-controller, bin/edgefleet (the CLI) and bin/edgefleet-node-agent (the test hosts' simulated kubelet, static).
+build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefleet (the CLI) and bin/edgefleet-node-agent (the test hosts' simulated kubelet, static).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/global-controller ./global-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller ./local-controller
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bpa ./bpa
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet-node-agent ./bpa/node-agent
 

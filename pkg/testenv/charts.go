@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,42 +37,58 @@ type BuiltChart struct {
 // files give the same bytes and Digest.
 func BuildChart(t testing.TB, name, version string, edit func(dir string)) BuiltChart {
 	t.Helper()
-	root, err := RepoRoot()
+	var editErr func(string) error
+	if edit != nil {
+		editErr = func(dir string) error { edit(dir); return nil }
+	}
+	c, err := BuildChartIn(t.TempDir(), name, version, editErr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// BuildChartIn is BuildChart for programs that are not tests (the demo): the chart's copy and
+// the archive go to dir.
+func BuildChartIn(dir, name, version string, edit func(dir string) error) (BuiltChart, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return BuiltChart{}, err
+	}
 	src := filepath.Join(root, "hack", "charts", name)
-	dir := filepath.Join(t.TempDir(), name)
-	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
-		t.Fatalf("copy chart %s: %v", src, err)
+	chartDir := filepath.Join(dir, name)
+	if err := os.CopyFS(chartDir, os.DirFS(src)); err != nil {
+		return BuiltChart{}, fmt.Errorf("copy chart %s: %w", src, err)
 	}
 	if edit != nil {
-		edit(dir)
+		if err := edit(chartDir); err != nil {
+			return BuiltChart{}, fmt.Errorf("chart %s: edit: %w", name, err)
+		}
 	}
-	err = filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+	err = filepath.WalkDir(chartDir, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		return os.Chtimes(path, chartModTime, chartModTime)
 	})
 	if err != nil {
-		t.Fatalf("chart %s: %v", name, err)
+		return BuiltChart{}, fmt.Errorf("chart %s: %w", name, err)
 	}
-	ch, err := loader.LoadDir(dir)
+	ch, err := loader.LoadDir(chartDir)
 	if err != nil {
-		t.Fatalf("chart %s: load: %v", name, err)
+		return BuiltChart{}, fmt.Errorf("chart %s: load: %w", name, err)
 	}
 	if version != "" {
 		ch.Metadata.Version = version
 	}
-	path, err := chartutil.Save(ch, t.TempDir())
+	path, err := chartutil.Save(ch, dir)
 	if err != nil {
-		t.Fatalf("chart %s: package: %v", name, err)
+		return BuiltChart{}, fmt.Errorf("chart %s: package: %w", name, err)
 	}
 	archive, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return BuiltChart{}, err
 	}
 	sum := sha256.Sum256(archive)
-	return BuiltChart{Archive: archive, Digest: hex.EncodeToString(sum[:]), Name: ch.Metadata.Name, Version: ch.Metadata.Version}
+	return BuiltChart{Archive: archive, Digest: hex.EncodeToString(sum[:]), Name: ch.Metadata.Name, Version: ch.Metadata.Version}, nil
 }

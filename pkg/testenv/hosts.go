@@ -99,7 +99,7 @@ func NewHosts(t testing.TB, n int, opts HostOptions) *HostNet {
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
-	hn, err := newHostNet(n, opts)
+	hn, err := NewHostNet(n, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,12 @@ func StartHosts(t testing.TB, n int, authorizedKey string, opts HostOptions) *Ho
 	return hn
 }
 
-func newHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
+// NewHostNet is NewHosts for programs that are not tests (the demo): opts.Dir is required, and
+// the caller closes the HostNet. Needs root.
+func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
+	if opts.Dir == "" {
+		return nil, errors.New("test hosts: no directory for the hosts' disks")
+	}
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("test hosts: %d hosts; a network holds 1 to 200", n)
 	}

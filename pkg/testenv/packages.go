@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,57 +32,72 @@ func (p BuiltPackage) Open() (io.ReadCloser, error) { return os.Open(p.Path) }
 // before it is built (a test's broken variant, say).
 func BuildPackage(t testing.TB, name, version string, edit func(dir string)) BuiltPackage {
 	t.Helper()
+	var editErr func(string) error
+	if edit != nil {
+		editErr = func(dir string) error { edit(dir); return nil }
+	}
+	p, err := BuildPackageIn(t.TempDir(), name, version, editErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// BuildPackageIn is BuildPackage for programs that are not tests (the demo): the recipe's copy
+// and the archive go to dir.
+func BuildPackageIn(dir, name, version string, edit func(dir string) error) (BuiltPackage, error) {
 	root, err := RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return BuiltPackage{}, err
 	}
 	recipe := filepath.Join(root, "hack", "packages", name)
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(recipe)); err != nil {
-		t.Fatalf("copy recipe %s: %v", recipe, err)
+	src := filepath.Join(dir, name+"-"+version)
+	if err := os.CopyFS(src, os.DirFS(recipe)); err != nil {
+		return BuiltPackage{}, fmt.Errorf("copy recipe %s: %w", recipe, err)
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "binaries"))
+	raw, err := os.ReadFile(filepath.Join(src, "binaries"))
 	if err != nil {
-		t.Fatalf("package %s: %v", name, err)
+		return BuiltPackage{}, fmt.Errorf("package %s: %w", name, err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, packages.FilesDir, "bin"), 0o755); err != nil {
-		t.Fatal(err)
+	if err := os.MkdirAll(filepath.Join(src, packages.FilesDir, "bin"), 0o755); err != nil {
+		return BuiltPackage{}, err
 	}
 	for _, b := range strings.Fields(string(raw)) {
-		src := filepath.Join(root, "bin", b)
-		data, err := os.ReadFile(src)
+		data, err := os.ReadFile(filepath.Join(root, "bin", b))
 		if err != nil {
-			t.Fatalf("package %s: %v (run 'make tools build' first)", name, err)
+			return BuiltPackage{}, fmt.Errorf("package %s: %w (run 'make tools build' first)", name, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, packages.FilesDir, "bin", b), data, 0o755); err != nil {
-			t.Fatal(err)
+		if err := os.WriteFile(filepath.Join(src, packages.FilesDir, "bin", b), data, 0o755); err != nil {
+			return BuiltPackage{}, err
 		}
 	}
 	if edit != nil {
-		edit(dir)
+		if err := edit(src); err != nil {
+			return BuiltPackage{}, fmt.Errorf("package %s: edit: %w", name, err)
+		}
 	}
 	var m packages.Manifest
-	raw, err = os.ReadFile(filepath.Join(dir, packages.ManifestFile))
+	raw, err = os.ReadFile(filepath.Join(src, packages.ManifestFile))
 	if err != nil {
-		t.Fatal(err)
+		return BuiltPackage{}, err
 	}
 	if err := yaml.UnmarshalStrict(raw, &m); err != nil {
-		t.Fatalf("package %s: %s: %v", name, packages.ManifestFile, err)
+		return BuiltPackage{}, fmt.Errorf("package %s: %s: %w", name, packages.ManifestFile, err)
 	}
 	m.Version = version
-	out := filepath.Join(t.TempDir(), name+"-"+version+".tar.gz")
+	out := filepath.Join(dir, name+"-"+version+".tar.gz")
 	f, err := os.Create(out)
 	if err != nil {
-		t.Fatal(err)
+		return BuiltPackage{}, err
 	}
 	defer f.Close()
 	sum := sha256.New()
-	built, err := packages.Build(io.MultiWriter(f, sum), m, dir)
+	built, err := packages.Build(io.MultiWriter(f, sum), m, src)
 	if err != nil {
-		t.Fatal(err)
+		return BuiltPackage{}, fmt.Errorf("package %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
-		t.Fatal(err)
+		return BuiltPackage{}, err
 	}
-	return BuiltPackage{Path: out, Digest: hex.EncodeToString(sum.Sum(nil)), Manifest: built}
+	return BuiltPackage{Path: out, Digest: hex.EncodeToString(sum.Sum(nil)), Manifest: built}, nil
 }

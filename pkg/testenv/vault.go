@@ -33,19 +33,24 @@ type Vault struct {
 // StartVault starts a Vault dev server and stops it in the test's cleanup.
 func StartVault(t testing.TB) *Vault {
 	t.Helper()
-	v, err := startVault(t.Context(), t.TempDir())
+	v, err := StartVaultIn(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := v.proc.stop(); err != nil {
+		if err := v.Stop(); err != nil {
 			t.Errorf("stop vault: %v", err)
 		}
 	})
 	return v
 }
 
-func startVault(ctx context.Context, dir string) (*Vault, error) {
+// Stop stops the server; its in-memory storage goes with it.
+func (v *Vault) Stop() error { return v.proc.stop() }
+
+// StartVaultIn starts a Vault dev server keeping its log (and HOME) in dir, for programs that
+// are not tests (the demo); Stop stops it.
+func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,330 @@
+package applicationcluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
+)
+
+// work is one reconcile of one cluster.
+type work struct {
+	r  *Reconciler
+	ac *sitev1.ApplicationCluster
+	st *sitev1.BootstrapStatus
+}
+
+// roles are the packages a cluster needs, by manifest name, in the order they are patched.
+var roles = []string{cluster.Etcd, cluster.APIServer, cluster.NodeAgent}
+
+// run is the reconcile: packages, hosts, install or patch, kubeconfig, charts.
+func (w *work) run(ctx context.Context) (ctrl.Result, error) {
+	pkgs, err := w.packages(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	hosts, waiting, err := w.hosts(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(waiting) > 0 {
+		w.st.Phase = sitev1.BootstrapWaiting
+		w.st.Message = "waiting for control-plane hosts to be provisioned: " + strings.Join(waiting, ", ")
+		return ctrl.Result{RequeueAfter: w.r.Retry}, nil
+	}
+	spec := cluster.Spec{
+		Name:              w.ac.Name,
+		KubernetesVersion: w.ac.Spec.KubernetesVersion,
+		ServiceCIDR:       w.ac.Spec.Network.ServiceCIDRs[0],
+		APIEndpoint:       w.ac.Spec.Network.ControlPlaneEndpoint.Host,
+		Hosts:             hosts,
+		Packages:          cluster.Packages{Etcd: pkgs[cluster.Etcd], APIServer: pkgs[cluster.APIServer], NodeAgent: pkgs[cluster.NodeAgent]},
+	}
+	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
+		w.st.FailedPackage = "" // the packages changed since: try again
+	}
+	if w.st.FailedPackage != "" {
+		w.st.Phase = sitev1.BootstrapFailed
+		return ctrl.Result{}, nil // the message of the failure stays; a new spec brings us back
+	}
+	bu := cluster.New(w.r.Runner, w.r.Secrets)
+	if patching := w.patches(pkgs); len(patching) > 0 {
+		return w.patch(ctx, bu, spec, patching)
+	}
+	w.progress(ctx, sitev1.BootstrapInstalling, fmt.Sprintf("installing %s on %d hosts", versions(pkgs), len(hosts)))
+	if _, err := bu.Run(ctx, spec); err != nil {
+		return ctrl.Result{}, err
+	}
+	w.st.Nodes = int32(len(hosts))
+	w.st.Packages = installed(pkgs)
+	cfg, err := w.publishKubeconfig(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := w.charts(ctx, cfg); err != nil {
+		return ctrl.Result{}, err
+	}
+	w.st.Phase = sitev1.BootstrapInstalled
+	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
+	if len(w.st.Charts) > 0 {
+		w.st.Message += fmt.Sprintf("; %d charts deployed", len(w.st.Charts))
+	}
+	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
+}
+
+// progress writes the phase and message at once, so a long install shows while it runs.
+func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg string) {
+	if w.st.Phase == phase && w.st.Message == msg {
+		return
+	}
+	before := w.ac.DeepCopy()
+	w.st.Phase, w.st.Message = phase, msg
+	if err := w.r.patchStatus(ctx, before, w.ac); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "report progress")
+	}
+}
+
+// packages reads the cluster's packages from the site cache, by role.
+func (w *work) packages(ctx context.Context) (map[string]install.Package, error) {
+	set := &sitev1.ArtifactSet{}
+	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
+		return nil, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
+	}
+	pkgs := map[string]install.Package{}
+	for _, ref := range w.ac.Spec.Packages {
+		url := cachedURL(set, ref.SHA256)
+		if url == "" {
+			return nil, fmt.Errorf("package %s (%s) is not cached at the site yet", ref.SHA256, ref.Name)
+		}
+		p, err := w.r.cache.pkg(ctx, url, ref.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		name := p.Manifest.Name
+		if !slices.Contains(roles, name) {
+			return nil, fmt.Errorf("package %s %s (%s): the BPA installs packages named %s", name, p.Manifest.Version, ref.SHA256, strings.Join(roles, ", "))
+		}
+		if _, dup := pkgs[name]; dup {
+			return nil, fmt.Errorf("spec.packages has two %s packages", name)
+		}
+		pkgs[name] = p
+	}
+	for _, role := range roles {
+		if _, ok := pkgs[role]; !ok {
+			return nil, fmt.Errorf("spec.packages has no %s package", role)
+		}
+	}
+	return pkgs, nil
+}
+
+func cachedURL(set *sitev1.ArtifactSet, digest string) string {
+	for _, a := range set.Status.Artifacts {
+		if a.SHA256 == digest && a.Phase == sitev1.ArtifactCached {
+			return a.URL
+		}
+	}
+	return ""
+}
+
+// hosts are the cluster's provisioned hosts (their Machine has a provider ID), control plane
+// first, and the control-plane hosts not provisioned yet. A provisioned host without an
+// address is an error: the BPA cannot reach it.
+func (w *work) hosts(ctx context.Context) ([]cluster.Host, []string, error) {
+	machines := &clusterv1.MachineList{}
+	if err := w.r.Client.List(ctx, machines, client.InNamespace(w.ac.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.ac.Name}); err != nil {
+		return nil, nil, fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
+	}
+	byHost := map[string]*clusterv1.Machine{}
+	for i := range machines.Items {
+		m := &machines.Items[i]
+		if id := m.Spec.ProviderID; id != "" && m.DeletionTimestamp.IsZero() {
+			byHost[path.Base(id)] = m
+		}
+	}
+	var hosts []cluster.Host
+	var waiting []string
+	for _, h := range w.ac.Spec.Hosts {
+		cp := h.Role == sitev1.RoleControlPlane
+		m := byHost[h.Name]
+		if m == nil {
+			if cp {
+				waiting = append(waiting, h.Name)
+			}
+			continue
+		}
+		ip, err := netip.ParseAddr(h.Address)
+		if err != nil {
+			return nil, nil, fmt.Errorf("host %s is provisioned but has no address the BPA could reach it at (spec.hosts[].address %q)", h.Name, h.Address)
+		}
+		hosts = append(hosts, cluster.Host{
+			Name: h.Name, IP: ip, ControlPlane: cp, ProviderID: m.Spec.ProviderID,
+			// Host keys are pinned per machine: a host provisioned again for another
+			// machine is a new OS with new keys.
+			SSH: sshexec.Target{Name: m.Name, Addr: net.JoinHostPort(ip.String(), "22")},
+		})
+	}
+	slices.SortStableFunc(hosts, func(a, b cluster.Host) int {
+		if a.ControlPlane != b.ControlPlane {
+			if a.ControlPlane {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+	return hosts, waiting, nil
+}
+
+// patches are the roles whose package changed since it was rolled out, in patch order.
+func (w *work) patches(pkgs map[string]install.Package) []string {
+	var out []string
+	for _, role := range roles {
+		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == role })
+		if i >= 0 && w.st.Packages[i].SHA256 != pkgs[role].Digest {
+			out = append(out, role)
+		}
+	}
+	return out
+}
+
+// patch rolls the changed packages through the nodes of the cluster (the hosts that are nodes
+// already; new hosts get the new versions when installed after), one package after the other.
+// A package whose health check fails is rolled back on its node and the patch stops: the
+// package is marked failed and not tried again until spec.packages changes.
+func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec, roles []string) (ctrl.Result, error) {
+	cfg, err := w.adminConfig(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var nodes []cluster.Host
+	for _, h := range spec.Hosts {
+		_, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			nodes = append(nodes, h)
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, fmt.Errorf("node %s: %w", h.Name, err)
+		}
+	}
+	spec.Hosts = nodes
+	for _, role := range roles {
+		pkg := pkgOf(spec.Packages, role)
+		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time", role, pkg.Manifest.Version))
+		_, err := bu.Patch(ctx, spec, pkg)
+		if herr := (*install.HealthError)(nil); errors.As(err, &herr) {
+			w.st.Phase, w.st.FailedPackage = sitev1.BootstrapFailed, pkg.Digest
+			w.st.Message = "patch failed and was rolled back: " + err.Error()
+			return ctrl.Result{}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == role })
+		w.st.Packages[i] = sitev1.InstalledPackage{Name: role, Version: pkg.Manifest.Version, SHA256: pkg.Digest}
+	}
+	return ctrl.Result{Requeue: true}, nil // new hosts and charts on the next pass
+}
+
+func pkgOf(p cluster.Packages, role string) install.Package {
+	switch role {
+	case cluster.Etcd:
+		return p.Etcd
+	case cluster.APIServer:
+		return p.APIServer
+	}
+	return p.NodeAgent
+}
+
+func installed(pkgs map[string]install.Package) []sitev1.InstalledPackage {
+	var out []sitev1.InstalledPackage
+	for _, role := range roles {
+		p := pkgs[role]
+		out = append(out, sitev1.InstalledPackage{Name: role, Version: p.Manifest.Version, SHA256: p.Digest})
+	}
+	return out
+}
+
+func versions(pkgs map[string]install.Package) string {
+	var s []string
+	for _, role := range roles {
+		s = append(s, role+" "+pkgs[role].Manifest.Version)
+	}
+	return strings.Join(s, ", ")
+}
+
+// adminConfig is the cluster's admin client config, from the secret store.
+func (w *work) adminConfig(ctx context.Context) (*rest.Config, error) {
+	kc, err := w.adminKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig of cluster %s: %w", w.ac.Name, err)
+	}
+	return cfg, nil
+}
+
+func (w *work) adminKubeconfig(ctx context.Context) ([]byte, error) {
+	data, err := w.r.Secrets.Get(ctx, cluster.AdminKubeconfigSecret(w.ac.Name))
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig of cluster %s: %w", w.ac.Name, err)
+	}
+	return data["value"], nil
+}
+
+// publishKubeconfig writes the admin kubeconfig into Cluster-API's <cluster>-kubeconfig
+// Secret (key value), owned by the Cluster-API Cluster, when it differs, and returns it as a
+// client config.
+func (w *work) publishKubeconfig(ctx context.Context) (*rest.Config, error) {
+	kc, err := w.adminKubeconfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	capi := &clusterv1.Cluster{}
+	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), capi); err != nil {
+		return nil, fmt.Errorf("Cluster-API Cluster %s: %w", client.ObjectKeyFromObject(w.ac), err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: w.ac.Namespace, Name: w.ac.Name + "-kubeconfig"}}
+	if _, err := controllerutil.CreateOrPatch(ctx, w.r.Client, secret, func() error {
+		if secret.Labels == nil {
+			secret.Labels = map[string]string{}
+		}
+		secret.Labels[clusterv1.ClusterNameLabel] = w.ac.Name
+		secret.Type = clusterv1.ClusterSecretType
+		secret.Data = map[string][]byte{"value": kc}
+		return controllerutil.SetOwnerReference(capi, secret, w.r.Client.Scheme())
+	}); err != nil {
+		return nil, fmt.Errorf("write Secret %s: %w", client.ObjectKeyFromObject(secret), err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig of cluster %s: %w", w.ac.Name, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,139 @@
+package applicationcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+)
+
+// Reconciler reconciles ApplicationClusters on the BPA's side.
+type Reconciler struct {
+	// Client reads the site cluster and writes status.bootstrap and the kubeconfig Secret.
+	Client client.Client
+	// Runner runs steps on hosts over SSH (an sshexec.Executor).
+	Runner install.Runner
+	// Secrets holds the clusters' PKI and admin kubeconfigs.
+	Secrets secrets.Store
+	// Charts installs charts into application clusters.
+	Charts Charts
+	// HTTP reads the site cache.
+	HTTP *http.Client
+	// Recorder emits an event when the phase changes.
+	Recorder events.EventRecorder
+	// Retry is how long to wait before looking again while waiting or after an error.
+	Retry time.Duration
+	// Resync is how often an installed cluster is checked again (hosts, charts).
+	Resync time.Duration
+
+	cache *siteCache
+}
+
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// SetupWithManager registers the reconciler: spec changes of an ApplicationCluster (not its
+// status, which the local controller rewrites), its Machines (a host provisioned) and its
+// ArtifactSet (packages cached) bring it back.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	r.cache = newSiteCache(r.HTTP)
+	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("bpa-applicationcluster").
+		For(&sitev1.ApplicationCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineToCluster)).
+		Watches(&sitev1.ArtifactSet{}, sameName).
+		WithOptions(opts).
+		Complete(r)
+}
+
+// machineToCluster maps a Machine to the ApplicationCluster of its Cluster (same name).
+func machineToCluster(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// Reconcile brings the cluster's hosts, packages and charts in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
+	ac := &sitev1.ApplicationCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ac); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !ac.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // Metal3 wipes the hosts; the secrets stay for an audit
+	}
+	before := ac.DeepCopy()
+	if ac.Status.Bootstrap == nil {
+		ac.Status.Bootstrap = &sitev1.BootstrapStatus{}
+	}
+	w := &work{r: r, ac: ac, st: ac.Status.Bootstrap}
+	defer func() {
+		if err := r.patchStatus(ctx, before, ac); err != nil {
+			res, reterr = ctrl.Result{}, errors.Join(reterr, err)
+		}
+	}()
+	res, err := w.run(ctx)
+	if err != nil {
+		w.st.Message = err.Error()
+		if w.st.Phase != sitev1.BootstrapFailed {
+			w.st.Phase = sitev1.BootstrapWaiting
+		}
+		ctrl.LoggerFrom(ctx).Info("cluster not installed yet", "reason", err.Error())
+		return ctrl.Result{RequeueAfter: r.Retry}, nil
+	}
+	w.st.ObservedGeneration = ac.Generation
+	return res, nil
+}
+
+// patchStatus writes status.bootstrap when it changed: a merge patch of that field alone,
+// without a resourceVersion precondition, so the local controller's fields are never
+// overwritten and its writes never make ours fail.
+func (r *Reconciler) patchStatus(ctx context.Context, before, ac *sitev1.ApplicationCluster) error {
+	was, is := before.Status.Bootstrap, ac.Status.Bootstrap
+	if apiequality.Semantic.DeepEqual(was, is) {
+		return nil
+	}
+	if was == nil || was.Phase != is.Phase {
+		r.Recorder.Eventf(ac, nil, eventType(is.Phase), "Bootstrap"+string(is.Phase), "Bootstrap", "%s", is.Message)
+	}
+	base := before.DeepCopy()
+	base.ResourceVersion = ac.ResourceVersion // an earlier patch of this reconcile moved it on
+	if err := r.Client.Status().Patch(ctx, ac, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("patch status.bootstrap of ApplicationCluster %s: %w", client.ObjectKeyFromObject(ac), err)
+	}
+	return nil
+}
+
+func eventType(p sitev1.BootstrapPhase) string {
+	if p == sitev1.BootstrapFailed {
+		return "Warning"
+	}
+	return "Normal"
+}

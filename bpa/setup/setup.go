@@ -1,0 +1,280 @@
+package setup
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	vaultapi "github.com/hashicorp/vault/api"
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	"golang.org/x/crypto/ssh"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
+	"github.com/edgefleet/edgefleet/pkg/restconfig"
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
+	"github.com/edgefleet/edgefleet/pkg/version"
+)
+
+// SSHKeySecret is the secret holding the BPA's SSH private key (key private-key, PEM).
+const SSHKeySecret = "bpa-ssh-key"
+
+// HostKeyPrefix starts the names of the secrets pinning host keys (one per machine).
+const HostKeyPrefix = "hostkey-"
+
+// Options are the BPA's settings.
+type Options struct {
+	// Kubeconfig of the site's local cluster; empty means in-cluster.
+	Kubeconfig string
+	// MetricsAddr serves Prometheus metrics; "0" disables them.
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz; "0" disables them.
+	ProbeAddr string
+	// LeaderElect makes only one replica active at a time.
+	LeaderElect bool
+	// Namespace of the BPA: its lease, its ConfigMap, the ApplicationClusters it serves and,
+	// without Vault, its secrets.
+	Namespace string
+	// VaultAddr is the Vault server; empty keeps secrets in Kubernetes Secrets. The token comes
+	// from the environment (VAULT_TOKEN), never from a flag.
+	VaultAddr string
+	// VaultMount is the KV v2 mount and VaultPrefix the path under it.
+	VaultMount, VaultPrefix string
+	// SSHParallelism is how many hosts are worked on at once.
+	SSHParallelism int
+	// SSHTimeout bounds a step on a host that has no timeout of its own.
+	SSHTimeout time.Duration
+	// Retry is how long to wait before looking again at a cluster that waits or failed.
+	Retry time.Duration
+	// Resync is how often an installed cluster is checked again.
+	Resync time.Duration
+}
+
+// DefaultOptions returns safe production defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:    ":8080",
+		ProbeAddr:      ":8081",
+		LeaderElect:    true,
+		Namespace:      sitev1.InfoNamespace,
+		VaultAddr:      os.Getenv("VAULT_ADDR"),
+		VaultMount:     "secret",
+		VaultPrefix:    "edgefleet/bpa",
+		SSHParallelism: 10,
+		SSHTimeout:     5 * time.Minute,
+		Retry:          15 * time.Second,
+		Resync:         10 * time.Minute,
+	}
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the site's local cluster (empty: in-cluster config).")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the BPA: its lease, the ConfigMap "+sitev1.BPAConfigMapName+", the ApplicationClusters it builds and, without Vault, its secrets.")
+	fs.StringVar(&o.VaultAddr, "vault-addr", o.VaultAddr, "Vault server keeping the SSH key, host keys, cluster PKI and kubeconfigs (default $VAULT_ADDR; empty: Kubernetes Secrets in --namespace). The token is read from $VAULT_TOKEN.")
+	fs.StringVar(&o.VaultMount, "vault-mount", o.VaultMount, "Mount of Vault's KV version 2 engine.")
+	fs.StringVar(&o.VaultPrefix, "vault-prefix", o.VaultPrefix, "Path under --vault-mount for the BPA's secrets.")
+	fs.IntVar(&o.SSHParallelism, "ssh-parallelism", o.SSHParallelism, "Hosts worked on at once.")
+	fs.DurationVar(&o.SSHTimeout, "ssh-timeout", o.SSHTimeout, "Bound of a step on a host that has none of its own.")
+	fs.DurationVar(&o.Retry, "retry-interval", o.Retry, "Wait before looking again at a cluster that waits for hosts or met an error.")
+	fs.DurationVar(&o.Resync, "resync-interval", o.Resync, "How often an installed cluster is checked again.")
+}
+
+// Validate names the first bad option.
+func (o *Options) Validate() error {
+	switch {
+	case o.Namespace == "":
+		return errors.New("--namespace must not be empty")
+	case o.VaultAddr != "" && o.VaultMount == "":
+		return errors.New("--vault-mount must not be empty with --vault-addr")
+	case o.SSHParallelism < 1:
+		return fmt.Errorf("--ssh-parallelism must be at least 1, got %d", o.SSHParallelism)
+	case o.SSHTimeout <= 0:
+		return fmt.Errorf("--ssh-timeout must be positive, got %s", o.SSHTimeout)
+	case o.Retry <= 0:
+		return fmt.Errorf("--retry-interval must be positive, got %s", o.Retry)
+	case o.Resync <= 0:
+		return fmt.Errorf("--resync-interval must be positive, got %s", o.Resync)
+	}
+	return nil
+}
+
+// Scheme returns the scheme of the BPA's manager.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme, clusterv1.AddToScheme, metal3api.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Run starts the BPA and blocks until ctx is done.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	cfg, err := restconfig.Load(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := NewManager(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting BPA", "version", version.Version)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// NewManager builds the BPA's manager on the site cluster of cfg.
+func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.ProbeAddr,
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "edgefleet-bpa",
+		LeaderElectionNamespace: opts.Namespace,
+		// The BPA serves the ApplicationClusters of its own namespace only.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	for name, add := range map[string]func(string, healthz.Checker) error{"health": mgr.AddHealthzCheck, "ready": mgr.AddReadyzCheck} {
+		if err := add("ping", healthz.Ping); err != nil {
+			return nil, fmt.Errorf("add %s check: %w", name, err)
+		}
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("site client: %w", err)
+	}
+	store, err := secretStore(opts, direct)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ensureSSHKey(ctx, store)
+	if err != nil {
+		return nil, err
+	}
+	if err := publish(ctx, direct, opts.Namespace, signer); err != nil {
+		return nil, err
+	}
+	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: HostKeyPrefix},
+		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
+	r := &applicationcluster.Reconciler{
+		Client:   mgr.GetClient(),
+		Runner:   exec,
+		Secrets:  store,
+		Charts: func(cfg *rest.Config) (applicationcluster.ChartInstaller, error) {
+			return charts.New(cfg, charts.Options{Log: ctrl.Log.WithName("helm")})
+		},
+		HTTP:     &http.Client{Timeout: 30 * time.Minute},
+		Recorder: mgr.GetEventRecorder("bpa"),
+		Retry:    opts.Retry,
+		Resync:   opts.Resync,
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)
+	}
+	return mgr, nil
+}
+
+// secretStore is Vault when an address is set, else Kubernetes Secrets in the namespace.
+func secretStore(opts Options, direct client.Client) (secrets.Store, error) {
+	if opts.VaultAddr == "" {
+		return secrets.NewKubernetes(direct, opts.Namespace), nil
+	}
+	vc := vaultapi.DefaultConfig()
+	vc.Address = opts.VaultAddr
+	c, err := vaultapi.NewClient(vc) // reads VAULT_TOKEN
+	if err != nil {
+		return nil, fmt.Errorf("vault client for %s: %w", opts.VaultAddr, err)
+	}
+	if c.Token() == "" {
+		return nil, fmt.Errorf("--vault-addr %s is set but $VAULT_TOKEN is empty", opts.VaultAddr)
+	}
+	return secrets.NewVault(c, opts.VaultMount, opts.VaultPrefix), nil
+}
+
+// ensureSSHKey reads the BPA's SSH key from the store, making one the first time.
+func ensureSSHKey(ctx context.Context, store secrets.Store) (ssh.Signer, error) {
+	data, err := store.Get(ctx, SSHKeySecret)
+	if errors.Is(err, secrets.ErrNotFound) {
+		if err := newSSHKey(ctx, store); err != nil {
+			return nil, err
+		}
+		data, err = store.Get(ctx, SSHKeySecret) // what is stored wins, should another replica have raced
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the BPA's SSH key: %w", err)
+	}
+	return sshexec.ParseSigner(data["private-key"])
+}
+
+// newSSHKey makes an ed25519 key and puts it into the store.
+func newSSHKey(ctx context.Context, store secrets.Store) error {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	block, err := ssh.MarshalPrivateKey(key, "edgefleet-bpa")
+	if err != nil {
+		return err
+	}
+	if err := store.Put(ctx, SSHKeySecret, map[string][]byte{"private-key": pem.EncodeToMemory(block)}); err != nil {
+		return fmt.Errorf("store the BPA's new SSH key: %w", err)
+	}
+	return nil
+}
+
+// publish writes the BPA's public key and version into its ConfigMap.
+func publish(ctx context.Context, c client.Client, namespace string, signer ssh.Signer) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sitev1.BPAConfigMapName}}
+	if _, err := controllerutil.CreateOrPatch(ctx, c, cm, func() error {
+		cm.Data = map[string]string{
+			sitev1.BPAAuthorizedKeyKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " edgefleet-bpa",
+			sitev1.BPAVersionKey:       version.Version,
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("publish the BPA's public key in ConfigMap %s/%s: %w", namespace, sitev1.BPAConfigMapName, err)
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package setup
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateNamesTheBadFlag(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		flag   string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"with Vault", func(o *Options) { o.VaultAddr = "https://vault.site:8200" }, ""},
+		{"no namespace", func(o *Options) { o.Namespace = "" }, "--namespace"},
+		{"Vault without a mount", func(o *Options) { o.VaultAddr, o.VaultMount = "https://vault.site:8200", "" }, "--vault-mount"},
+		{"no SSH parallelism", func(o *Options) { o.SSHParallelism = 0 }, "--ssh-parallelism"},
+		{"zero SSH timeout", func(o *Options) { o.SSHTimeout = 0 }, "--ssh-timeout"},
+		{"zero retry", func(o *Options) { o.Retry = 0 }, "--retry-interval"},
+		{"negative resync", func(o *Options) { o.Resync = -1 }, "--resync-interval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.VaultAddr = ""
+			tt.mutate(&o)
+			err := o.Validate()
+			if tt.flag == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.flag) {
+				t.Fatalf("Validate = %v, want an error naming %s", err, tt.flag)
+			}
+		})
+	}
+}
