@@ -199,9 +199,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: HostKeyPrefix},
 		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
 	r := &applicationcluster.Reconciler{
-		Client:   mgr.GetClient(),
-		Runner:   exec,
-		Secrets:  store,
+		Client:  mgr.GetClient(),
+		Runner:  exec,
+		Secrets: store,
 		Charts: func(cfg *rest.Config) (applicationcluster.ChartInstaller, error) {
 			return charts.New(cfg, charts.Options{Log: ctrl.Log.WithName("helm")})
 		},
