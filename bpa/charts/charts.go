@@ -89,8 +89,8 @@ type Status struct {
 
 // Options configure an Installer.
 type Options struct {
-	// Log receives helm's log (at V(1) and above for its debug messages). The zero Logger
-	// discards.
+	// Log receives helm's log (its debug messages at V(4), as logr.ToSlogHandler maps them) and
+	// the recoveries of interrupted revisions. The zero Logger discards.
 	Log logr.Logger
 	// HookTimeout bounds the wait for each of a chart's hooks (and, with no Release.Wait, is
 	// helm's operation timeout); 5 minutes when zero.

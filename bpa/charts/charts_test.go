@@ -27,10 +27,39 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(applyInChild())
 	}
-	os.Exit(testenv.Run(m, testenv.Options{Name: "application-cluster"}, func(_ context.Context, c *testenv.ControlPlane) error {
+	os.Exit(run(m))
+}
+
+// decoyKubeconfig points at no API server, in a namespace no test uses: were the installer to
+// load a kubeconfig from $KUBECONFIG instead of using its rest.Config, the tests would fail.
+const decoyKubeconfig = `apiVersion: v1
+kind: Config
+clusters: [{name: decoy, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: decoy, user: {token: decoy}}]
+contexts: [{name: decoy, context: {cluster: decoy, user: decoy, namespace: decoy}}]
+current-context: decoy
+`
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "charts-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	decoy := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(decoy, []byte(decoyKubeconfig), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.Setenv("KUBECONFIG", decoy); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return testenv.Run(m, testenv.Options{Name: "application-cluster"}, func(_ context.Context, c *testenv.ControlPlane) error {
 		cp = c
 		return nil
-	}))
+	})
 }
 
 func newInstaller(t *testing.T) *charts.Installer {
