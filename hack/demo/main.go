@@ -1,9 +1,13 @@
 // Command demo runs edgefleet on this machine: a global control plane and two site control
 // planes (kube-apiserver + etcd from bin/), the global controller binary, each site's local
-// controller, and the sites and hosts of deploy/samples/fleet.yaml. It uploads a sample package,
-// caches it at both sites, provisions site-a's hosts through Metal3 (fixture provisioner) and
-// Cluster-API, and prints what kubectl, the CLI and a site cache show, then keeps everything
-// running until Ctrl-C and stops all it started. Run it with `make demo`.
+// controller, and the sites and hosts of deploy/samples/fleet.yaml. It uploads a sample package
+// and caches it at both sites; then it builds site-a's application cluster for real: two real
+// Debian hosts (test hosts: systemd and sshd in namespaces of their own; needs root) stand for
+// site-a's bare metal, Metal3 (fixture provisioner) provisions them and the harness boots them
+// with their first-boot data as Ironic would, and site-a's BPA installs etcd, kube-apiserver and
+// the node agent over SSH from a Release uploaded to the artifact store, and the release's chart.
+// It ends with kubectl get nodes on that cluster, keeps everything running until Ctrl-C and stops
+// all it started. Run it with `make demo`.
 package main
 
 import (
@@ -12,6 +16,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -71,15 +77,35 @@ func run(ctx context.Context) (err error) {
 		err = errors.Join(err, fleet.Stop())
 	}()
 
-	step("Starting site-a's Metal3 (baremetal-operator, fixture provisioner) and a control plane for its application cluster")
-	if err := fleet.StartSiteProvisioning(ctx, "site-a"); err != nil {
+	step("Starting site-a's Metal3 (baremetal-operator, fixture provisioner), a Vault dev server and site-a's BPA")
+	if err := fleet.StartSiteMetal3(ctx, "site-a"); err != nil {
 		return err
 	}
+	vault, err := testenv.StartVaultIn(ctx, filepath.Join(dir, "vault"))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, vault.Stop()) }()
+	bpa, err := fleet.StartBPA(ctx, "site-a", vault)
+	if err != nil {
+		return err
+	}
+	step("Making site-a's two bare-metal hosts: real Debian hosts (systemd, sshd) in namespaces of their own, powered off; they boot when Metal3 provisions them")
+	hosts, err := testenv.NewHostNet(2, testenv.HostOptions{Dir: filepath.Join(dir, "hosts"), Names: []string{"site-a-cp-0", "site-a-worker-0"}})
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, hosts.Close()) }()
+	siteA, err := client.New(fleet.Sites["site-a"].Config, client.Options{Scheme: testenv.Metal3Scheme()})
+	if err != nil {
+		return err
+	}
+	defer hosts.PlayIronic(ctx, siteA, sitev1.InfoNamespace, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
 
-	step("Starting the local controllers of site-a and site-b (the global controller gives each its own token for the artifact API once registered)")
+	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (the global controller gives each its own token for the artifact API once registered)")
 	local := map[string]testenv.LocalController{}
-	for _, site := range []string{"site-a", "site-b"} {
-		if local[site], err = fleet.StartLocalController(ctx, site); err != nil {
+	for site, args := range map[string][]string{"site-a": {"--node-bootstrap=bpa"}, "site-b": nil} {
+		if local[site], err = fleet.StartLocalController(ctx, site, args...); err != nil {
 			return err
 		}
 	}
@@ -133,7 +159,7 @@ func run(ctx context.Context) (err error) {
 	if err := listPackage(ctx, pkgURL); err != nil {
 		return err
 	}
-	if err := provisionSite(ctx, fleet, dir, "site-a"); err != nil {
+	if err := provisionSite(ctx, fleet, dir, "site-a", hosts); err != nil {
 		return err
 	}
 	fmt.Printf(`
@@ -151,9 +177,13 @@ Everything keeps running until you press Ctrl-C. In another terminal:
 
   bin/kubectl --kubeconfig %[6]s get artifactsets -A -o yaml   # what site-a caches, with URLs
 
-Global controller log: %[3]s; local controller logs: %[7]s, %[8]s
+  # site-a's application cluster, its kubeconfig read from the site and never written to a file:
+  bin/kubectl --kubeconfig %[6]s get secret site-a-kubeconfig -n edgefleet-system -o jsonpath='{.data.value}' \
+    | base64 -d | bin/kubectl --kubeconfig /dev/stdin get nodes -o wide
+
+Global controller log: %[3]s; local controller logs: %[7]s, %[8]s; site-a's BPA: %[9]s
 `, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog(), fleet.APIURL, fleet.OperatorKubeconfig(),
-		fleet.SiteKubeconfig("site-a"), local["site-a"].Log, local["site-b"].Log)
+		fleet.SiteKubeconfig("site-a"), local["site-a"].Log, local["site-b"].Log, bpa.Log)
 	<-ctx.Done()
 	fmt.Println()
 	return nil
@@ -186,46 +216,109 @@ func waitReady(ctx context.Context, c client.Client, names ...string) error {
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
-// provisionSite uploads an OS image, gives the site a desired application cluster on the
-// global cluster, and follows its hosts until they are provisioned nodes.
-func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string) error {
+// provisionSite uploads an OS image, the application cluster's packages (etcd, kube-apiserver,
+// the node agent) and a chart, makes them a Release, gives the site's hosts their addresses and
+// the site a cluster of that Release, and follows it until the site's BPA built the cluster;
+// then it asks the application cluster for its nodes.
+func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string, hosts *testenv.HostNet) error {
 	image := filepath.Join(dir, "edge-os-1.0.img")
-	data, digest := testenv.RandomContent(4<<20, 1)
+	data, imageDigest := testenv.RandomContent(4<<20, 1)
 	if err := os.WriteFile(image, data, 0o600); err != nil {
 		return err
 	}
-	step("edgefleet artifact upload " + filepath.Base(image) + " --kind os-image --name edge-os --version 1.0")
-	out, err := fleet.Edgefleet(ctx, "artifact", "upload", image, "--kind", "os-image", "--name", "edge-os", "--version", "1.0")
+	upload := func(file, kind, name, version string) (string, error) {
+		step(fmt.Sprintf("edgefleet artifact upload %s --kind %s --name %s --version %s", filepath.Base(file), kind, name, version))
+		out, err := fleet.Edgefleet(ctx, "artifact", "upload", file, "--kind", kind, "--name", name, "--version", version, "-o", "json")
+		if err != nil {
+			return "", err
+		}
+		var a restv1.Artifact
+		if err := json.Unmarshal(out, &a); err != nil {
+			return "", fmt.Errorf("upload %s: %w", file, err)
+		}
+		fmt.Printf("%s %s %s  sha256:%s  %d bytes\n", a.Kind, a.Name, a.Version, a.SHA256, a.Size)
+		return a.SHA256, nil
+	}
+	if _, err := upload(image, "os-image", "edge-os", "1.0"); err != nil {
+		return err
+	}
+	release := fmt.Sprintf(`apiVersion: fleet.edgefleet.io/v1alpha1
+kind: Release
+metadata: {name: edge-1.0, namespace: fleet}
+spec:
+  kubernetesVersion: v1.36.3
+  osImage: {sha256: %s}
+  packages:
+`, imageDigest)
+	for _, p := range []struct{ name, version string }{{"etcd", "3.6.16"}, {"kube-apiserver", "1.36.3"}, {"node-agent", "0.1.0"}} {
+		built, err := testenv.BuildPackageIn(dir, p.name, p.version, nil)
+		if err != nil {
+			return err
+		}
+		digest, err := upload(built.Path, "binary-package", p.name, p.version)
+		if err != nil {
+			return err
+		}
+		release += fmt.Sprintf("  - {sha256: %s, name: binary-package %s %s}\n", digest, p.name, p.version)
+	}
+	chart, err := testenv.BuildChartIn(dir, "hello", "0.1.0", nil)
+	if err != nil {
+		return err
+	}
+	chartFile := filepath.Join(dir, "hello-0.1.0.tgz")
+	if err := os.WriteFile(chartFile, chart.Archive, 0o600); err != nil {
+		return err
+	}
+	chartDigest, err := upload(chartFile, "helm-chart", "hello", "0.1.0")
+	if err != nil {
+		return err
+	}
+	release += fmt.Sprintf("  charts:\n  - {sha256: %s, name: helm-chart hello 0.1.0}\n", chartDigest)
+	step("kubectl apply -f - (a Release: Kubernetes version, OS image, packages and chart, by digest)")
+	fmt.Print(release)
+	out, err := fleet.KubectlStdin(ctx, release, "apply", "-f", "-")
 	if err != nil {
 		return err
 	}
 	fmt.Print(string(out))
-	patch := fmt.Sprintf(`{"spec":{"cluster":{"kubernetesVersion":"v1.36.3","osImage":{"sha256":%q},`+
-		`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":"192.0.2.20"}}}}}`, digest)
+
+	for _, h := range hosts.Hosts {
+		patch := fmt.Sprintf(`{"spec":{"address":%q}}`, h.IP)
+		step("kubectl patch host " + h.Name + " -n fleet --type merge -p '" + patch + "' (where the BPA reaches it once provisioned)")
+		if out, err = fleet.Kubectl(ctx, "patch", "host", h.Name, "-n", "fleet", "--type", "merge", "-p", patch); err != nil {
+			return err
+		}
+		fmt.Print(string(out))
+	}
+	patch := fmt.Sprintf(`{"spec":{"cluster":{"release":"edge-1.0",`+
+		`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":%q}}}}}`, hosts.Hosts[0].IP)
 	step("kubectl patch site " + site + " -n fleet --type merge -p '" + patch + "'")
 	if out, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", "fleet", "--type", "merge", "-p", patch); err != nil {
 		return err
 	}
 	fmt.Print(string(out))
 
-	step("Following " + site + "'s hosts: the global controller pushes the cluster, the site caches the image, Metal3 provisions, Cluster-API sees the nodes")
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	step("Following " + site + ": the global controller pushes the cluster, the site caches the image and packages, Metal3 provisions, the hosts boot, the BPA installs over SSH, Cluster-API sees the nodes")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	last := ""
 	for {
-		hosts := &fleetv1.HostList{}
+		hs := &fleetv1.HostList{}
 		s := &fleetv1.Site{}
 		if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: site}, s); err != nil {
 			return err
 		}
-		if err := fleet.Global.Client.List(ctx, hosts, client.InNamespace("fleet")); err != nil {
+		if err := fleet.Global.Client.List(ctx, hs, client.InNamespace("fleet")); err != nil {
 			return err
 		}
 		line := "cluster: pending"
 		if c := s.Status.Cluster; c != nil {
 			line = fmt.Sprintf("cluster: %s, control plane %d/%d, workers %d/%d", c.Phase, c.ControlPlane.Ready, c.ControlPlane.Total, c.Workers.Ready, c.Workers.Total)
+			if b := c.Bootstrap; b != nil {
+				line += fmt.Sprintf(" | BPA: %s, %s", b.Phase, b.Message)
+			}
 		}
-		for _, h := range hosts.Items {
+		for _, h := range hs.Items {
 			if h.Spec.SiteRef.Name == site && h.Status.Cluster != nil {
 				line += fmt.Sprintf(" | %s %s", h.Name, h.Status.Cluster.ProvisioningState)
 			}
@@ -234,7 +327,7 @@ func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string) 
 			fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), line)
 			last = line
 		}
-		if s.Status.Cluster != nil && s.Status.Cluster.Phase == sitev1.ClusterProvisioned {
+		if c := s.Status.Cluster; c != nil && c.Phase == sitev1.ClusterProvisioned && c.Bootstrap != nil && c.Bootstrap.Phase == sitev1.BootstrapInstalled {
 			break
 		}
 		select {
@@ -250,6 +343,11 @@ func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string) 
 	fmt.Print(string(out))
 	step("kubectl --kubeconfig " + fleet.SiteKubeconfig(site) + " get applicationclusters,baremetalhosts,machines -n edgefleet-system")
 	if out, err = fleet.SiteKubectl(ctx, site, "get", "applicationclusters,baremetalhosts,machines", "-n", sitev1.InfoNamespace); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	step("kubectl --kubeconfig /dev/stdin get nodes -o wide   (" + site + "'s application cluster, its kubeconfig from the site's Secret " + site + "-kubeconfig)")
+	if out, err = fleet.ApplicationKubectl(ctx, site, "get", "nodes", "-o", "wide"); err != nil {
 		return err
 	}
 	fmt.Print(string(out))

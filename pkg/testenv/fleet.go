@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // FleetOptions configure a Fleet.
@@ -317,6 +319,22 @@ func (f *Fleet) KubectlStdin(ctx context.Context, stdin string, args ...string) 
 // SiteKubectl runs bin/kubectl against a site cluster as its admin.
 func (f *Fleet) SiteKubectl(ctx context.Context, site string, args ...string) ([]byte, error) {
 	return f.kubectl(ctx, f.SiteKubeconfig(site), "", args...)
+}
+
+// ApplicationKubectl runs bin/kubectl against a site's application cluster, as its admin: the
+// kubeconfig is read from Cluster-API's <site>-kubeconfig Secret on the site cluster and handed
+// to kubectl on its standard input (--kubeconfig /dev/stdin), never written to a file.
+func (f *Fleet) ApplicationKubectl(ctx context.Context, site string, args ...string) ([]byte, error) {
+	cp, ok := f.Sites[site]
+	if !ok {
+		return nil, fmt.Errorf("no site control plane %q", site)
+	}
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}
+	if err := cp.Client.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s's application cluster: %w", site, err)
+	}
+	return f.kubectl(ctx, "/dev/stdin", string(secret.Data["value"]), args...)
 }
 
 func (f *Fleet) kubectl(ctx context.Context, kubeconfig, stdin string, args ...string) ([]byte, error) {

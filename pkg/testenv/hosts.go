@@ -27,6 +27,8 @@ import (
 
 // HostOptions configure a network of test hosts.
 type HostOptions struct {
+	// Names of the hosts, one per host; host-<i> when empty.
+	Names []string
 	// Rootfs is the root filesystem the hosts boot, the lower layer of each host's overlayfs;
 	// bin/rootfs (hack/tools.sh rootfs) when empty.
 	Rootfs string
@@ -178,6 +180,9 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("test hosts: %d hosts; a network holds 1 to 200", n)
 	}
+	if opts.Names != nil && len(opts.Names) != n {
+		return nil, fmt.Errorf("test hosts: %d names for %d hosts", len(opts.Names), n)
+	}
 	rootfs := opts.Rootfs
 	if rootfs == "" {
 		root, err := RepoRoot()
@@ -249,11 +254,15 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 		}
 	}
 	for i := range n {
+		name := fmt.Sprintf("host-%d", i)
+		if opts.Names != nil {
+			name = opts.Names[i]
+		}
 		h := &Host{
-			Name:  fmt.Sprintf("host-%d", i),
+			Name:  name,
 			IP:    netip.AddrFrom4([4]byte{base[0], base[1], base[2], byte(10 + i)}),
 			MAC:   net.HardwareAddr{0x02, 0xef, raw[0], raw[1], raw[2], byte(i)},
-			Dir:   filepath.Join(hn.dir, fmt.Sprintf("host-%d", i)),
+			Dir:   filepath.Join(hn.dir, name),
 			net:   hn,
 			index: i,
 		}

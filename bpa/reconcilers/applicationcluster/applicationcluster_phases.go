@@ -100,9 +100,14 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 	}
 	before := w.ac.DeepCopy()
 	w.st.Phase, w.st.Message = phase, msg
-	if err := w.r.patchStatus(ctx, before, w.ac); err != nil {
+	// A copy is patched: the client decodes the answer into the object it patches, which would
+	// detach w.st from w.ac.
+	cur := w.ac.DeepCopy()
+	if err := w.r.patchStatus(ctx, before, cur); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "report progress")
+		return
 	}
+	w.ac.ResourceVersion = cur.ResourceVersion
 }
 
 // packages reads the cluster's packages from the site cache, by role.
