@@ -38,6 +38,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	var (
 		hn     *testenv.HostNet
 		vault  *testenv.Vault
+		dir    string // this test's files: packages, chart, manifests
 		siteD  client.Client
 		store  secrets.Store
 		digest = map[string]string{} // of uploaded artifacts, by file name
@@ -125,7 +126,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		})
 		DeferCleanup(stop)
 
-		dir := GinkgoT().TempDir()
+		dir = GinkgoT().TempDir()
 		image, imageDigest := testenv.RandomContent(1<<20, 11)
 		Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), image, 0o600)).To(Succeed())
 		Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(imageDigest))
@@ -258,7 +259,7 @@ spec:
 			want[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
 		}
 		Expect(ready).To(Equal(want))
-		cm, err := cs.CoreV1().ConfigMaps("hello").Get(ctx, "hello", metav1.GetOptions{})
+		cm, err := cs.CoreV1().ConfigMaps("hello").Get(ctx, "hello-hello", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello"))
 
@@ -290,8 +291,9 @@ spec:
 			secret[k] = pki[k]
 		}
 		// Every host's disk, the fleet's directory (logs of every process, the site caches)
-		// and this test's.
-		dirs := []string{fleet.Dir, filepath.Dir(GinkgoT().TempDir())}
+		// and this test's files. (The site cluster's etcd holds Cluster-API's kubeconfig
+		// Secret, which is where it belongs.)
+		dirs := []string{fleet.Dir, dir, filepath.Dir(vault.Log)}
 		for _, h := range hn.Hosts {
 			dirs = append(dirs, filepath.Join(h.Dir, "upper"))
 		}
