@@ -177,6 +177,9 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("test hosts: no directory for the hosts' disks")
 	}
+	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
 	if n < 1 || n > 200 {
 		return nil, fmt.Errorf("test hosts: %d hosts; a network holds 1 to 200", n)
 	}

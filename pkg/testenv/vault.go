@@ -51,6 +51,9 @@ func (v *Vault) Stop() error { return v.proc.stop() }
 // StartVaultIn starts a Vault dev server keeping its log (and HOME) in dir, for programs that
 // are not tests (the demo); Stop stops it.
 func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vault: %w", err)
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err

@@ -33,6 +33,11 @@ type work struct {
 	r  *Reconciler
 	ac *sitev1.ApplicationCluster
 	st *sitev1.BootstrapStatus
+	// before is the object as last written: the reconcile's final patch is the difference.
+	before *sitev1.ApplicationCluster
+	// recheck is a pass over a cluster installed at this generation: it reports no progress
+	// (nothing is expected to change) unless it patches.
+	recheck bool
 }
 
 // roles are the packages a cluster needs, by manifest name, in the order they are patched.
@@ -95,19 +100,20 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 
 // progress writes the phase and message at once, so a long install shows while it runs.
 func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg string) {
-	if w.st.Phase == phase && w.st.Message == msg {
+	if (w.recheck && phase != sitev1.BootstrapPatching) || (w.st.Phase == phase && w.st.Message == msg) {
 		return
 	}
-	before := w.ac.DeepCopy()
 	w.st.Phase, w.st.Message = phase, msg
 	// A copy is patched: the client decodes the answer into the object it patches, which would
 	// detach w.st from w.ac.
 	cur := w.ac.DeepCopy()
-	if err := w.r.patchStatus(ctx, before, cur); err != nil {
+	if err := w.r.patchStatus(ctx, w.before, cur); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "report progress")
 		return
 	}
 	w.ac.ResourceVersion = cur.ResourceVersion
+	w.before = w.before.DeepCopy()
+	w.before.Status.Bootstrap = cur.Status.Bootstrap.DeepCopy()
 }
 
 // packages reads the cluster's packages from the site cache, by role.

@@ -93,9 +93,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if ac.Status.Bootstrap == nil {
 		ac.Status.Bootstrap = &sitev1.BootstrapStatus{}
 	}
-	w := &work{r: r, ac: ac, st: ac.Status.Bootstrap}
+	w := &work{r: r, ac: ac, st: ac.Status.Bootstrap, before: before,
+		recheck: ac.Status.Bootstrap.Phase == sitev1.BootstrapInstalled && ac.Status.Bootstrap.ObservedGeneration == ac.Generation}
 	defer func() {
-		if err := r.patchStatus(ctx, before, ac); err != nil {
+		if err := r.patchStatus(ctx, w.before, ac); err != nil {
 			res, reterr = ctrl.Result{}, errors.Join(reterr, err)
 		}
 	}()
