@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -258,7 +259,7 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == role })
 		w.st.Packages[i] = sitev1.InstalledPackage{Name: role, Version: pkg.Manifest.Version, SHA256: pkg.Digest}
 	}
-	return ctrl.Result{Requeue: true}, nil // new hosts and charts on the next pass
+	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts and charts on the next pass
 }
 
 func pkgOf(p cluster.Packages, role string) install.Package {
