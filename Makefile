@@ -81,7 +81,7 @@ lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: demo
-demo: tools build ## Start a global and two site control planes, the global controller, two sites and three hosts.
+demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster on two real hosts with its BPA (needs root), ending with kubectl get nodes.
 	$(GO) run ./hack/demo
 
 .PHONY: clean

@@ -67,7 +67,7 @@ type Fleet struct {
 	controller *process
 	locals     map[string]*process
 	bpas       map[string]*process
-	// stops stop what StartSiteProvisioning started, before the control planes.
+	// stops stop what StartSiteMetal3 and StartSiteProvisioning started, before the control planes.
 	stops []func() error
 }
 
