@@ -302,13 +302,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 
 	update := func(change func(*sitev1.ApplicationCluster)) {
 		t.Helper()
-		testenv.Eventually(t, 30*time.Second, func() error {
-			if err := siteC.Get(ctx, client.ObjectKeyFromObject(ac), ac); err != nil {
-				return err
-			}
-			change(ac)
-			return siteC.Update(ctx, ac)
-		})
+		testenv.Update(t, siteC, ac, change)
 	}
 	bmh := func(name string) (*metal3api.BareMetalHost, error) {
 		b := &metal3api.BareMetalHost{}

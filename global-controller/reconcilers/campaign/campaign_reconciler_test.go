@@ -317,23 +317,11 @@ func TestDryRunTouchesNothing(t *testing.T) {
 		5: func(site *fleetv1.Site) { site.Spec.Cluster = nil },
 		6: func(site *fleetv1.Site) { site.Spec.Cluster.Release = "r1" },
 	} {
-		site := &fleetv1.Site{}
-		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[i]}, site); err != nil {
-			t.Fatal(err)
-		}
-		edit(site)
-		if err := global.Client.Update(t.Context(), site); err != nil {
-			t.Fatal(err)
-		}
+		testenv.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, edit)
 	}
-	at := &fleetv1.Site{}
-	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: s[6]}, at); err != nil {
-		t.Fatal(err)
-	}
-	at.Status.LastOperation = &fleetv1.SiteOperationStatus{ID: "earlier", Release: "r1", Phase: succeeded}
-	if err := global.Client.Status().Update(t.Context(), at); err != nil {
-		t.Fatal(err)
-	}
+	testenv.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[6]}}, func(at *fleetv1.Site) {
+		at.Status.LastOperation = &fleetv1.SiteOperationStatus{ID: "earlier", Release: "r1", Phase: succeeded}
+	})
 	before := siteVersions(t, ns)
 
 	c := newCampaign(ns, "plan", "r1", fleetv1.CampaignStrategy{Canaries: count(1), InitialConcurrency: count(1), MaxConcurrency: count(2), RampFactor: 2})

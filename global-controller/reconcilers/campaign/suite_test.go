@@ -240,11 +240,7 @@ func waitDispatched(t *testing.T, sim *testenv.FakeSiteReconciler, id string, wa
 // update changes the campaign's spec, retrying on conflicts.
 func update(t *testing.T, c *fleetv1.Campaign, change func(*fleetv1.Campaign)) {
 	t.Helper()
-	testenv.Eventually(t, wait, func() error {
-		cur := getCampaign(t, c)
-		change(cur)
-		return global.Client.Update(t.Context(), cur)
-	})
+	testenv.Update(t, global.Client, c.DeepCopy(), change)
 }
 
 // dispatchedOnce checks that every site the simulator saw was dispatched each ID at most once.

@@ -109,14 +109,10 @@ func TestArtifactAccess(t *testing.T) {
 	}
 
 	// A new URL reaches the site.
-	current := &fleetv1.Site{}
-	if err := global.Client.Get(t.Context(), key, current); err != nil {
-		t.Fatal(err)
-	}
-	current.Spec.ArtifactAPIURL = "https://proxy.example:9443"
-	if err := global.Client.Update(t.Context(), current); err != nil {
-		t.Fatal(err)
-	}
+	current := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	testenv.Update(t, global.Client, current, func(s *fleetv1.Site) {
+		s.Spec.ArtifactAPIURL = "https://proxy.example:9443"
+	})
 	waitAPISecret(t, siteCP, func(s *corev1.Secret) error {
 		if got := string(s.Data[sitev1.GlobalAPIURLKey]); got != "https://proxy.example:9443" {
 			return fmt.Errorf("url = %q", got)

@@ -245,15 +245,11 @@ func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
 // reportStatus writes the ApplicationCluster's status as the site's local controller would.
 func reportStatus(t *testing.T, cp *testenv.ControlPlane, name string, edit func(*sitev1.ApplicationCluster)) {
 	t.Helper()
-	ac := &sitev1.ApplicationCluster{}
-	if err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: name}, ac); err != nil {
-		t.Fatal(err)
-	}
-	ac.Status.ObservedGeneration = ac.Generation
-	edit(ac)
-	if err := cp.Client.Status().Update(t.Context(), ac); err != nil {
-		t.Fatal(err)
-	}
+	ac := &sitev1.ApplicationCluster{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: name}}
+	testenv.UpdateStatus(t, cp.Client, ac, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.ObservedGeneration = ac.Generation
+		edit(ac)
+	})
 }
 
 func readyStatus(status metav1.ConditionStatus, reason, message string) []metav1.Condition {
@@ -347,14 +343,9 @@ func TestClusterPushedToSite(t *testing.T) {
 	}
 
 	// A new BMC address updates the host's entry, and only the ApplicationCluster is written.
-	h := &fleetv1.Host{}
-	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "w-0"}, h); err != nil {
-		t.Fatal(err)
-	}
-	h.Spec.BMC.Address = "ipmi://192.0.2.99:623"
-	if err := global.Client.Update(t.Context(), h); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, global.Client, &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-0"}}, func(h *fleetv1.Host) {
+		h.Spec.BMC.Address = "ipmi://192.0.2.99:623"
+	})
 	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
 		if a := hostEntry(ac, "w-0").BMC.Address; a != "ipmi://192.0.2.99:623" {
 			return fmt.Errorf("w-0 BMC address = %q", a)
@@ -441,17 +432,10 @@ func TestClusterPushedToSite(t *testing.T) {
 	// Removing spec.cluster deletes the ApplicationCluster; the Secrets stay until the site has
 	// taken the cluster down (here: until the test removes the local controller's finalizer).
 	ac = waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil })
-	controllerutil.AddFinalizer(ac, sitev1.ApplicationClusterFinalizer)
-	if err := siteCP.Client.Update(t.Context(), ac); err != nil {
-		t.Fatal(err)
-	}
-	if err := global.Client.Get(t.Context(), key, site); err != nil {
-		t.Fatal(err)
-	}
-	site.Spec.Cluster = nil
-	if err := global.Client.Update(t.Context(), site); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
+		controllerutil.AddFinalizer(ac, sitev1.ApplicationClusterFinalizer)
+	})
+	testenv.Update(t, global.Client, site, func(site *fleetv1.Site) { site.Spec.Cluster = nil })
 	ac = waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
 		if ac.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("ApplicationCluster %s is not being deleted", ac.Name)
@@ -464,10 +448,9 @@ func TestClusterPushedToSite(t *testing.T) {
 			t.Errorf("Secret of %s went before the cluster was down: %v", h, err)
 		}
 	}
-	controllerutil.RemoveFinalizer(ac, sitev1.ApplicationClusterFinalizer)
-	if err := siteCP.Client.Update(t.Context(), ac); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
+		controllerutil.RemoveFinalizer(ac, sitev1.ApplicationClusterFinalizer)
+	})
 	for _, h := range []string{"cp-0", "w-0", "w-1"} {
 		waitSecretGone(t, siteCP, h)
 	}
