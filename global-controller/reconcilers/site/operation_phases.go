@@ -25,8 +25,9 @@ import (
 //     operation (the ApplicationCluster's OperationAnnotation names the operation that raised it,
 //     so a reconcile that dies between the push and the status write raises it only once), and
 //     the operation succeeds when the site has taken that generation in, runs the release's
-//     Kubernetes version and reports the cluster Ready; it fails when the site reports a host
-//     failed.
+//     Kubernetes version, reports the cluster Ready and, on a site whose BPA builds the cluster,
+//     the BPA reports this generation installed; it fails when the site reports a host failed
+//     or the BPA a failed package.
 //
 // A deadline that passes before a final phase times the operation out. Final phases stick.
 
@@ -163,6 +164,14 @@ func (r *Reconciler) operationPhase(ctx context.Context, s *scope, op *fleetv1.S
 	if hp := meta.FindStatusCondition(st.Conditions, sitev1.HostsProvisionedCondition); hp != nil && hp.Reason == sitev1.ReasonHostFailed {
 		return fleetv1.OperationFailed, "the site reports " + hp.Message, nil
 	}
+	// A site whose BPA builds the cluster (it reports status.bootstrap) has run the release
+	// only when the BPA has installed this generation's packages and charts: a patch leaves
+	// the cluster Ready while it rolls through the nodes.
+	b := st.Bootstrap
+	bootstrapDone := b == nil || (b.ObservedGeneration >= ac.Generation && b.Phase == sitev1.BootstrapInstalled)
+	if b != nil && b.ObservedGeneration >= ac.Generation && b.Phase == sitev1.BootstrapFailed {
+		return fleetv1.OperationFailed, "the site's BPA reports: " + b.Message, nil
+	}
 	ready := meta.FindStatusCondition(st.Conditions, sitev1.ApplicationClusterReadyCondition)
 	switch {
 	case ready == nil || ready.Status != metav1.ConditionTrue:
@@ -173,6 +182,10 @@ func (r *Reconciler) operationPhase(ctx context.Context, s *scope, op *fleetv1.S
 		return fleetv1.OperationInProgress, msg, nil
 	case st.KubernetesVersion != ac.Spec.KubernetesVersion:
 		return fleetv1.OperationInProgress, fmt.Sprintf("the site reports the cluster Ready but not all nodes at %s yet", ac.Spec.KubernetesVersion), nil
+	case !bootstrapDone && b.ObservedGeneration < ac.Generation:
+		return fleetv1.OperationInProgress, fmt.Sprintf("waiting for the site's BPA to take in generation %d (it has taken in %d)", ac.Generation, b.ObservedGeneration), nil
+	case !bootstrapDone:
+		return fleetv1.OperationInProgress, fmt.Sprintf("the site's BPA is %s: %s", b.Phase, b.Message), nil
 	}
 	return fleetv1.OperationSucceeded, fmt.Sprintf("the cluster runs release %s (Kubernetes %s) and is Ready", op.Release, st.KubernetesVersion), nil
 }

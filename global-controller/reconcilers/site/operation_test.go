@@ -205,3 +205,67 @@ func TestOperations(t *testing.T) {
 		t.Errorf("operation generation moved to %d for a release that does not exist", got.Spec.OperationGeneration)
 	}
 }
+
+// TestOperationsOnABPASite: on a site whose BPA builds the cluster (it reports
+// status.bootstrap), an operation succeeds only once the BPA has installed the operation's
+// generation — a patch leaves the cluster Ready while it rolls — and fails with the BPA's words
+// when it reports the patch failed.
+func TestOperationsOnABPASite(t *testing.T) {
+	t.Parallel()
+	siteCP, kc := startClusterSite(t)
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "store-8", kc, withNetworkOnly)
+	key := client.ObjectKeyFromObject(site)
+	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, mac(ns, 0x0801), creds("cp-0"))
+	createRelease(t, ns, "r1", "v1.36.3", strings.Repeat("a1", 32))
+	createRelease(t, ns, "r2", "v1.36.3", strings.Repeat("a2", 32))
+	ready := func(ac *sitev1.ApplicationCluster, opGen int64) {
+		ac.Status.ObservedOperationGeneration = opGen
+		ac.Status.KubernetesVersion = "v1.36.3"
+		ac.Status.Phase = sitev1.ClusterProvisioned
+		ac.Status.Conditions = readyStatus(metav1.ConditionTrue, sitev1.ReasonClusterReady, "1 of 1 nodes ready")
+	}
+
+	dispatch(t, key, fleetv1.SiteOperation{ID: "i1", Campaign: "i", Action: fleetv1.ActionInstall, Stage: fleetv1.StageApply,
+		Release: "r1", DispatchTime: metav1.Now()})
+	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Annotations[sitev1.OperationAnnotation] != "i1" {
+			return fmt.Errorf("operation %q not carried yet", "i1")
+		}
+		return nil
+	})
+	// Nodes Ready, but the BPA has not seen this generation yet.
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ready(ac, 1)
+		ac.Status.Bootstrap = &sitev1.BootstrapStatus{Phase: sitev1.BootstrapWaiting, ObservedGeneration: ac.Generation - 1}
+	})
+	waitSite(t, key, operationIs("i1", fleetv1.OperationInProgress, "waiting for the site's BPA to take in generation"))
+	// The BPA is at it: still in progress, in its words.
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.Bootstrap = &sitev1.BootstrapStatus{Phase: sitev1.BootstrapInstalling, ObservedGeneration: ac.Generation,
+			Message: "installing charts"}
+	})
+	waitSite(t, key, operationIs("i1", fleetv1.OperationInProgress, "the site's BPA is Installing: installing charts"))
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.Bootstrap = &sitev1.BootstrapStatus{Phase: sitev1.BootstrapInstalled, ObservedGeneration: ac.Generation}
+	})
+	waitSite(t, key, operationIs("i1", fleetv1.OperationSucceeded, "release r1"))
+
+	// A patch: the cluster stays Ready throughout; the BPA's report decides.
+	dispatch(t, key, fleetv1.SiteOperation{ID: "p1", Campaign: "p", Action: fleetv1.ActionPatch, Stage: fleetv1.StageApply,
+		Release: "r2", PreviousRelease: "r1", DispatchTime: metav1.Now()})
+	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if ac.Spec.OperationGeneration != 2 {
+			return fmt.Errorf("operationGeneration %d", ac.Spec.OperationGeneration)
+		}
+		return nil
+	})
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) { ready(ac, 2) })
+	heartbeats(t, key, 1)
+	waitSite(t, key, operationIs("p1", fleetv1.OperationInProgress, "waiting for the site's BPA"))
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.Bootstrap = &sitev1.BootstrapStatus{Phase: sitev1.BootstrapFailed, ObservedGeneration: ac.Generation,
+			FailedPackage: strings.Repeat("a2", 32), Message: "patch failed and was rolled back: node cp-0: health check failed"}
+	})
+	waitSite(t, key, operationIs("p1", fleetv1.OperationFailed, "the site's BPA reports: patch failed and was rolled back: node cp-0"))
+}
