@@ -19,17 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/local-controller/setup"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// The BPA as the site's bootstrap provider, on five real hosts (needs root): the global
-// controller pushes the cluster, Metal3 (fixture provisioner) provisions the hosts, the
-// harness boots each real host with its first-boot data as Ironic would, and the site's BPA
-// builds the application cluster over SSH from the packages the site cached.
+// The BPA as the site's bootstrap provider, on five real hosts (needs root): see
+// realsites_test.go for how such a site runs.
 var _ = Describe("The BPA builds a site's application cluster on real hosts", Ordered, func() {
 	const (
 		site = "site-d"
@@ -39,143 +35,45 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		hn     *testenv.HostNet
 		vault  *testenv.Vault
 		dir    string // this test's files: packages, chart, manifests
-		siteD  client.Client
+		siteD  *realSite
 		store  secrets.Store
-		digest = map[string]string{} // of uploaded artifacts, by file name
+		digest = map[string]string{} // of uploaded artifacts, by name
 	)
 
-	// upload puts a file into the artifact store with the CLI and returns its sha256.
-	upload := func(ctx context.Context, file, kind, name, version string) string {
-		GinkgoHelper()
-		out, err := fleet.Edgefleet(ctx, "artifact", "upload", file, "--kind", kind, "--name", name, "--version", version, "-o", "json")
-		Expect(err).NotTo(HaveOccurred())
-		var a restv1.Artifact
-		Expect(json.Unmarshal(out, &a)).To(Succeed(), string(out))
-		DeferCleanup(func(ctx context.Context) error {
-			_, err := fleet.Edgefleet(ctx, "artifact", "delete", a.ID)
-			return err
-		})
-		return a.SHA256
-	}
-	uploadPackage := func(ctx context.Context, b testenv.BuiltPackage) string {
-		GinkgoHelper()
-		return upload(ctx, b.Path, "binary-package", b.Manifest.Name, b.Manifest.Version)
-	}
 	// release creates a Release of the three packages (etcd, kube-apiserver, node agent) and
 	// the chart, and makes it the site's.
 	release := func(ctx context.Context, name string, pkgs ...string) {
 		GinkgoHelper()
-		r := &fleetv1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.ReleaseSpec{
-			KubernetesVersion: "v1.36.3",
-			OSImage:           sitev1.OSImage{SHA256: digest["os"]},
-			Charts:            []sitev1.ArtifactRef{{SHA256: digest["chart"], Name: "helm-chart hello"}},
-		}}
-		for _, p := range pkgs {
-			r.Spec.Packages = append(r.Spec.Packages, sitev1.ArtifactRef{SHA256: digest[p], Name: "binary-package " + p})
-		}
-		Expect(fleet.Global.Client.Create(ctx, r)).To(Succeed())
-		// Before the artifacts it references (cleanups run last in, first out).
-		DeferCleanup(func(ctx context.Context) error { return client.IgnoreNotFound(fleet.Global.Client.Delete(ctx, r)) })
+		createRelease(ctx, ns, name, digest, pkgs...)
 		patch := fmt.Sprintf(`{"spec":{"cluster":{"release":%q}}}`, name)
 		_, err := fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
 		Expect(err).NotTo(HaveOccurred())
-	}
-	// bootstrap is the BPA's report on the site's cluster (nil until there is one).
-	bootstrap := func(g Gomega, ctx context.Context) *sitev1.BootstrapStatus {
-		ac := &sitev1.ApplicationCluster{}
-		g.Expect(siteD.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site}, ac)).To(Succeed())
-		return ac.Status.Bootstrap
 	}
 	// appClient is a client of the application cluster through the kubeconfig the BPA gave
 	// Cluster-API, held in memory only.
 	appClient := func(ctx context.Context) kubernetes.Interface {
 		GinkgoHelper()
 		secret := &corev1.Secret{}
-		Expect(siteD.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, secret)).To(Succeed())
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, secret)).To(Succeed())
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
 		Expect(err).NotTo(HaveOccurred())
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 		return cs
 	}
-	// installed is a package's installed state on a host: "<current> <active>".
-	installed := func(ctx context.Context, h *testenv.Host, pkg string) string {
-		GinkgoHelper()
-		out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active", pkg))
-		return strings.Join(strings.Fields(string(out)), " ")
-	}
 
 	BeforeAll(func(ctx context.Context) {
 		hn = testenv.NewHosts(GinkgoTB(), 5, testenv.HostOptions{})
 		vault = testenv.StartVault(GinkgoTB())
-		store = secrets.NewVault(vault.Client, "secret", "edgefleet/bpa")
-		scheme, err := setup.Scheme()
-		Expect(err).NotTo(HaveOccurred())
-		siteD, err = client.New(fleet.Sites[site].Config, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-
-		Expect(fleet.StartSiteMetal3(ctx, site)).To(Succeed())
-		_, err = fleet.StartLocalController(ctx, site, "--node-bootstrap=bpa")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() error { return fleet.StopLocalController(site) })
-		_, err = fleet.StartBPA(ctx, site, vault)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() error { return fleet.StopBPA(site) })
-		stop := hn.PlayIronic(context.Background(), siteD, sitev1.InfoNamespace, func(err error) {
-			GinkgoWriter.Println("ironic:", err)
-		})
-		DeferCleanup(stop)
-
+		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
-		image, imageDigest := testenv.RandomContent(1<<20, 11)
-		Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), image, 0o600)).To(Succeed())
-		Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(imageDigest))
-		digest["os"] = imageDigest
-		digest["etcd"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "etcd", "3.6.16", nil))
-		digest["kube-apiserver"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kube-apiserver", "1.36.3", nil))
-		digest["node-agent"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.1.0", nil))
+		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil, dir)
+
+		uploadBase(ctx, dir, digest)
 		digest["node-agent 0.2.0"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.2.0", nil))
 		digest["node-agent 0.3.0 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.3.0", func(dir string) {
 			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'node agent 0.3.0 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
 		}))
-		chart := testenv.BuildChart(GinkgoTB(), "hello", "0.1.0", nil)
-		Expect(os.WriteFile(filepath.Join(dir, "hello.tgz"), chart.Archive, 0o600)).To(Succeed())
-		digest["chart"] = upload(ctx, filepath.Join(dir, "hello.tgz"), "helm-chart", "hello", "0.1.0")
-
-		// The site and its hosts, with the real hosts' boot MACs and addresses.
-		manifest := fmt.Sprintf(`apiVersion: fleet.edgefleet.io/v1alpha1
-kind: Site
-metadata: {name: %s, namespace: %s}
-spec:
-  kubeconfigSecretRef: {name: %[1]s-kubeconfig}
-  artifactAPIURL: %[3]s
-`, site, ns, fleet.APIURL)
-		for i, h := range hn.Hosts {
-			role := "control-plane"
-			if i >= 3 {
-				role = "worker"
-			}
-			manifest += fmt.Sprintf(`---
-apiVersion: fleet.edgefleet.io/v1alpha1
-kind: Host
-metadata: {name: %s, namespace: %s}
-spec:
-  siteRef: {name: %s}
-  role: %s
-  bootMACAddress: "%s"
-  address: %s
-  bmc:
-    address: redfish+http://192.0.2.%d/redfish/v1/Systems/1
-    credentialsSecretRef: {name: %[1]s-bmc}
-`, h.Name, ns, site, role, h.MAC, h.IP, 60+i)
-		}
-		file := filepath.Join(dir, "site-d.yaml")
-		Expect(os.WriteFile(file, []byte(manifest), 0o600)).To(Succeed())
-		Expect(fleet.Apply(ctx, file)).To(Succeed())
-		patch := fmt.Sprintf(`{"spec":{"cluster":{"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],`+
-			`"controlPlaneEndpoint":{"host":%q}}}}}`, hn.Hosts[0].IP)
-		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
-		Expect(err).NotTo(HaveOccurred())
 		release(ctx, "bpa-1", "etcd", "kube-apiserver", "node-agent")
 	})
 
@@ -195,7 +93,7 @@ spec:
 					done = append(done, h)
 				}
 			}
-			g.Expect(done).NotTo(BeEmpty(), "bootstrap: %+v", bootstrap(g, ctx))
+			g.Expect(done).NotTo(BeEmpty(), "bootstrap: %+v", siteD.bootstrap(g, ctx))
 		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		Expect(fleet.KillBPA(site)).To(Succeed())
 		// etcd's service on those hosts: the same run of it must serve after the restart.
@@ -205,12 +103,12 @@ spec:
 			Expect(err).NotTo(HaveOccurred())
 			invocation[h.Name] = strings.TrimSpace(string(out))
 		}
-		Expect(bootstrap(Default, ctx).Phase).NotTo(Equal(sitev1.BootstrapInstalled), "the kill must come before the end")
+		Expect(siteD.bootstrap(Default, ctx).Phase).NotTo(Equal(sitev1.BootstrapInstalled), "the kill must come before the end")
 		_, err := fleet.StartBPA(ctx, site, vault)
 		Expect(err).NotTo(HaveOccurred())
 
 		Eventually(func(g Gomega) {
-			b := bootstrap(g, ctx)
+			b := siteD.bootstrap(g, ctx)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
@@ -312,7 +210,7 @@ spec:
 	It("patches the node agent through a new release, node by node", func(ctx context.Context) {
 		release(ctx, "bpa-2", "etcd", "kube-apiserver", "node-agent 0.2.0")
 		Eventually(func(g Gomega) {
-			b := bootstrap(g, ctx)
+			b := siteD.bootstrap(g, ctx)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]}))
@@ -331,7 +229,7 @@ spec:
 		release(ctx, "bpa-3", "etcd", "kube-apiserver", "node-agent 0.3.0 broken")
 		var b *sitev1.BootstrapStatus
 		Eventually(func(g Gomega) {
-			b = bootstrap(g, ctx)
+			b = siteD.bootstrap(g, ctx)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapFailed), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())

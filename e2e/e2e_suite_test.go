@@ -12,7 +12,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// fleet is a global control plane, five site control planes (four sites, and one that a
+// fleet is a global control plane, seven site control planes (six sites, and one that a
 // ClusterSimulator answers on for many simulated sites) and bin/global-controller.
 var fleet *testenv.Fleet
 
@@ -28,7 +28,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
 	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{
-		Sites:          []string{"site-a", "site-b", "site-c", "site-d", "sim"},
+		Sites:          []string{"site-a", "site-b", "site-c", "site-d", "site-e", "site-f", "sim"},
 		ControllerArgs: controllerArgs,
 	})
 	Expect(err).NotTo(HaveOccurred())
