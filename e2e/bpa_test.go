@@ -104,8 +104,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			invocation[h.Name] = strings.TrimSpace(string(out))
 		}
 		Expect(siteD.bootstrap(Default, ctx).Phase).NotTo(Equal(sitev1.BootstrapInstalled), "the kill must come before the end")
-		_, err := fleet.StartBPA(ctx, site, vault)
-		Expect(err).NotTo(HaveOccurred())
+		Expect(siteD.startBPA(ctx)).To(Succeed())
 
 		Eventually(func(g Gomega) {
 			b := siteD.bootstrap(g, ctx)

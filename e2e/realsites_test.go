@@ -83,6 +83,7 @@ func createRelease(ctx context.Context, ns, name string, digest map[string]strin
 type realSite struct {
 	name, ns string
 	hosts    *testenv.HostNet
+	vault    *testenv.Vault
 	// client of the site's cluster, with the site kinds.
 	client client.Client
 }
@@ -97,7 +98,7 @@ func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, co
 	GinkgoHelper()
 	scheme, err := setup.Scheme()
 	Expect(err).NotTo(HaveOccurred())
-	s := &realSite{name: name, ns: ns, hosts: hn}
+	s := &realSite{name: name, ns: ns, hosts: hn, vault: vault}
 	s.client, err = client.New(fleet.Sites[name].Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
@@ -105,8 +106,7 @@ func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, co
 	_, err = fleet.StartLocalController(ctx, name, "--node-bootstrap=bpa")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() error { return fleet.StopLocalController(name) })
-	_, err = fleet.StartBPA(ctx, name, vault, "--vault-prefix", "edgefleet/"+name)
-	Expect(err).NotTo(HaveOccurred())
+	Expect(s.startBPA(ctx)).To(Succeed())
 	DeferCleanup(func() error { return fleet.StopBPA(name) })
 	stop := hn.PlayIronic(context.Background(), s.client, sitev1.InfoNamespace, func(err error) {
 		GinkgoWriter.Println(name, "ironic:", err)
@@ -150,6 +150,12 @@ spec:
 	Expect(os.WriteFile(file, []byte(manifest), 0o600)).To(Succeed())
 	Expect(fleet.Apply(ctx, file)).To(Succeed())
 	return s
+}
+
+// startBPA (re)starts the site's BPA, its secrets in Vault under edgefleet/<site>.
+func (s *realSite) startBPA(ctx context.Context) error {
+	_, err := fleet.StartBPA(ctx, s.name, s.vault, "--vault-prefix", "edgefleet/"+s.name)
+	return err
 }
 
 // bootstrap is the BPA's report on the site's cluster (nil until there is one).
