@@ -113,52 +113,26 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 }
 
 // scan reads the blob's chunks in stored order and calls fn with each chunk's number and
-// data until fn returns false or an error. The cursor is read one batch ahead in a goroutine,
-// so the database fetches and decodes the next batch while fn sends this one; at most two
-// batches (16 MiB) are held, whatever the blob's size.
+// data (valid only during the call) until fn returns false or an error.
 func (b *Blob) scan(ctx context.Context, fn func(n int64, data []byte) (bool, error)) error {
 	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(ReadBatch))
 	if err != nil {
 		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
 	}
-	type chunk struct {
-		n    int64
-		data []byte
-	}
-	readCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	chunks, read := make(chan chunk, ReadBatch), make(chan error, 1)
-	go func() {
-		defer close(chunks)
-		defer cur.Close(context.WithoutCancel(ctx))
-		for cur.Next(readCtx) {
-			n, ok := cur.Current.Lookup("n").AsInt64OK()
-			_, data, ok2 := cur.Current.Lookup("data").BinaryOK()
-			if !ok || !ok2 {
-				read <- fmt.Errorf("blob sha256:%s is corrupt: chunk %s", b.SHA256, cur.Current)
-				return
-			}
-			select {
-			case chunks <- chunk{n: n, data: bytes.Clone(data)}:
-			case <-readCtx.Done():
-				read <- nil // the caller stopped reading
-				return
-			}
+	defer cur.Close(context.WithoutCancel(ctx))
+	for cur.Next(ctx) {
+		n, ok := cur.Current.Lookup("n").AsInt64OK()
+		_, data, ok2 := cur.Current.Lookup("data").BinaryOK()
+		if !ok || !ok2 {
+			return fmt.Errorf("blob sha256:%s is corrupt: chunk %s", b.SHA256, cur.Current)
 		}
-		if err := cur.Err(); err != nil {
-			read <- fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
-			return
-		}
-		read <- nil
-	}()
-	for c := range chunks {
-		more, err := fn(c.n, c.data)
+		more, err := fn(n, data)
 		if err != nil || !more {
-			stop()
-			for range chunks { // drained, so that the reader ends and closes the cursor
-			}
 			return err
 		}
 	}
-	return <-read
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
+	}
+	return nil
 }
