@@ -36,6 +36,7 @@ func main() {
 		dir     = flag.String("dir", "", "Directory of the kubeconfigs and the controller's log (a temporary one, removed at the end, when empty).")
 		profDir = flag.String("profile-dir", "", "Save CPU profiles of the controller and both API servers, taken from each campaign's start, in this directory (none when empty).")
 		profDur = flag.Duration("profile-duration", 30*time.Second, "Length of each CPU profile (-profile-dir).")
+		extra   = flag.String("controller-flags", "", "Extra flags of the global controller, space-separated (e.g. \"--concurrency 64\"), to compare settings.")
 	)
 	flag.Parse()
 	var ns []int
@@ -51,7 +52,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, ns, *timeout, *dir, profiling{dir: *profDir, d: *profDur}); err != nil {
+	if err := run(ctx, ns, *timeout, *dir, strings.Fields(*extra), profiling{dir: *profDir, d: *profDur}); err != nil {
 		fmt.Fprintln(os.Stderr, "campaign:", err)
 		os.Exit(1)
 	}
@@ -81,9 +82,11 @@ type profiling struct {
 	controller string
 }
 
-func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, prof profiling) (err error) {
+func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, extra []string, prof profiling) (err error) {
 	logf("starting a global control plane, one site control plane for every simulated site, and bin/global-controller (artifact API off: releases are not checked)")
-	args := []string{"--api-bind-address", "0", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}
+	// One replica, no leader election: on an overloaded machine a lease renewal that times out
+	// would stop the controller mid-campaign (seen at load average 20).
+	args := append([]string{"--api-bind-address", "0", "--leader-elect=false", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}, extra...)
 	if prof.dir != "" {
 		port, err := freePort()
 		if err != nil {
