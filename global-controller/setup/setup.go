@@ -42,6 +42,9 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" disables them.
 	ProbeAddr string
+	// PprofAddr serves Go's /debug/pprof profiles, for benchmarks; "0" (the default) disables
+	// them. Keep it on loopback: profiles are not authenticated.
+	PprofAddr string
 	// LeaderElect makes only one replica active at a time.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the leader lease.
@@ -104,6 +107,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:             ":8080",
 		ProbeAddr:               ":8081",
+		PprofAddr:               "0",
 		LeaderElect:             true,
 		LeaderElectionNamespace: "edgefleet-system",
 		SiteHeartbeat:           time.Minute,
@@ -133,6 +137,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the global cluster (empty: in-cluster config).")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "Address of Go's /debug/pprof profiles (\"0\", the default, disables them; unauthenticated: keep it on loopback).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease.")
 	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
@@ -245,6 +250,7 @@ func Run(ctx context.Context, opts Options) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.ProbeAddr,
+		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-global-controller",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -22,7 +23,9 @@ import (
 // The push: the site's ApplicationCluster (named after the Site, in sitev1.InfoNamespace) and one
 // BMC Secret per host, built from spec.cluster and the site's Hosts. Every object is read first
 // and written only when it differs, so a steady site costs reads (one GET, one LIST) and no
-// write per heartbeat. Writes are plain create/update with the resourceVersion just read: the
+// write per heartbeat. Between heartbeats a push trusts what it remembers having left on the site
+// (pushedSecrets) and does not list the BMC Secrets again unless a host or its Secret changed:
+// an operation's dispatch and polls cost one GET of the ApplicationCluster. Writes are plain create/update with the resourceVersion just read: the
 // global controller owns the whole spec (and the Secrets' data), so a full update both corrects
 // anything changed on the site by hand and never overwrites a version it did not compare with.
 
@@ -43,7 +46,12 @@ func (r *Reconciler) reconcileClusterPush(ctx context.Context, s *scope) error {
 	}
 	p := &push{r: r, s: s, site: siteClient, name: s.site.Name}
 	if err := p.run(ctx); err != nil {
+		r.pushed.forget(s.key)
 		s.pushFailed(err)
+		return nil
+	}
+	if p.secrets != nil {
+		r.pushed.set(s.key, recordOf(p.name, p.secrets, p.listedAt))
 	}
 	return nil
 }
@@ -57,8 +65,13 @@ type push struct {
 	name string
 	// existing is the ApplicationCluster on the site before this push (nil: none).
 	existing *sitev1.ApplicationCluster
-	// secrets are the BMC Secrets pushed before, by host.
-	secrets map[string]*corev1.Secret
+	// secrets are the BMC Secrets on the site, by host, once listed (nil: not listed in this
+	// push); listedAt is when they were listed.
+	secrets  map[string]*corev1.Secret
+	listedAt time.Time
+	// known is, while secrets is nil, what the last push left on the site: host → fingerprint
+	// of the global Secret its copy is current for (see pushedSecrets).
+	known map[string]string
 }
 
 func (p *push) run(ctx context.Context) error {
@@ -82,7 +95,7 @@ func (p *push) run(ctx context.Context) error {
 		setCondition(p.s.site, fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, reason, msg)
 		return nil
 	}
-	if p.secrets, err = listBMCSecrets(ctx, p.site, p.name); err != nil {
+	if err := p.recall(ctx); err != nil {
 		return err
 	}
 
@@ -113,6 +126,32 @@ func (p *push) run(ctx context.Context) error {
 		}
 	}
 	return p.pruneSecrets(ctx, hosts)
+}
+
+// recall takes what the last push left on the site as the site's BMC Secrets while that can be
+// trusted: recorded less than a heartbeat ago, by this client, and this reconcile is not the
+// heartbeat (which checks the site). Otherwise it lists them.
+func (p *push) recall(ctx context.Context) error {
+	rec, ok := p.r.pushed.get(p.s.key)
+	if ok && !p.s.rebuilt && !p.s.heartbeat && p.s.now.Sub(rec.listedAt) < p.r.HeartbeatInterval {
+		rec = rec.clone()
+		p.known, p.listedAt = rec.hosts, rec.listedAt
+		return nil
+	}
+	return p.list(ctx)
+}
+
+// list lists the cluster's BMC Secrets on the site, once per push.
+func (p *push) list(ctx context.Context) error {
+	if p.secrets != nil {
+		return nil
+	}
+	secrets, err := listBMCSecrets(ctx, p.site, p.name)
+	if err != nil {
+		return err
+	}
+	p.secrets, p.known, p.listedAt = secrets, nil, p.s.now
+	return nil
 }
 
 // content is what the cluster runs: spec.cluster's release, or its own version and image. When
@@ -183,8 +222,18 @@ func (p *push) pushBMCSecret(ctx context.Context, h *fleetv1.Host) (string, erro
 		}
 		return "", fmt.Errorf("get BMC secret %s of host %s: %w", ref, h.Name, err)
 	}
+	fp := fingerprint(string(secretMeta.UID), secretMeta.ResourceVersion)
+	if p.secrets == nil {
+		if p.known[h.Name] == fp {
+			return "", nil
+		}
+		// The host or its Secret changed since the last push: look at the site's copy.
+		if err := p.list(ctx); err != nil {
+			return "", err
+		}
+	}
 	current := p.secrets[h.Name]
-	if bmcSecretCurrent(current, p.name, h.Name, fingerprint(string(secretMeta.UID), secretMeta.ResourceVersion)) {
+	if bmcSecretCurrent(current, p.name, h.Name, fp) {
 		return "", nil
 	}
 	source := &corev1.Secret{}
@@ -275,6 +324,18 @@ func (p *push) pruneSecrets(ctx context.Context, wanted []sitev1.ClusterHost) er
 			inUse[h.Name] = true
 		}
 	}
+	if p.secrets == nil {
+		stale := false
+		for host := range p.known {
+			stale = stale || !inUse[host]
+		}
+		if !stale {
+			return nil
+		}
+		if err := p.list(ctx); err != nil {
+			return err
+		}
+	}
 	for host, secret := range p.secrets {
 		if inUse[host] {
 			continue
@@ -282,6 +343,7 @@ func (p *push) pruneSecrets(ctx context.Context, wanted []sitev1.ClusterHost) er
 		if err := deleteSecret(ctx, p.site, secret); err != nil {
 			return err
 		}
+		delete(p.secrets, host)
 	}
 	return nil
 }
@@ -294,6 +356,7 @@ func (r *Reconciler) reconcileClusterRemoval(ctx context.Context, s *scope) erro
 		meta.RemoveStatusCondition(&s.site.Status.Conditions, fleetv1.SiteClusterReadyCondition)
 		return nil
 	}
+	r.pushed.forget(s.key)
 	if !s.siteAnswers() {
 		s.setClusterNotChecked()
 		return nil

@@ -242,6 +242,31 @@ func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
 	return total
 }
 
+// siteRequests counts the requests of verb on resource the site's API server has served.
+func siteRequests(t *testing.T, cp *testenv.ControlPlane, verb, resource string) float64 {
+	t.Helper()
+	raw, err := kubernetes.NewForConfigOrDie(cp.Config).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) ||
+			!strings.Contains(line, `verb="`+verb+`"`) || strings.Contains(line, `subresource="`) && !strings.Contains(line, `subresource=""`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
+
 // reportStatus writes the ApplicationCluster's status as the site's local controller would.
 func reportStatus(t *testing.T, cp *testenv.ControlPlane, name string, edit func(*sitev1.ApplicationCluster)) {
 	t.Helper()

@@ -138,7 +138,15 @@ func TestOperations(t *testing.T) {
 		t.Errorf("ApplicationCluster does not carry release r1: %+v", ac.Spec)
 	}
 	waitSite(t, key, operationIs("c1", fleetv1.OperationInProgress, "operation generation 1"))
+	// The polls between heartbeats read the ApplicationCluster; only heartbeats list the BMC
+	// Secrets on the site (nothing about the hosts changed).
+	gets, lists := siteRequests(t, siteCP, "GET", "applicationclusters"), siteRequests(t, siteCP, "LIST", "secrets")
 	heartbeats(t, key, 2)
+	gets, lists = siteRequests(t, siteCP, "GET", "applicationclusters")-gets, siteRequests(t, siteCP, "LIST", "secrets")-lists
+	if gets < 6 || lists > 3 {
+		t.Errorf("over 2 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 3, one a heartbeat)",
+			heartbeat/4, gets, lists)
+	}
 	if got := waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil }); got.Spec.OperationGeneration != 1 {
 		t.Fatalf("operation generation raised again to %d by later pushes", got.Spec.OperationGeneration)
 	}

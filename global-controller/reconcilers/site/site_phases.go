@@ -87,12 +87,15 @@ func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error 
 	}
 	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked ||
 		s.site.Status.ObservedGeneration != s.site.Generation || s.site.Status.LastCheckTime == nil
-	if !due {
-		if wait := s.site.Status.LastCheckTime.Add(interval).Sub(s.now); wait > 0 {
-			s.requeueAfter = wait
-			return nil
-		}
+	wait := time.Duration(0)
+	if s.site.Status.LastCheckTime != nil {
+		wait = s.site.Status.LastCheckTime.Add(interval).Sub(s.now)
 	}
+	if !due && wait > 0 {
+		s.requeueAfter = wait
+		return nil
+	}
+	s.heartbeat = wait <= 0
 
 	start := r.Clock.Now()
 	probe, err := r.Sites.Probe(ctx, s.key)

@@ -71,6 +71,9 @@ type Reconciler struct {
 	// MinRetryInterval is the first re-probe delay of an unreachable site; the delay doubles
 	// while the site stays unreachable, up to HeartbeatInterval.
 	MinRetryInterval time.Duration
+
+	// pushed remembers the BMC Secrets each site's last push left there.
+	pushed pushedSecrets
 }
 
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch;update;patch
@@ -165,6 +168,9 @@ type scope struct {
 	connected bool
 	// rebuilt is set when that client was built in this reconcile.
 	rebuilt bool
+	// heartbeat is set when the site was probed because its probe interval had passed: what
+	// was pushed is checked against the site then.
+	heartbeat bool
 	// requeueAfter is when the site is due for its next probe.
 	requeueAfter time.Duration
 	// hosts are the site's Hosts.
@@ -209,6 +215,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) er
 
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Sites.Forget(key)
+	r.pushed.forget(key)
 	r.Metrics.forget(key)
 }
 

@@ -34,6 +34,9 @@ func main() {
 		sizes   = flag.String("sites", "100,1000,10000", "Comma-separated numbers of sites, one campaign each, smallest first.")
 		timeout = flag.Duration("timeout", 20*time.Minute, "Give up on a campaign that takes longer.")
 		dir     = flag.String("dir", "", "Directory of the kubeconfigs and the controller's log (a temporary one, removed at the end, when empty).")
+		profDir = flag.String("profile-dir", "", "Save CPU profiles of the controller and both API servers, taken from each campaign's start, in this directory (none when empty).")
+		profDur = flag.Duration("profile-duration", 30*time.Second, "Length of each CPU profile (-profile-dir).")
+		extra   = flag.String("controller-flags", "", "Extra flags of the global controller, space-separated (e.g. \"--concurrency 64\"), to compare settings.")
 	)
 	flag.Parse()
 	var ns []int
@@ -49,7 +52,7 @@ func main() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, ns, *timeout, *dir); err != nil {
+	if err := run(ctx, ns, *timeout, *dir, strings.Fields(*extra), profiling{dir: *profDir, d: *profDur}); err != nil {
 		fmt.Fprintln(os.Stderr, "campaign:", err)
 		os.Exit(1)
 	}
@@ -71,10 +74,28 @@ type result struct {
 	reconcileMean         time.Duration
 }
 
-func run(ctx context.Context, sizes []int, timeout time.Duration, dir string) (err error) {
+// profiling says where CPU profiles go (dir empty: none) and how long each is.
+type profiling struct {
+	dir string
+	d   time.Duration
+	// controller is the controller's pprof URL.
+	controller string
+}
+
+func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, extra []string, prof profiling) (err error) {
 	logf("starting a global control plane, one site control plane for every simulated site, and bin/global-controller (artifact API off: releases are not checked)")
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, Sites: []string{"sim"}, ControllerArgs: []string{
-		"--api-bind-address", "0", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}})
+	// One replica, no leader election: on an overloaded machine a lease renewal that times out
+	// would stop the controller mid-campaign (seen at load average 20).
+	args := append([]string{"--api-bind-address", "0", "--leader-elect=false", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}, extra...)
+	if prof.dir != "" {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		prof.controller = "http://127.0.0.1:" + strconv.Itoa(port)
+		args = append(args, "--pprof-bind-address", "127.0.0.1:"+strconv.Itoa(port))
+	}
+	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, Sites: []string{"sim"}, ControllerArgs: args})
 	if err != nil {
 		return err
 	}
@@ -89,7 +110,7 @@ func run(ctx context.Context, sizes []int, timeout time.Duration, dir string) (e
 	}
 	var results []result
 	for _, n := range sizes {
-		res, err := runOnce(ctx, fleet, proc, n, timeout)
+		res, err := runOnce(ctx, fleet, proc, n, timeout, prof)
 		if err != nil {
 			return err
 		}
@@ -99,7 +120,7 @@ func run(ctx context.Context, sizes []int, timeout time.Duration, dir string) (e
 	return nil
 }
 
-func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeout time.Duration) (result, error) {
+func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeout time.Duration, prof profiling) (result, error) {
 	res := result{sites: n}
 	c := fleet.Global.Client
 	ns := fmt.Sprintf("bench-%d", n)
@@ -162,6 +183,16 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	if err != nil {
 		return res, err
 	}
+	planes := []*testenv.ControlPlane{fleet.Global, fleet.Sites["sim"]}
+	var req0 []requestCounts
+	for _, cp := range planes {
+		r, err := scrapeRequests(ctx, cp.Config)
+		if err != nil {
+			return res, err
+		}
+		req0 = append(req0, r)
+	}
+	profiles := startProfiles(ctx, prof, planes, n)
 	logf("%d sites: campaign started", n)
 	start = time.Now()
 	if err := c.Create(ctx, camp); err != nil {
@@ -199,6 +230,18 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 		return res, err
 	}
 	res.cpu = cpu1 - cpu0
+	for i, cp := range planes {
+		r, err := scrapeRequests(ctx, cp.Config)
+		if err != nil {
+			return res, err
+		}
+		d := r.sub(req0[i])
+		logf("%d sites: API server %s served %.0f requests during the campaign (%.2f per site; the harness's own polling of the campaign included):\n%s",
+			n, cp.Name, d.total(), d.total()/float64(n), d.format(n))
+	}
+	if err := profiles(); err != nil {
+		return res, err
+	}
 	res.reconciles = m1[reconcileCount] - m0[reconcileCount]
 	res.conflicts = m1[conflictsTotal] - m0[conflictsTotal]
 	if res.reconciles > 0 {
