@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 	ReportAfterEach(func(r SpecReport) {
 		if r.Failed() {
 			for _, name := range names {
-				AddReportEntry(name+" logs", fleet.LocalController(name).Log+" "+fleet.Dir+"/"+name+"-bpa.log")
+				AddReportEntry(name+" logs", fleet.LocalController(name).Log+" "+filepath.Join(fleet.Dir, name+"-bpa.log"))
 			}
 		}
 	})

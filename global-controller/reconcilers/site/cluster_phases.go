@@ -23,11 +23,12 @@ import (
 // The push: the site's ApplicationCluster (named after the Site, in sitev1.InfoNamespace) and one
 // BMC Secret per host, built from spec.cluster and the site's Hosts. Every object is read first
 // and written only when it differs, so a steady site costs reads (one GET, one LIST) and no
-// write per heartbeat. Between heartbeats a push trusts what it remembers having left on the site
-// (pushedSecrets) and does not list the BMC Secrets again unless a host or its Secret changed:
-// an operation's dispatch and polls cost one GET of the ApplicationCluster. Writes are plain create/update with the resourceVersion just read: the
-// global controller owns the whole spec (and the Secrets' data), so a full update both corrects
-// anything changed on the site by hand and never overwrites a version it did not compare with.
+// write per heartbeat. Between heartbeats a push trusts what it remembers having left on the
+// site (pushedSecrets) and does not list the BMC Secrets again unless a host or its Secret
+// changed: an operation's dispatch and polls cost one GET of the ApplicationCluster. Writes are
+// plain create/update with the resourceVersion just read: the global controller owns the whole
+// spec (and the Secrets' data), so a full update both corrects anything changed on the site by
+// hand and never overwrites a version it did not compare with.
 
 // reconcileClusterPush writes the site's ApplicationCluster and BMC Secrets when spec.cluster is
 // set, and removes them when it was removed. It reads the ApplicationCluster back for
@@ -134,7 +135,6 @@ func (p *push) run(ctx context.Context) error {
 func (p *push) recall(ctx context.Context) error {
 	rec, ok := p.r.pushed.get(p.s.key)
 	if ok && !p.s.rebuilt && !p.s.heartbeat && p.s.now.Sub(rec.listedAt) < p.r.HeartbeatInterval {
-		rec = rec.clone()
 		p.known, p.listedAt = rec.hosts, rec.listedAt
 		return nil
 	}

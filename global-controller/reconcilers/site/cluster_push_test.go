@@ -1,12 +1,9 @@
 package site_test
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -213,56 +209,27 @@ func heartbeats(t *testing.T, key types.NamespacedName, n int) {
 	})
 }
 
-// siteWrites counts the write requests the site's API server served on ApplicationClusters and
-// Secrets, from its own apiserver_request_total metric.
-func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
+// siteRequests are the requests the site's API server has served (testenv.RequestCounts).
+func siteRequests(t *testing.T, cp *testenv.ControlPlane) testenv.RequestCounts {
 	t.Helper()
-	raw, err := kubernetes.NewForConfigOrDie(cp.Config).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
+	r, err := cp.Requests(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		ours := strings.Contains(line, `resource="applicationclusters"`) || strings.Contains(line, `resource="secrets"`)
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !ours {
-			continue
-		}
-		if !slices.ContainsFunc([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, func(v string) bool { return strings.Contains(line, `verb="`+v+`"`) }) {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		total += v
-	}
-	return total
+	return r
 }
 
-// siteRequests counts the requests of verb on resource the site's API server has served.
-func siteRequests(t *testing.T, cp *testenv.ControlPlane, verb, resource string) float64 {
+// siteWrites counts the write requests the site's API server served on ApplicationClusters and
+// Secrets (their subresources included).
+func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
 	t.Helper()
-	raw, err := kubernetes.NewForConfigOrDie(cp.Config).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
 	total := 0.0
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="`+resource+`"`) ||
-			!strings.Contains(line, `verb="`+verb+`"`) || strings.Contains(line, `subresource="`) && !strings.Contains(line, `subresource=""`) {
-			continue
+	for key, n := range siteRequests(t, cp) {
+		verb, resource, _ := strings.Cut(key, " ")
+		resource, _, _ = strings.Cut(resource, "/")
+		if (resource == "applicationclusters" || resource == "secrets") && slices.Contains([]string{"POST", "PUT", "PATCH", "DELETE", "APPLY"}, verb) {
+			total += n
 		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		total += v
 	}
 	return total
 }

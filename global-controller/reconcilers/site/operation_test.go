@@ -140,9 +140,10 @@ func TestOperations(t *testing.T) {
 	waitSite(t, key, operationIs("c1", fleetv1.OperationInProgress, "operation generation 1"))
 	// The polls between heartbeats read the ApplicationCluster; only heartbeats list the BMC
 	// Secrets on the site (nothing about the hosts changed).
-	gets, lists := siteRequests(t, siteCP, "GET", "applicationclusters"), siteRequests(t, siteCP, "LIST", "secrets")
+	before := siteRequests(t, siteCP)
 	heartbeats(t, key, 2)
-	gets, lists = siteRequests(t, siteCP, "GET", "applicationclusters")-gets, siteRequests(t, siteCP, "LIST", "secrets")-lists
+	served := siteRequests(t, siteCP).Sub(before)
+	gets, lists := served["GET applicationclusters"], served["LIST secrets"]
 	if gets < 6 || lists > 3 {
 		t.Errorf("over 2 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 3, one a heartbeat)",
 			heartbeat/4, gets, lists)

@@ -1,7 +1,6 @@
 package site
 
 import (
-	"maps"
 	"sync"
 	"time"
 
@@ -17,7 +16,8 @@ import (
 // the site's Secrets by label, the most expensive read of a push. What it remembers is checked
 // against the site (listed) on every heartbeat, when the site's client is rebuilt, when a
 // host's Secret or the set of hosts changed, and after a failed push. A restarted controller
-// remembers nothing, so its first push of each site lists. It is safe for concurrent use.
+// remembers nothing, so its first push of each site lists. It is safe for concurrent use; a
+// record is replaced whole and never changed, so a reader may keep what get returned.
 type pushedSecrets struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]secretRecord
@@ -68,9 +68,4 @@ func recordOf(cluster string, secrets map[string]*corev1.Secret, listedAt time.T
 		hosts[host] = fp
 	}
 	return secretRecord{listedAt: listedAt, hosts: hosts}
-}
-
-// clone returns a copy of r that shares nothing with it.
-func (r secretRecord) clone() secretRecord {
-	return secretRecord{listedAt: r.listedAt, hosts: maps.Clone(r.hosts)}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,89 +18,8 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// requestCounts are an API server's apiserver_request_total, summed by "VERB resource[/subresource]".
-type requestCounts map[string]float64
-
-// scrapeRequests reads an API server's request counters through cfg (an admin config).
-func scrapeRequests(ctx context.Context, cfg *rest.Config) (requestCounts, error) {
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s/metrics: %w", cfg.Host, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s/metrics: %w", cfg.Host, err)
-	}
-	out := requestCounts{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		labelsEnd := strings.LastIndex(line, "}")
-		if labelsEnd < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[labelsEnd+1:]), 64)
-		if err != nil {
-			continue
-		}
-		labels := parseLabels(line[len("apiserver_request_total{"):labelsEnd])
-		key := labels["verb"] + " " + labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
-			key += "/" + sub
-		}
-		out[key] += v
-	}
-	return out, nil
-}
-
-// parseLabels parses a Prometheus label set (without braces); values hold no escaped quotes
-// in the labels the harness reads.
-func parseLabels(s string) map[string]string {
-	out := map[string]string{}
-	for s != "" {
-		name, rest, ok := strings.Cut(s, `="`)
-		if !ok {
-			break
-		}
-		value, rest, _ := strings.Cut(rest, `"`)
-		out[strings.TrimPrefix(name, ",")] = value
-		s = strings.TrimPrefix(rest, ",")
-	}
-	return out
-}
-
-// sub returns the counts of b that are not in a, without zero entries.
-func (b requestCounts) sub(a requestCounts) requestCounts {
-	out := requestCounts{}
-	for k, v := range b {
-		if d := v - a[k]; d > 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
-
-// total sums the counts.
-func (b requestCounts) total() float64 {
-	t := 0.0
-	for _, v := range b {
-		t += v
-	}
-	return t
-}
-
 // format lists the counts per site, largest first, as "VERB resource 1.23".
-func (b requestCounts) format(sites int) string {
+func format(b testenv.RequestCounts, sites int) string {
 	keys := make([]string, 0, len(b))
 	for k := range b {
 		keys = append(keys, k)

@@ -184,9 +184,9 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 		return res, err
 	}
 	planes := []*testenv.ControlPlane{fleet.Global, fleet.Sites["sim"]}
-	var req0 []requestCounts
+	var req0 []testenv.RequestCounts
 	for _, cp := range planes {
-		r, err := scrapeRequests(ctx, cp.Config)
+		r, err := cp.Requests(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -231,13 +231,13 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	}
 	res.cpu = cpu1 - cpu0
 	for i, cp := range planes {
-		r, err := scrapeRequests(ctx, cp.Config)
+		r, err := cp.Requests(ctx)
 		if err != nil {
 			return res, err
 		}
-		d := r.sub(req0[i])
+		d := r.Sub(req0[i])
 		logf("%d sites: API server %s served %.0f requests during the campaign (%.2f per site; the harness's own polling of the campaign included):\n%s",
-			n, cp.Name, d.total(), d.total()/float64(n), d.format(n))
+			n, cp.Name, d.Total(), d.Total()/float64(n), format(d, n))
 	}
 	if err := profiles(); err != nil {
 		return res, err
