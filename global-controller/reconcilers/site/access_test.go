@@ -94,10 +94,9 @@ func TestArtifactAccess(t *testing.T) {
 	}
 
 	// A token with less than half its life left is renewed.
-	secret.Annotations[site.TokenExpiresAnnotation] = time.Now().Add(20 * time.Minute).UTC().Format(time.RFC3339)
-	if err := siteCP.Client.Update(t.Context(), secret); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, siteCP.Client, secret, func(s *corev1.Secret) {
+		s.Annotations[site.TokenExpiresAnnotation] = time.Now().Add(20 * time.Minute).UTC().Format(time.RFC3339)
+	})
 	renewed := waitAPISecret(t, siteCP, func(s *corev1.Secret) error {
 		if string(s.Data[sitev1.GlobalAPITokenKey]) == first {
 			return fmt.Errorf("token not renewed yet (expires %s)", s.Annotations[site.TokenExpiresAnnotation])

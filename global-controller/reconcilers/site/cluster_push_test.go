@@ -359,10 +359,7 @@ func TestClusterPushedToSite(t *testing.T) {
 	}
 	waitSecretData(t, siteCP, "cp-0", map[string]string{"username": "admin-cp-0", "password": "rotated"})
 	tampered, _ := siteSecret(t, siteCP, "w-1")
-	tampered.Data["password"] = []byte("changed-on-site")
-	if err := siteCP.Client.Update(t.Context(), tampered); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, siteCP.Client, tampered, func(s *corev1.Secret) { s.Data["password"] = []byte("changed-on-site") })
 	waitSecretData(t, siteCP, "w-1", creds("w-1"))
 
 	// The site's status is mirrored into the Site.

@@ -116,13 +116,12 @@ func TestOperations(t *testing.T) {
 	if len(set.Spec.Artifacts) != 2 || set.Spec.Artifacts[0].SHA256 != osImageSHA || set.Spec.Artifacts[1].SHA256 != pkg {
 		t.Fatalf("pre-cache set lists %+v, want the OS image then the package", set.Spec.Artifacts)
 	}
-	set.Status.ObservedGeneration = set.Generation
-	set.Status.Cached = 2
-	set.Status.Conditions = []metav1.Condition{{Type: sitev1.ArtifactSetReadyCondition, Status: metav1.ConditionTrue,
-		Reason: sitev1.ReasonAllCached, Message: "2 of 2 cached", LastTransitionTime: metav1.Now()}}
-	if err := siteCP.Client.Status().Update(t.Context(), set); err != nil {
-		t.Fatal(err)
-	}
+	testenv.UpdateStatus(t, siteCP.Client, set, func(set *sitev1.ArtifactSet) {
+		set.Status.ObservedGeneration = set.Generation
+		set.Status.Cached = 2
+		set.Status.Conditions = []metav1.Condition{{Type: sitev1.ArtifactSetReadyCondition, Status: metav1.ConditionTrue,
+			Reason: sitev1.ReasonAllCached, Message: "2 of 2 cached", LastTransitionTime: metav1.Now()}}
+	})
 	waitSite(t, key, operationIs("c1-precache", fleetv1.OperationPreCached, "2 artifact(s)"))
 
 	// Apply: the release reaches the ApplicationCluster with operation generation 1.

@@ -135,10 +135,7 @@ func TestPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	cl.Spec.Paused = ptr.To(false)
-	if err := c.Update(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	waitPaused(t, c, cfg, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
@@ -150,15 +147,11 @@ func TestPaused(t *testing.T) {
 		return nil
 	})
 
-	cfg.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-	if err := c.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) {
+		cfg.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	})
 	waitPaused(t, c, cfg, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeBootstrapConfig has the cluster.x-k8s.io/paused annotation")
-	delete(cfg.Annotations, clusterv1.PausedAnnotation)
-	if err := c.Update(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) { delete(cfg.Annotations, clusterv1.PausedAnnotation) })
 	waitPaused(t, c, cfg, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 }
 

@@ -250,13 +250,7 @@ func TestEdgeClusterPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	if err := cc.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
-		t.Fatal(err)
-	}
-	cl.Spec.Paused = ptr.To(false)
-	if err := cc.Update(ctx, cl); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, cc, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
@@ -269,22 +263,15 @@ func TestEdgeClusterPaused(t *testing.T) {
 	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 
 	// The annotation pauses the EdgeCluster alone: a changed endpoint is taken in only after.
-	if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
-		t.Fatal(err)
-	}
-	ec.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-	ec.Spec.ControlPlaneEndpoint.Port = 7443
-	if err := cc.Update(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) {
+		ec.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+		ec.Spec.ControlPlaneEndpoint.Port = 7443
+	})
 	waitPaused(t, cc, ec, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeCluster has the cluster.x-k8s.io/paused annotation")
 	if c := meta.FindStatusCondition(ec.Status.Conditions, sitev1.EdgeClusterReadyCondition); c == nil || !strings.HasSuffix(c.Message, ":6443") {
 		t.Errorf("paused EdgeCluster took the new endpoint in: Ready %+v", c)
 	}
-	delete(ec.Annotations, clusterv1.PausedAnnotation)
-	if err := cc.Update(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) { delete(ec.Annotations, clusterv1.PausedAnnotation) })
 	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {

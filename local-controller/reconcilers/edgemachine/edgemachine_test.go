@@ -40,14 +40,8 @@ func TestBindByBootMAC(t *testing.T) {
 	}
 
 	// The bootstrap provider is done: the Machine gets its data Secret.
-	m := &clusterv1.Machine{}
-	if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: s.ns, Name: em.Name}, m); err != nil {
-		t.Fatal(err)
-	}
-	m.Spec.Bootstrap.DataSecretName = ptr.To(s.bootstrap)
-	if err := s.c.Update(t.Context(), m); err != nil {
-		t.Fatal(err)
-	}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: em.Name}}
+	testenv.Update(t, s.c, m, func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = ptr.To(s.bootstrap) })
 	start := time.Now()
 	em = s.waitReady(em.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
 	t.Logf("provisioned %s after the bootstrap data came", time.Since(start).Round(100*time.Millisecond))
@@ -239,10 +233,7 @@ func TestDelete(t *testing.T) {
 		s.startManager()
 		em = s.waitReady(em.Name, metav1.ConditionFalse, sitev1.ReasonNoHost, 30*time.Second)
 		// As if the machine had been bound to a host that was deleted since.
-		em.Status.Host = "deleted-host"
-		if err := s.c.Status().Update(t.Context(), em); err != nil {
-			t.Fatal(err)
-		}
+		testenv.UpdateStatus(t, s.c, em, func(em *sitev1.EdgeMachine) { em.Status.Host = "deleted-host" })
 		s.waitReady(em.Name, metav1.ConditionFalse, sitev1.ReasonHostError, 10*time.Second)
 		if err := s.c.Delete(t.Context(), em); err != nil {
 			t.Fatal(err)
@@ -262,10 +253,7 @@ func TestHostError(t *testing.T) {
 		Data:       map[string][]byte{"username": []byte("admin")},
 	})
 	bad := s.host("broken", "52:54:00:dd:00:ff", nil)
-	bad.Spec.BMC.CredentialsName = "no-password"
-	if err := s.c.Update(t.Context(), bad); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, bad, func(bad *metal3api.BareMetalHost) { bad.Spec.BMC.CredentialsName = "no-password" })
 	for i := range 2 {
 		s.host(fmt.Sprintf("node-%d", i), fmt.Sprintf("52:54:00:dd:00:%02x", i), nil)
 	}
@@ -360,10 +348,7 @@ func TestPaused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	s.host("node-0", "52:54:00:ab:00:00", nil)
-	s.cluster.Spec.Paused = ptr.To(true)
-	if err := s.c.Update(t.Context(), s.cluster); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(true) })
 	em := s.machine("m-0", sitev1.HostSelector{BootMACAddress: "52:54:00:ab:00:00"}, "", false)
 	s.startManager()
 
@@ -380,10 +365,7 @@ func TestPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	s.cluster.Spec.Paused = ptr.To(false)
-	if err := s.c.Update(t.Context(), s.cluster); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	s.waitPaused(em.Name, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
@@ -392,14 +374,9 @@ func TestPaused(t *testing.T) {
 		return nil
 	})
 
-	em, err := s.getMachine(em.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	em.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
-	if err := s.c.Update(t.Context(), em); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, em, func(em *sitev1.EdgeMachine) {
+		em.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
+	})
 	s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeMachine has the cluster.x-k8s.io/paused annotation")
 	if err := s.c.Delete(t.Context(), em); err != nil {
 		t.Fatal(err)
@@ -414,14 +391,7 @@ func TestPaused(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	em, err = s.getMachine(em.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	delete(em.Annotations, clusterv1.PausedAnnotation)
-	if err := s.c.Update(t.Context(), em); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Update(t, s.c, em, func(em *sitev1.EdgeMachine) { delete(em.Annotations, clusterv1.PausedAnnotation) })
 	s.waitGone(em.Name, provisionTimeout)
 	if hosts := s.hostsOf(em.Name); len(hosts) != 0 {
 		t.Errorf("deleted machine still claims %v", hosts)
