@@ -113,12 +113,13 @@ func (p *push) run(ctx context.Context) error {
 			withHostNotes(msg, leftOut, kept))
 	} else {
 		op := p.s.applying()
+		carries := op != nil && (p.existing == nil || p.existing.Annotations[sitev1.OperationAnnotation] != op.ID)
 		spec := desiredSpec(p.s.site.Spec.Cluster, what, hosts, operationGeneration(op, p.existing), p.existing)
 		ac, err := p.writeCluster(ctx, spec, op)
 		if err != nil {
 			return err
 		}
-		p.s.cluster = ac
+		p.s.cluster, p.s.carried = ac, carries
 		msg := fmt.Sprintf("ApplicationCluster %s/%s holds %d host(s) and their BMC Secrets", sitev1.InfoNamespace, p.name, len(hosts))
 		if len(leftOut) > 0 {
 			setCondition(p.s.site, fleetv1.SiteClusterSyncedCondition, metav1.ConditionFalse, fleetv1.ReasonHostsLeftOut, withHostNotes(msg, leftOut, kept))

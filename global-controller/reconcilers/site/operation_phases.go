@@ -108,11 +108,12 @@ func (r *Reconciler) reconcileOperationStatus(ctx context.Context, s *scope) err
 	if len(msg) > 1024 {
 		msg = msg[:1021] + "..."
 	}
-	if phase != last.Phase {
+	changed := phase != last.Phase
+	last.Phase, last.Message = phase, msg
+	if changed && !r.deferStatus(s) {
 		r.Recorder.Eventf(s.site, nil, eventType(phase), "Operation"+string(phase), "Operate",
 			"operation %s (%s %s of release %s, campaign %s) is %s: %s", op.ID, op.Stage, op.Action, op.Release, op.Campaign, phase, msg)
 	}
-	last.Phase, last.Message = phase, msg
 	if final(phase) {
 		last.CompletionTime = &metav1.Time{Time: s.now}
 	}

@@ -3,10 +3,12 @@ package site_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -139,12 +141,13 @@ func TestOperations(t *testing.T) {
 	waitSite(t, key, operationIs("c1", fleetv1.OperationInProgress, "operation generation 1"))
 	// The polls between heartbeats read the ApplicationCluster; only heartbeats list the BMC
 	// Secrets on the site (nothing about the hosts changed).
+	// Three heartbeats after the last one seen span at least two intervals: eight polls.
 	before := siteRequests(t, siteCP)
-	heartbeats(t, key, 2)
+	heartbeats(t, key, 3)
 	served := siteRequests(t, siteCP).Sub(before)
 	gets, lists := served["GET applicationclusters"], served["LIST secrets"]
 	if gets < 6 || lists > 3 {
-		t.Errorf("over 2 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 3, one a heartbeat)",
+		t.Errorf("over 3 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 3, one a heartbeat)",
 			heartbeat/4, gets, lists)
 	}
 	if got := waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil }); got.Spec.OperationGeneration != 1 {
@@ -276,4 +279,87 @@ func TestOperationsOnABPASite(t *testing.T) {
 			FailedPackage: strings.Repeat("a2", 32), Message: "patch failed and was rolled back: node cp-0: health check failed"}
 	})
 	waitSite(t, key, operationIs("p1", fleetv1.OperationFailed, "the site's BPA reports: patch failed and was rolled back: node cp-0"))
+}
+
+// TestOperationAnsweredBeforeThePoll: a site that answers before the next operation poll gets
+// one status write for the operation, with its verdict, and one operation event. The reconcile
+// that carries the operation to the site writes neither: it could only say InProgress.
+func TestOperationAnsweredBeforeThePoll(t *testing.T) {
+	t.Parallel()
+	siteCP, kc := startClusterSite(t)
+	ns := global.Namespace(t)
+	createRelease(t, ns, "r0", "v1.36.3")
+	createRelease(t, ns, "r1", "v1.36.4", strings.Repeat("cd", 32))
+	site, _ := register(t, ns, "quick", kc, withNetworkOnly, func(s *fleetv1.Site) { s.Spec.Cluster.Release = "r0" })
+	key := client.ObjectKeyFromObject(site)
+	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, mac(ns, 0x0801), creds("cp-0"))
+	waitSite(t, key, conditionIs(fleetv1.SiteClusterSyncedCondition, metav1.ConditionTrue, fleetv1.ReasonClusterSynced))
+
+	wc, err := client.NewWithWatch(global.Config, client.Options{Scheme: global.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &fleetv1.SiteList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": site.Name})
+	if err != nil {
+		t.Fatalf("watch Site %s: %v", key, err)
+	}
+	t.Cleanup(w.Stop)
+
+	dispatch(t, key, fleetv1.SiteOperation{ID: "q1", Campaign: "q", Action: fleetv1.ActionInstall, Stage: fleetv1.StageApply,
+		Release: "r1", DispatchTime: metav1.Now()})
+	// The site answers as soon as the operation reaches it, as a local controller with no work
+	// to do would.
+	acKey := types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: site.Name}
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		ac := &sitev1.ApplicationCluster{}
+		err := siteCP.Client.Get(t.Context(), acKey, ac)
+		if err == nil && ac.Annotations[sitev1.OperationAnnotation] == "q1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation q1 not carried to the site after %s (last read: %v)", wait, err)
+		}
+	}
+	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
+		ac.Status.ObservedOperationGeneration = ac.Spec.OperationGeneration
+		ac.Status.KubernetesVersion = "v1.36.4"
+		ac.Status.Phase = sitev1.ClusterProvisioned
+		ac.Status.Conditions = readyStatus(metav1.ConditionTrue, sitev1.ReasonClusterReady, "1 of 1 nodes ready")
+	})
+
+	var phases []fleetv1.OperationPhase
+	for ev := range w.ResultChan() {
+		s, ok := ev.Object.(*fleetv1.Site)
+		if !ok {
+			t.Fatalf("watch of Site %s: %s %T", key, ev.Type, ev.Object)
+		}
+		if last := s.Status.LastOperation; last != nil && last.ID == "q1" && !slices.Contains(phases, last.Phase) {
+			phases = append(phases, last.Phase)
+			if last.Phase == fleetv1.OperationSucceeded {
+				break
+			}
+		}
+	}
+	if !slices.Equal(phases, []fleetv1.OperationPhase{fleetv1.OperationSucceeded}) {
+		t.Errorf("status.lastOperation of q1 went through %v, want only its verdict Succeeded", phases)
+	}
+	reasons := func() []string {
+		list := &eventsv1.EventList{}
+		if err := global.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var r []string
+		for _, e := range list.Items {
+			if strings.HasPrefix(e.Reason, "Operation") {
+				r = append(r, e.Reason)
+			}
+		}
+		return r
+	}
+	testenv.Eventually(t, wait, func() error {
+		if r := reasons(); !slices.Equal(r, []string{"OperationSucceeded"}) {
+			return fmt.Errorf("operation events %v, want one OperationSucceeded", r)
+		}
+		return nil
+	})
 }

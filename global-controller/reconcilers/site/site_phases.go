@@ -74,8 +74,10 @@ func (s *scope) setKubeconfigInvalid(reason, message string) {
 		"not checked: the site's kubeconfig is not usable (see KubeconfigValid)")
 }
 
-// reconcileReachability probes the site when a probe is due: on a new client or spec, after
-// HeartbeatInterval while reachable, and with a doubling delay while unreachable.
+// reconcileReachability probes the site when a probe is due: on a new client, after
+// HeartbeatInterval while reachable, with a doubling delay while unreachable, and after a push
+// failed. A spec change (a dispatch) is no reason to probe: the push that carries it finds out
+// whether the site answers.
 func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error {
 	if !s.connected {
 		return nil
@@ -85,8 +87,9 @@ func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error 
 	if reachable == nil || reachable.Status != metav1.ConditionTrue {
 		interval = r.retryInterval(reachable, s.now)
 	}
-	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked ||
-		s.site.Status.ObservedGeneration != s.site.Generation || s.site.Status.LastCheckTime == nil
+	synced := meta.FindStatusCondition(s.site.Status.Conditions, fleetv1.SiteClusterSyncedCondition)
+	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked || s.site.Status.LastCheckTime == nil ||
+		(synced != nil && synced.Reason == fleetv1.ReasonPushFailed)
 	wait := time.Duration(0)
 	if s.site.Status.LastCheckTime != nil {
 		wait = s.site.Status.LastCheckTime.Add(interval).Sub(s.now)

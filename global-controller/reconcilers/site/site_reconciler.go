@@ -135,6 +135,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	before := site.DeepCopy()
 	s := &scope{site: site, key: req.NamespacedName, now: r.Clock.Now()}
 	defer func() {
+		if reterr == nil && r.deferStatus(s) {
+			return
+		}
 		if err := r.patchStatus(ctx, before, site, reterr == nil && !s.dirty); err != nil {
 			reterr = errors.Join(reterr, err)
 		}
@@ -181,9 +184,23 @@ type scope struct {
 	cluster     *sitev1.ApplicationCluster
 	// clusterRemoved is set when this reconcile finished removing what was pushed.
 	clusterRemoved bool
+	// carried is set when this reconcile's push carried the operation to the site (raised the
+	// ApplicationCluster's operation generation for it).
+	carried bool
 	// dirty is set when a step failed without an error to return (a push the site refused):
 	// the reconcile is not clean.
 	dirty bool
+}
+
+// deferStatus reports whether this reconcile's status is left for the next one: the reconcile
+// that carries an operation to the site writes neither status nor events, and the operation
+// poll that follows writes them once, with the site's answer when it came in the meantime (a
+// campaign's site then costs one status write, not two). Nothing is lost: the carry is recorded
+// on the ApplicationCluster (OperationAnnotation), and a verdict or an operation poll switched
+// off is written at once.
+func (r *Reconciler) deferStatus(s *scope) bool {
+	last := s.site.Status.LastOperation
+	return s.carried && r.OperationPollInterval > 0 && last != nil && !final(last.Phase)
 }
 
 // requeueBy makes the next reconcile come at the latest after d.
