@@ -55,6 +55,8 @@ type Options struct {
 	SiteMinRetry time.Duration
 	// OperationPoll is how often a site is read while a campaign's operation runs there.
 	OperationPoll time.Duration
+	// OperationPollRate bounds the operation polls of all sites together, per second.
+	OperationPollRate float64
 	// SiteTimeout bounds each request to a site.
 	SiteTimeout time.Duration
 	// SiteAPIURL is the URL at which sites reach the artifact API; with it, the controller
@@ -113,6 +115,7 @@ func DefaultOptions() Options {
 		SiteHeartbeat:           time.Minute,
 		SiteMinRetry:            2 * time.Second,
 		OperationPoll:           5 * time.Second,
+		OperationPollRate:       200,
 		SiteIdentityNamespace:   "edgefleet-system",
 		SiteTokenTTL:            24 * time.Hour,
 		SiteTimeout:             10 * time.Second,
@@ -143,6 +146,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
 	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
 	fs.DurationVar(&o.OperationPoll, "site-operation-poll-interval", o.OperationPoll, "How often a site is read while a campaign's operation runs there (the heartbeat interval when that is shorter).")
+	fs.Float64Var(&o.OperationPollRate, "site-operation-poll-rate", o.OperationPollRate, "At most this many operation polls a second, all sites together: with more operations in flight, each site is polled less often than --site-operation-poll-interval.")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
 	fs.StringVar(&o.SiteAPIURL, "site-api-url", o.SiteAPIURL, "URL at which sites reach the artifact API; with it every site gets a token of its own (empty: sites' access is set up by hand).")
 	fs.StringVar(&o.SiteAPICAFile, "site-api-ca-file", o.SiteAPICAFile, "PEM CA bundle the sites verify the artifact API's certificate with.")
@@ -178,6 +182,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-heartbeat-interval must be positive, got %s", o.SiteHeartbeat)
 	case o.OperationPoll <= 0:
 		return fmt.Errorf("--site-operation-poll-interval must be positive, got %s", o.OperationPoll)
+	case o.OperationPollRate <= 0:
+		return fmt.Errorf("--site-operation-poll-rate must be positive, got %g", o.OperationPollRate)
 	case o.SiteMinRetry <= 0 || o.SiteMinRetry > o.SiteHeartbeat:
 		return fmt.Errorf("--site-min-retry-interval must be positive and at most --site-heartbeat-interval (%s), got %s", o.SiteHeartbeat, o.SiteMinRetry)
 	case o.SiteTimeout <= 0:
@@ -325,6 +331,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 		Clock:                 clock.RealClock{},
 		HeartbeatInterval:     opts.SiteHeartbeat,
 		OperationPollInterval: min(opts.OperationPoll, opts.SiteHeartbeat),
+		OperationPollRate:     opts.OperationPollRate,
 		MinRetryInterval:      opts.SiteMinRetry,
 		ArtifactAccess:        site.ArtifactAccess{URL: opts.SiteAPIURL, Namespace: opts.SiteIdentityNamespace, TokenTTL: opts.SiteTokenTTL},
 	}

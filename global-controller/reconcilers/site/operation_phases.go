@@ -93,9 +93,11 @@ func operationGeneration(op *fleetv1.SiteOperation, existing *sitev1.Application
 func (r *Reconciler) reconcileOperationStatus(ctx context.Context, s *scope) error {
 	op, last := s.site.Spec.Operation, s.site.Status.LastOperation
 	if op == nil || last == nil || last.ID != op.ID {
+		r.inFlight.set(s.key, false)
 		return nil
 	}
 	if final(last.Phase) {
+		r.inFlight.set(s.key, false)
 		return r.removePreCache(ctx, s)
 	}
 	phase, msg, err := r.operationPhase(ctx, s, op, last)
@@ -120,8 +122,9 @@ func (r *Reconciler) reconcileOperationStatus(ctx context.Context, s *scope) err
 	if op.Deadline != nil && !final(phase) {
 		s.requeueBy(op.Deadline.Sub(s.now))
 	}
+	r.inFlight.set(s.key, !final(phase))
 	if !final(phase) && r.OperationPollInterval > 0 {
-		s.requeueBy(r.OperationPollInterval)
+		s.requeueBy(r.pollInterval())
 	}
 	return nil
 }

@@ -65,6 +65,10 @@ type Reconciler struct {
 	// OperationPollInterval is how often a site is read while an operation runs there, so a
 	// campaign sees a verdict soon after the site reaches it (heartbeats are much rarer).
 	OperationPollInterval time.Duration
+	// OperationPollRate bounds the operation polls of all sites together, per second: with
+	// more sites in flight than it allows at OperationPollInterval, each is polled less often.
+	// 0 sets no bound.
+	OperationPollRate float64
 	// ArtifactAccess gives each site its own token for the artifact API; a zero value leaves
 	// the sites' access to be set up by hand.
 	ArtifactAccess ArtifactAccess
@@ -74,6 +78,8 @@ type Reconciler struct {
 
 	// pushed remembers the BMC Secrets each site's last push left there.
 	pushed pushedSecrets
+	// inFlight are the sites with an operation that has no verdict yet.
+	inFlight inFlight
 }
 
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch;update;patch
@@ -233,6 +239,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, site *fleetv1.Site) er
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Sites.Forget(key)
 	r.pushed.forget(key)
+	r.inFlight.set(key, false)
 	r.Metrics.forget(key)
 }
 
