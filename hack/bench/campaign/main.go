@@ -181,7 +181,7 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 		},
 	}
 	logf("%d sites: anchor: writing each Site's status once, %d at a time", n, anchorWorkers)
-	if res.anchor, err = anchor(ctx, c, ns, names); err != nil {
+	if res.anchor, err = anchor(ctx, c, ns); err != nil {
 		return res, err
 	}
 	logf("%d sites: anchor took %s", n, res.anchor.Round(time.Millisecond))
@@ -320,32 +320,37 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	return res, nil
 }
 
-// anchor patches every Site's status.lastCheckTime to now, anchorWorkers at a time, and
+// anchor moves every Site's status.lastCheckTime one second back, anchorWorkers at a time, and
 // reports how long that took: one write of the object a campaign writes for each site, through
-// the same API server, in the same run. (Harmless: the field only moves the next heartbeat
-// later, and no controller reacts to a status-only change of it.)
-func anchor(ctx context.Context, c client.Client, ns string, names []string) (time.Duration, error) {
+// the same API server, in the same run. (Harmless: the site's next heartbeat comes a second
+// sooner, no controller reacts to a status-only change of that field, and the heartbeats keep
+// their spread: setting the field to now would bring them all due at once, in the campaign.)
+func anchor(ctx context.Context, c client.Client, ns string) (time.Duration, error) {
+	sites := &fleetv1.SiteList{}
+	if err := c.List(ctx, sites, client.InNamespace(ns)); err != nil {
+		return 0, fmt.Errorf("anchor: list sites: %w", err)
+	}
 	start := time.Now()
-	next := make(chan string)
+	next := make(chan *fleetv1.Site)
 	errs := make(chan error, anchorWorkers)
 	for range anchorWorkers {
 		go func() {
 			var err error
-			for name := range next {
-				if err != nil {
+			for site := range next {
+				if err != nil || site.Status.LastCheckTime == nil {
 					continue
 				}
-				patch := fmt.Sprintf(`{"status":{"lastCheckTime":%q}}`, time.Now().UTC().Format(time.RFC3339))
-				site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				earlier := site.Status.LastCheckTime.Add(-time.Second).UTC().Format(time.RFC3339)
+				patch := fmt.Sprintf(`{"status":{"lastCheckTime":%q}}`, earlier)
 				if e := c.Status().Patch(ctx, site, client.RawPatch(types.MergePatchType, []byte(patch))); e != nil {
-					err = fmt.Errorf("anchor: patch status of site %s: %w", name, e)
+					err = fmt.Errorf("anchor: patch status of site %s: %w", site.Name, e)
 				}
 			}
 			errs <- err
 		}()
 	}
-	for _, name := range names {
-		next <- name
+	for i := range sites.Items {
+		next <- &sites.Items[i]
 	}
 	close(next)
 	var all []error
