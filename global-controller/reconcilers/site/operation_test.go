@@ -141,13 +141,14 @@ func TestOperations(t *testing.T) {
 	waitSite(t, key, operationIs("c1", fleetv1.OperationInProgress, "operation generation 1"))
 	// The polls between heartbeats read the ApplicationCluster; only heartbeats list the BMC
 	// Secrets on the site (nothing about the hosts changed).
-	// Three heartbeats after the last one seen span at least two intervals: eight polls.
+	// Three heartbeats after the first one seen span at least two intervals: eight polls. The
+	// window may hold one more heartbeat, the one first seen.
 	before := siteRequests(t, siteCP)
 	heartbeats(t, key, 3)
 	served := siteRequests(t, siteCP).Sub(before)
 	gets, lists := served["GET applicationclusters"], served["LIST secrets"]
-	if gets < 6 || lists > 3 {
-		t.Errorf("over 3 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 3, one a heartbeat)",
+	if gets < 6 || lists > 4 {
+		t.Errorf("over 3 to 4 heartbeats with an operation polled every %s: %.0f reads of the ApplicationCluster (want ≥ 6), %.0f listings of the BMC Secrets (want ≤ 4, one a heartbeat)",
 			heartbeat/4, gets, lists)
 	}
 	if got := waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil }); got.Spec.OperationGeneration != 1 {
