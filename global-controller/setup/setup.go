@@ -51,6 +51,8 @@ type Options struct {
 	LeaderElectionNamespace string
 	// SiteHeartbeat is how often a reachable site is probed.
 	SiteHeartbeat time.Duration
+	// SiteStatusReport is how often a probe that finds nothing new is written to the Site.
+	SiteStatusReport time.Duration
 	// SiteMinRetry is the first re-probe delay of an unreachable site.
 	SiteMinRetry time.Duration
 	// OperationPoll is how often a site is read while a campaign's operation runs there.
@@ -113,6 +115,7 @@ func DefaultOptions() Options {
 		LeaderElect:             true,
 		LeaderElectionNamespace: "edgefleet-system",
 		SiteHeartbeat:           time.Minute,
+		SiteStatusReport:        5 * time.Minute,
 		SiteMinRetry:            2 * time.Second,
 		OperationPoll:           5 * time.Second,
 		OperationPollRate:       200,
@@ -144,6 +147,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease.")
 	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
+	fs.DurationVar(&o.SiteStatusReport, "site-status-report-interval", o.SiteStatusReport, "How often a probe that finds nothing new is written to the Site (status.lastCheckTime, status.lastHeartbeatTime); changes are written at once. The metric edgefleet_site_last_probe_timestamp_seconds has every probe.")
 	fs.DurationVar(&o.SiteMinRetry, "site-min-retry-interval", o.SiteMinRetry, "First re-probe delay of an unreachable site; it doubles up to the heartbeat interval.")
 	fs.DurationVar(&o.OperationPoll, "site-operation-poll-interval", o.OperationPoll, "How often a site is read while a campaign's operation runs there (the heartbeat interval when that is shorter).")
 	fs.Float64Var(&o.OperationPollRate, "site-operation-poll-rate", o.OperationPollRate, "At most this many operation polls a second, all sites together: with more operations in flight, each site is polled less often than --site-operation-poll-interval.")
@@ -182,6 +186,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-heartbeat-interval must be positive, got %s", o.SiteHeartbeat)
 	case o.OperationPoll <= 0:
 		return fmt.Errorf("--site-operation-poll-interval must be positive, got %s", o.OperationPoll)
+	case o.SiteStatusReport <= 0:
+		return fmt.Errorf("--site-status-report-interval must be positive, got %s", o.SiteStatusReport)
 	case o.OperationPollRate <= 0:
 		return fmt.Errorf("--site-operation-poll-rate must be positive, got %g", o.OperationPollRate)
 	case o.SiteMinRetry <= 0 || o.SiteMinRetry > o.SiteHeartbeat:
@@ -330,6 +336,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 		Metrics:               deps.SiteMetrics,
 		Clock:                 clock.RealClock{},
 		HeartbeatInterval:     opts.SiteHeartbeat,
+		StatusReportInterval:  opts.SiteStatusReport,
 		OperationPollInterval: min(opts.OperationPoll, opts.SiteHeartbeat),
 		OperationPollRate:     opts.OperationPollRate,
 		MinRetryInterval:      opts.SiteMinRetry,

@@ -31,6 +31,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"no dispatch workers", func(o *Options) { o.CampaignDispatchConcurrency = 0 }, "--campaign-dispatch-concurrency"},
 		{"zero resync", func(o *Options) { o.CampaignResync = 0 }, "--campaign-resync-interval"},
 		{"negative QPS", func(o *Options) { o.KubeAPIQPS = -1 }, "--kube-api-qps"},
+		{"zero status report", func(o *Options) { o.SiteStatusReport = 0 }, "--site-status-report-interval"},
 		{"no operation polls", func(o *Options) { o.OperationPollRate = 0 }, "--site-operation-poll-rate"},
 		{"webhooks without the store", func(o *Options) { o.WebhookPort = 9443; o.WebhookCertDir = "/tls"; o.APIAddr = "0" }, "--webhook-port"},
 		{"webhooks without certificates", func(o *Options) { o.WebhookPort = 9443 }, "--webhook-cert-dir"},

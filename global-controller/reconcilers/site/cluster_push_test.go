@@ -193,20 +193,40 @@ func waitSecretData(t *testing.T, cp *testenv.ControlPlane, host string, data ma
 // heartbeats waits until the site has been probed n more times.
 func heartbeats(t *testing.T, key types.NamespacedName, n int) {
 	t.Helper()
-	seen := map[string]bool{}
+	seen := map[float64]bool{}
 	testenv.Eventually(t, time.Duration(n+2)*heartbeat+wait, func() error {
-		s := &fleetv1.Site{}
-		if err := global.Client.Get(t.Context(), key, s); err != nil {
-			return err
-		}
-		if s.Status.LastCheckTime != nil {
-			seen[s.Status.LastCheckTime.UTC().String()] = true
+		if at := lastProbe(t, key); at != 0 {
+			seen[at] = true
 		}
 		if len(seen) <= n {
 			return fmt.Errorf("%d probes seen, want %d after the first", len(seen)-1, n)
 		}
 		return nil
 	})
+}
+
+// lastProbe is the site's edgefleet_site_last_probe_timestamp_seconds, 0 before its first probe.
+func lastProbe(t *testing.T, key types.NamespacedName) float64 {
+	t.Helper()
+	families, err := metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "edgefleet_site_last_probe_timestamp_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["namespace"] == key.Namespace && labels["site"] == key.Name {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // siteRequests are the requests the site's API server has served (testenv.RequestCounts).

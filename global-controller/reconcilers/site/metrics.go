@@ -10,6 +10,7 @@ import (
 // Metrics are the site reconciler's Prometheus metrics.
 type Metrics struct {
 	reachable     *prometheus.GaugeVec
+	lastProbe     *prometheus.GaugeVec
 	probeDuration prometheus.Histogram
 }
 
@@ -20,13 +21,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "edgefleet_site_reachable",
 			Help: "1 when the site's API server answered the last probe, 0 when it did not.",
 		}, []string{"namespace", "site"}),
+		lastProbe: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "edgefleet_site_last_probe_timestamp_seconds",
+			Help: "Unix time of the site's last probe, answered or not (the Site's status.lastCheckTime is written only when its status changes or every --site-status-report-interval).",
+		}, []string{"namespace", "site"}),
 		probeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "edgefleet_site_probe_duration_seconds",
 			Help:    "Time a probe of a site's API server took, failed probes included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.reachable, m.probeDuration} {
+	for _, c := range []prometheus.Collector{m.reachable, m.lastProbe, m.probeDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -34,11 +39,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-func (m *Metrics) observeProbe(site types.NamespacedName, took time.Duration, ok bool) {
+func (m *Metrics) observeProbe(site types.NamespacedName, at time.Time, took time.Duration, ok bool) {
 	if m == nil {
 		return
 	}
 	m.probeDuration.Observe(took.Seconds())
+	m.lastProbe.WithLabelValues(site.Namespace, site.Name).Set(float64(at.UnixNano()) / 1e9)
 	v := 0.0
 	if ok {
 		v = 1
@@ -51,4 +57,5 @@ func (m *Metrics) forget(site types.NamespacedName) {
 		return
 	}
 	m.reachable.DeleteLabelValues(site.Namespace, site.Name)
+	m.lastProbe.DeleteLabelValues(site.Namespace, site.Name)
 }

@@ -296,15 +296,7 @@ func TestOperationAnsweredBeforeThePoll(t *testing.T) {
 	createBMCHost(t, ns, "cp-0", site.Name, fleetv1.RoleControlPlane, mac(ns, 0x0801), creds("cp-0"))
 	waitSite(t, key, conditionIs(fleetv1.SiteClusterSyncedCondition, metav1.ConditionTrue, fleetv1.ReasonClusterSynced))
 
-	wc, err := client.NewWithWatch(global.Config, client.Options{Scheme: global.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(t.Context(), &fleetv1.SiteList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": site.Name})
-	if err != nil {
-		t.Fatalf("watch Site %s: %v", key, err)
-	}
-	t.Cleanup(w.Stop)
+	w := watchSite(t, key)
 
 	dispatch(t, key, fleetv1.SiteOperation{ID: "q1", Campaign: "q", Action: fleetv1.ActionInstall, Stage: fleetv1.StageApply,
 		Release: "r1", DispatchTime: metav1.Now()})

@@ -77,7 +77,8 @@ func (s *scope) setKubeconfigInvalid(reason, message string) {
 // reconcileReachability probes the site when a probe is due: on a new client, after
 // HeartbeatInterval while reachable, with a doubling delay while unreachable, and after a push
 // failed. A spec change (a dispatch) is no reason to probe: the push that carries it finds out
-// whether the site answers.
+// whether the site answers. The probe times are remembered here; the Site gets them when its
+// status is written anyway, or every StatusReportInterval (holdProbeTimes).
 func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error {
 	if !s.connected {
 		return nil
@@ -87,12 +88,16 @@ func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error 
 	if reachable == nil || reachable.Status != metav1.ConditionTrue {
 		interval = r.retryInterval(reachable, s.now)
 	}
+	last := r.probes.get(s.key)
+	if last.checked.IsZero() && s.site.Status.LastCheckTime != nil {
+		last.checked = s.site.Status.LastCheckTime.Time
+	}
 	synced := meta.FindStatusCondition(s.site.Status.Conditions, fleetv1.SiteClusterSyncedCondition)
-	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked || s.site.Status.LastCheckTime == nil ||
+	due := s.rebuilt || reachable == nil || reachable.Reason == fleetv1.ReasonNotChecked || last.checked.IsZero() ||
 		(synced != nil && synced.Reason == fleetv1.ReasonPushFailed)
 	wait := time.Duration(0)
-	if s.site.Status.LastCheckTime != nil {
-		wait = s.site.Status.LastCheckTime.Add(interval).Sub(s.now)
+	if !last.checked.IsZero() {
+		wait = last.checked.Add(interval).Sub(s.now)
 	}
 	if !due && wait > 0 {
 		s.requeueAfter = wait
@@ -102,16 +107,24 @@ func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error 
 
 	start := r.Clock.Now()
 	probe, err := r.Sites.Probe(ctx, s.key)
-	r.Metrics.observeProbe(s.key, r.Clock.Since(start), err == nil)
-	now := metav1.NewTime(s.now)
-	s.site.Status.LastCheckTime = &now
+	r.Metrics.observeProbe(s.key, s.now, r.Clock.Since(start), err == nil)
+	last.checked = s.now
+	if err == nil {
+		last.answered = s.now
+	}
+	r.probes.set(s.key, last)
+	checked := metav1.NewTime(last.checked)
+	s.site.Status.LastCheckTime = &checked
+	if !last.answered.IsZero() {
+		answered := metav1.NewTime(last.answered)
+		s.site.Status.LastHeartbeatTime = &answered
+	}
 	if err != nil {
 		setCondition(s.site, fleetv1.SiteReachableCondition, metav1.ConditionFalse, fleetv1.ReasonAPIServerUnreachable,
 			fmt.Sprintf("the site's API server did not answer: %v", err))
 		s.requeueAfter = r.retryInterval(meta.FindStatusCondition(s.site.Status.Conditions, fleetv1.SiteReachableCondition), s.now)
 		return nil
 	}
-	s.site.Status.LastHeartbeatTime = &now
 	s.site.Status.KubernetesVersion = probe.KubernetesVersion
 	s.site.Status.LocalControllerVersion = probe.LocalControllerVersion
 	setCondition(s.site, fleetv1.SiteReachableCondition, metav1.ConditionTrue, fleetv1.ReasonAPIServerReachable,

@@ -62,6 +62,9 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// HeartbeatInterval is how often a reachable site is probed.
 	HeartbeatInterval time.Duration
+	// StatusReportInterval is how often a probe that finds nothing new is written to the Site
+	// (status.lastCheckTime, status.lastHeartbeatTime); a change is written at once.
+	StatusReportInterval time.Duration
 	// OperationPollInterval is how often a site is read while an operation runs there, so a
 	// campaign sees a verdict soon after the site reaches it (heartbeats are much rarer).
 	OperationPollInterval time.Duration
@@ -80,6 +83,8 @@ type Reconciler struct {
 	pushed pushedSecrets
 	// inFlight are the sites with an operation that has no verdict yet.
 	inFlight inFlight
+	// probes are the sites' last probe times.
+	probes probes
 }
 
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch;update;patch
@@ -240,14 +245,17 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Sites.Forget(key)
 	r.pushed.forget(key)
 	r.inFlight.set(key, false)
+	r.probes.forget(key)
 	r.Metrics.forget(key)
 }
 
-// patchStatus writes the status if it changed and emits an event for every condition change.
+// patchStatus writes the status if it changed (probe times only every StatusReportInterval)
+// and emits an event for every condition change.
 func (r *Reconciler) patchStatus(ctx context.Context, before, site *fleetv1.Site, clean bool) error {
 	if clean {
 		site.Status.ObservedGeneration = site.Generation
 	}
+	r.holdProbeTimes(before, site)
 	conditions.RecordChanges(r.Recorder, site, before.Status.Conditions, site.Status.Conditions,
 		fleetv1.SiteKubeconfigValidCondition, fleetv1.SiteReachableCondition, fleetv1.SiteReadyCondition,
 		fleetv1.SiteClusterSyncedCondition, fleetv1.SiteClusterReadyCondition)

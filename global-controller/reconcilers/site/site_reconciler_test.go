@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -193,6 +195,69 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 		}
 		return client.IgnoreNotFound(err)
 	})
+}
+
+// watchSite watches the Site (stopped at the test's end); the first event is its current state.
+func watchSite(t *testing.T, key types.NamespacedName) watch.Interface {
+	t.Helper()
+	wc, err := client.NewWithWatch(global.Config, client.Options{Scheme: global.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &fleetv1.SiteList{}, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name})
+	if err != nil {
+		t.Fatalf("watch Site %s: %v", key, err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+// TestQuietProbesAreNotWritten: a site that stays as it is is probed every heartbeat, but its
+// Site is written only every statusReport, with the times of the probe that wrote it.
+func TestQuietProbesAreNotWritten(t *testing.T) {
+	t.Parallel()
+	_, kc := startSite(t, "v0.1.0-test")
+	ns := global.Namespace(t)
+	site, _ := register(t, ns, "quiet", kc)
+	key := client.ObjectKeyFromObject(site)
+	waitFor(t, key, fleetv1.SiteReadyCondition, metav1.ConditionTrue, fleetv1.ReasonSiteReady)
+
+	w := watchSite(t, key)
+	var (
+		mu      sync.Mutex
+		written []fleetv1.SiteStatus
+	)
+	go func() {
+		for ev := range w.ResultChan() {
+			if s, ok := ev.Object.(*fleetv1.Site); ok {
+				mu.Lock()
+				written = append(written, s.Status)
+				mu.Unlock()
+			}
+		}
+	}()
+	probes := 2*int(statusReport/heartbeat) + 1
+	heartbeats(t, key, probes)
+	w.Stop()
+
+	mu.Lock()
+	defer mu.Unlock()
+	// The first state is the one the watch started from; a write comes at least every
+	// statusReport, so the probes saw at least one more.
+	if len(written) < 2 || len(written) > probes {
+		t.Fatalf("%d probes wrote the Site %d times, want at least once (every %s) and fewer times than probed", probes, len(written)-1, statusReport)
+	}
+	for i, s := range written {
+		if s.LastCheckTime == nil || s.LastHeartbeatTime == nil || !s.LastHeartbeatTime.Equal(s.LastCheckTime) {
+			t.Errorf("write %d: lastCheckTime %v, lastHeartbeatTime %v, want the same time (the site answered every probe)", i, s.LastCheckTime, s.LastHeartbeatTime)
+			continue
+		}
+		if i > 0 && written[i-1].LastCheckTime != nil {
+			if d := s.LastCheckTime.Sub(written[i-1].LastCheckTime.Time); d < statusReport {
+				t.Errorf("write %d came %s after the one before, want at least %s (nothing changed but the probe time)", i, d, statusReport)
+			}
+		}
+	}
 }
 
 func TestStoppedSiteBecomesUnreachableAndRecovers(t *testing.T) {

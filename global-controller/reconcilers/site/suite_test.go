@@ -24,11 +24,16 @@ import (
 // reconcilers running against it in a manager. Each test starts the site control planes it needs.
 var global *testenv.ControlPlane
 
+// metrics is the registry of the site reconciler's metrics.
+var metrics *prometheus.Registry
+
 // Short intervals so state changes show within seconds.
 const (
 	heartbeat = 2 * time.Second
-	minRetry  = 250 * time.Millisecond
-	timeout   = 2 * time.Second
+	// statusReport is how often a probe that finds nothing new is written to the Site.
+	statusReport = 3 * heartbeat
+	minRetry     = 250 * time.Millisecond
+	timeout      = 2 * time.Second
 	// identityNamespace holds the sites' ServiceAccounts.
 	identityNamespace = "edgefleet-system"
 )
@@ -40,7 +45,8 @@ func TestMain(m *testing.M) {
 			if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: identityNamespace}}); err != nil {
 				return err
 			}
-			metrics, err := site.NewMetrics(prometheus.NewRegistry())
+			metrics = prometheus.NewRegistry()
+			siteMetrics, err := site.NewMetrics(metrics)
 			if err != nil {
 				return err
 			}
@@ -52,9 +58,10 @@ func TestMain(m *testing.M) {
 				APIReader:             mgr.GetAPIReader(),
 				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test"),
 				Recorder:              mgr.GetEventRecorder("site-controller"),
-				Metrics:               metrics,
+				Metrics:               siteMetrics,
 				Clock:                 clock.RealClock{},
 				HeartbeatInterval:     heartbeat,
+				StatusReportInterval:  statusReport,
 				OperationPollInterval: heartbeat / 4,
 				MinRetryInterval:      minRetry,
 				// Only sites that set spec.artifactAPIURL get tokens here (TestArtifactAccess).

@@ -322,9 +322,9 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 
 // anchor moves every Site's status.lastCheckTime one second back, anchorWorkers at a time, and
 // reports how long that took: one write of the object a campaign writes for each site, through
-// the same API server, in the same run. (Harmless: the site's next heartbeat comes a second
-// sooner, no controller reacts to a status-only change of that field, and the heartbeats keep
-// their spread: setting the field to now would bring them all due at once, in the campaign.)
+// the same API server, in the same run. (Harmless: the controller schedules its probes from
+// memory and no controller reacts to a status-only change of that field; setting it to now
+// would hold back the probes' next status writes.)
 func anchor(ctx context.Context, c client.Client, ns string) (time.Duration, error) {
 	sites := &fleetv1.SiteList{}
 	if err := c.List(ctx, sites, client.InNamespace(ns)); err != nil {
