@@ -94,7 +94,10 @@ func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, ex
 	logf("starting a global control plane, one site control plane for every simulated site, and bin/global-controller (artifact API off: releases are not checked)")
 	// One replica, no leader election: on an overloaded machine a lease renewal that times out
 	// would stop the controller mid-campaign (seen at load average 20).
-	args := append([]string{"--api-bind-address", "0", "--leader-elect=false", "--site-heartbeat-interval", "5m", "--site-operation-poll-interval", "1s"}, extra...)
+	// Heartbeats as a 10,000-site fleet would set them: every site's probes go to the one site
+	// API server here, and unchanged probes reach the Sites every 15m.
+	args := append([]string{"--api-bind-address", "0", "--leader-elect=false", "--site-heartbeat-interval", "5m",
+		"--site-status-report-interval", "15m", "--site-operation-poll-interval", "1s"}, extra...)
 	if prof.dir != "" {
 		port, err := freePort()
 		if err != nil {
