@@ -48,17 +48,30 @@ type blobReader struct {
 }
 
 // queue passes the chunks WriteRange writes to Read through a bounded buffer, so that the next
-// chunks are read from the database while the previous ones are sent.
+// chunks are read from the database while the previous ones are sent. The chunk buffers Read is
+// done with go back to Write: a download makes no garbage of its own (the GC's work, which a
+// streaming download's small heap makes frequent, slows the database's decoding down).
 type queue struct {
 	ch   chan []byte
+	free chan []byte
 	stop chan struct{}
 	err  error // set before ch is closed
 	cur  []byte
+	buf  []byte // the buffer cur is in
+}
+
+func newQueue() *queue {
+	return &queue{ch: make(chan []byte, queueChunks), free: make(chan []byte, queueChunks+1), stop: make(chan struct{})}
 }
 
 func (q *queue) Write(p []byte) (int, error) {
+	var b []byte
 	select {
-	case q.ch <- append([]byte(nil), p...):
+	case b = <-q.free:
+	default:
+	}
+	select {
+	case q.ch <- append(b[:0], p...):
 		return len(p), nil
 	case <-q.stop:
 		return 0, io.ErrClosedPipe
@@ -67,6 +80,13 @@ func (q *queue) Write(p []byte) (int, error) {
 
 func (q *queue) Read(p []byte) (int, error) {
 	for len(q.cur) == 0 {
+		if q.buf != nil {
+			select {
+			case q.free <- q.buf:
+			default:
+			}
+			q.buf = nil
+		}
 		b, ok := <-q.ch
 		if !ok {
 			if q.err != nil {
@@ -74,7 +94,7 @@ func (q *queue) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		q.cur = b
+		q.cur, q.buf = b, b
 	}
 	n := copy(p, q.cur)
 	q.cur = q.cur[n:]
@@ -86,7 +106,7 @@ func (r *blobReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if r.stream == nil {
-		q := &queue{ch: make(chan []byte, queueChunks), stop: make(chan struct{})}
+		q := newQueue()
 		start := r.pos
 		go func() {
 			q.err = r.blob.WriteRange(r.ctx, q, start, r.blob.Size-start)
