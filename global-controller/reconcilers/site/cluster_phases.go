@@ -24,7 +24,7 @@ import (
 // BMC Secret per host, built from spec.cluster and the site's Hosts. Every object is read first
 // and written only when it differs, so a steady site costs reads (one GET, one LIST) and no
 // write per heartbeat. Between heartbeats a push trusts what it remembers having left on the
-// site (pushedSecrets) and does not list the BMC Secrets again unless a host or its Secret
+// site (secretRecord) and does not list the BMC Secrets again unless a host or its Secret
 // changed: an operation's dispatch and polls cost one GET of the ApplicationCluster. Writes are
 // plain create/update with the resourceVersion just read: the global controller owns the whole
 // spec (and the Secrets' data), so a full update both corrects anything changed on the site by
@@ -71,7 +71,7 @@ type push struct {
 	secrets  map[string]*corev1.Secret
 	listedAt time.Time
 	// known is, while secrets is nil, what the last push left on the site: host → fingerprint
-	// of the global Secret its copy is current for (see pushedSecrets).
+	// of the global Secret its copy is current for (see secretRecord).
 	known map[string]string
 }
 

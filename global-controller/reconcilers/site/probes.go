@@ -1,46 +1,17 @@
 package site
 
 import (
-	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
 
-// probeTimes is when a site was last probed and when it last answered.
+// probeTimes is when a site was last probed and when it last answered, remembered so that a
+// probe that finds nothing new need not be written to the Site (holdProbeTimes).
 type probeTimes struct {
 	checked, answered time.Time
-}
-
-// probes remembers every site's probe times, so that a probe that finds nothing new need not be
-// written to the Site (see holdProbeTimes). It is safe for concurrent use.
-type probes struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]probeTimes
-}
-
-func (p *probes) get(site types.NamespacedName) probeTimes {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.m[site]
-}
-
-func (p *probes) set(site types.NamespacedName, t probeTimes) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.m == nil {
-		p.m = map[types.NamespacedName]probeTimes{}
-	}
-	p.m[site] = t
-}
-
-func (p *probes) forget(site types.NamespacedName) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.m, site)
 }
 
 // holdProbeTimes keeps the probe times the Site has when they are all this reconcile would

@@ -88,7 +88,7 @@ func (r *Reconciler) reconcileReachability(ctx context.Context, s *scope) error 
 	if reachable == nil || reachable.Status != metav1.ConditionTrue {
 		interval = r.retryInterval(reachable, s.now)
 	}
-	last := r.probes.get(s.key)
+	last, _ := r.probes.get(s.key)
 	if last.checked.IsZero() && s.site.Status.LastCheckTime != nil {
 		last.checked = s.site.Status.LastCheckTime.Time
 	}

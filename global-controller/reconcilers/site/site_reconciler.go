@@ -80,11 +80,11 @@ type Reconciler struct {
 	MinRetryInterval time.Duration
 
 	// pushed remembers the BMC Secrets each site's last push left there.
-	pushed pushedSecrets
+	pushed perSite[secretRecord]
 	// inFlight are the sites with an operation that has no verdict yet.
 	inFlight inFlight
 	// probes are the sites' last probe times.
-	probes probes
+	probes perSite[probeTimes]
 }
 
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch;update;patch
