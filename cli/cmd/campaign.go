@@ -154,7 +154,7 @@ func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
 	f.StringVar(&maxConc, "max-concurrency", "", "Most sites in flight at once, count or percentage (default 10)")
 	f.StringVar(&initial, "initial-concurrency", "", "Window of the first wave after the canaries (default: --max-concurrency)")
 	f.Int32Var(&ramp, "ramp", 0, "Factor the window grows by after each wave that succeeded (default 1: none)")
-	f.StringVar(&maxFailures, "max-failures", "", "Failure budget: failed sites (count, or percentage of finished sites) above which nothing new is dispatched")
+	f.StringVar(&maxFailures, "max-failures", "", "Failure budget: failed sites (count, or percentage of finished sites) above which nothing new is dispatched (default 0: the first failed or timed-out site stops the campaign)")
 	f.Int32Var(&minFinished, "min-finished", 0, "Finished sites needed before the failure budget can trip (default 1)")
 	f.DurationVar(&timeout, "site-timeout", 2*time.Hour, "Time a site has to finish")
 	f.DurationVar(&soak, "soak", 0, "Time a site must stay succeeded before it counts")
@@ -302,7 +302,7 @@ func newCampaignWatchCmd(cg *campaignGlobals) *cobra.Command {
 					fmt.Fprint(out, frame)
 				}
 				last = frame
-				return finalPhase(camp.Status.Phase), nil
+				return camp.Status.Phase.Final(), nil
 			}, interval)
 			if err != nil {
 				return err
@@ -368,10 +368,6 @@ func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)
 		case <-time.After(every):
 		}
 	}
-}
-
-func finalPhase(p fleetv1.CampaignPhase) bool {
-	return p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted
 }
 
 func isTerminal(w io.Writer) bool {

@@ -96,16 +96,12 @@ var _ = Describe("A campaign across SIGKILLs of the global controller", Ordered,
 			Expect(fleet.Global.Client.Get(ctx, client.ObjectKeyFromObject(camp), got)).To(Succeed())
 			return got.Status
 		}
-		final := func(p fleetv1.CampaignPhase) bool {
-			return p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted
-		}
-
 		By("killing the controller at random moments while the campaign runs")
 		rng := rand.New(rand.NewPCG(uint64(GinkgoRandomSeed()), 7))
 		kills := 0
 		for kills < 12 {
 			time.Sleep(time.Duration(1000+rng.IntN(3000)) * time.Millisecond)
-			if final(status().Phase) {
+			if status().Phase.Final() {
 				break
 			}
 			Expect(fleet.KillController()).To(Succeed())
@@ -115,11 +111,11 @@ var _ = Describe("A campaign across SIGKILLs of the global controller", Ordered,
 		GinkgoWriter.Printf("killed the controller %d times while the campaign ran\n", kills)
 		Expect(kills).To(BeNumerically(">=", 10), "the campaign finished before the tenth kill: %+v", status())
 
-		By("the campaign succeeds")
+		By("the campaign runs to its end within its failure budget: PartiallySucceeded, since some sites fail by design")
 		got := &fleetv1.Campaign{}
 		Eventually(func(g Gomega) {
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKeyFromObject(camp), got)).To(Succeed())
-			g.Expect(got.Status.Phase).To(Equal(fleetv1.CampaignSucceeded), got.Status.Progress)
+			g.Expect(got.Status.Phase).To(Equal(fleetv1.CampaignPartiallySucceeded), got.Status.Progress)
 		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 		By("each site took its operations in exactly once: the patch, and the rollback where it failed")

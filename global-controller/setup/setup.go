@@ -304,6 +304,9 @@ func Run(ctx context.Context, opts Options) error {
 		if err := (&webhooks.ReleaseValidator{Artifacts: deps.Artifacts}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up release webhook: %w", err)
 		}
+		if err := webhooks.SetupWindowValidators(mgr, time.Now); err != nil {
+			return fmt.Errorf("set up maintenance window webhooks: %w", err)
+		}
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {

@@ -21,7 +21,8 @@ import (
 )
 
 // global is a real API server with the CRDs and the webhook configurations of deploy/webhook,
-// calling the release validator served by a manager's webhook server over store.
+// calling the validators served by a manager's webhook server (the release validator over
+// store).
 var (
 	global *testenv.ControlPlane
 	store  = &digests{have: map[string]bool{}}
@@ -63,6 +64,9 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		if err := (&webhooks.ReleaseValidator{Artifacts: store}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		if err := webhooks.SetupWindowValidators(mgr, time.Now); err != nil {
 			return err
 		}
 		go func() { _ = mgr.Start(ctx) }()

@@ -25,7 +25,8 @@ const (
 	// (release, blocking campaigns, pause) or has finished. The reason says which.
 	CampaignProgressingCondition = "Progressing"
 	// CampaignCompleteCondition is True once the campaign reached a final phase (Succeeded,
-	// Failed or Aborted); the reason says which, the message gives the counts.
+	// PartiallySucceeded, Failed or Aborted); the reason says which, the message gives the
+	// counts.
 	CampaignCompleteCondition = "Complete"
 )
 
@@ -56,18 +57,25 @@ const (
 	ReasonCanaryFailed = "CanaryFailed"
 	// ReasonAbortRequested means spec.abort is set: nothing new is dispatched.
 	ReasonAbortRequested = "AbortRequested"
-	// ReasonCampaignSucceeded means every target finished and the failure budget held.
+	// ReasonCampaignSucceeded means every target succeeded or already ran the release.
 	ReasonCampaignSucceeded = "Succeeded"
+	// ReasonSitesNotSucceeded means the campaign ran to its end within its failure budget but
+	// not every target succeeded: some failed, timed out or were skipped (status.failedSites
+	// names them).
+	ReasonSitesNotSucceeded = "SitesNotSucceeded"
+	// ReasonNoSiteSucceeded means the campaign ran to its end and no target succeeded, or
+	// spec.targets matched no Site.
+	ReasonNoSiteSucceeded = "NoSiteSucceeded"
 	// ReasonInvalidSpec means the spec cannot be used as written (e.g. a bad cron expression);
 	// the message names the field.
 	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // CampaignPhase is where a campaign stands.
-// +kubebuilder:validation:Enum=Pending;Blocked;DryRun;PreCaching;Running;Paused;Aborting;Succeeded;Failed;Aborted
+// +kubebuilder:validation:Enum=Pending;Blocked;DryRun;PreCaching;Running;Paused;Aborting;Succeeded;PartiallySucceeded;Failed;Aborted
 type CampaignPhase string
 
-// Campaign phases. Succeeded, Failed and Aborted are final.
+// Campaign phases. Succeeded, PartiallySucceeded, Failed and Aborted are final.
 const (
 	// CampaignPending waits for its release to be Ready (or has not been reconciled yet).
 	CampaignPending CampaignPhase = "Pending"
@@ -84,13 +92,23 @@ const (
 	// CampaignAborting dispatches nothing new (abort requested, canary failed, or failure budget
 	// exceeded) and waits for the sites in flight and the rollbacks.
 	CampaignAborting CampaignPhase = "Aborting"
-	// CampaignSucceeded finished every target within the failure budget.
+	// CampaignSucceeded finished with every target succeeded (or already at the release). It
+	// is the only phase that lets the campaigns blocked by this one start.
 	CampaignSucceeded CampaignPhase = "Succeeded"
-	// CampaignFailed stopped because a canary failed or the failure budget was exceeded.
+	// CampaignPartiallySucceeded ran to its end within the failure budget, but some targets
+	// failed, timed out or were skipped; status.failedSites names them.
+	CampaignPartiallySucceeded CampaignPhase = "PartiallySucceeded"
+	// CampaignFailed stopped because a canary failed or the failure budget was exceeded, or
+	// ran to its end with no target succeeded.
 	CampaignFailed CampaignPhase = "Failed"
 	// CampaignAborted stopped because spec.abort was set.
 	CampaignAborted CampaignPhase = "Aborted"
 )
+
+// Final reports whether the phase is one a campaign ends in.
+func (p CampaignPhase) Final() bool {
+	return p == CampaignSucceeded || p == CampaignPartiallySucceeded || p == CampaignFailed || p == CampaignAborted
+}
 
 // CampaignSpec says what to roll out, where, and how.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.abort) || !oldSelf.abort || (has(self.abort) && self.abort)",message="abort cannot be undone"
@@ -192,7 +210,9 @@ type CampaignStrategy struct {
 	// +kubebuilder:validation:Maximum=10
 	RampFactor int32 `json:"rampFactor,omitempty"`
 
-	// FailureBudget stops new dispatches once too many sites failed or timed out.
+	// FailureBudget stops new dispatches once too many sites failed or timed out. Default: no
+	// failure tolerated (the first site that fails or times out stops new dispatches); set
+	// maxFailures (e.g. "2%") to let a large campaign ride out isolated failures.
 	// +optional
 	FailureBudget *FailureBudget `json:"failureBudget,omitempty"`
 

@@ -124,6 +124,7 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 		s.invalid(fmt.Sprintf("spec.strategy.maintenanceWindows: %v", err))
 		return nil
 	}
+	s.campaignClosed = !campaignOpen
 	pc := plan.Campaign{ID: string(c.UID), Release: c.Spec.Release}
 	if c.Spec.Strategy.Soak != nil {
 		pc.Soak = c.Spec.Strategy.Soak.Duration
@@ -157,21 +158,11 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 			}
 			site.Busy = false
 		}
-		if site.State == plan.Pending || site.State == plan.PreCached {
-			switch {
-			case !campaignOpen:
-				site.OutsideWindow = true
-				s.heldUntil = earliest(s.heldUntil, campaignNext)
-			case siteWindows && len(obj.Spec.MaintenanceWindows) > 0:
-				open, next, err := windows.Open(obj.Spec.MaintenanceWindows, s.now)
-				if err != nil {
-					site.State, site.Reason = plan.Skipped, fmt.Sprintf("site's spec.maintenanceWindows: %v", err)
-				} else if !open {
-					site.OutsideWindow = true
-					s.heldUntil = earliest(s.heldUntil, next)
-				}
-			}
+		var own []fleetv1.MaintenanceWindow
+		if siteWindows {
+			own = obj.Spec.MaintenanceWindows
 		}
+		s.heldUntil = earliest(s.heldUntil, windows.Gate(&site, campaignOpen, campaignNext, own, s.now))
 		if site.State != plan.Skipped {
 			eligible++
 		}
@@ -304,7 +295,7 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 	}
 	c.Status.FailedSites = nil
 	for _, site := range s.sites {
-		if !site.State.Final() || site.State == plan.Succeeded {
+		if !site.State.Final() || site.State == plan.Succeeded || site.UpToDate {
 			continue
 		}
 		if len(c.Status.FailedSites) == maxFailedSites {
@@ -314,7 +305,7 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 	}
 	r.Metrics.observeCounts(s.key, d.Counts)
 
-	counts := fmt.Sprintf("%d succeeded, %d failed, %d timed out, %d skipped of %d", d.Counts.Succeeded, d.Counts.Failed, d.Counts.TimedOut, d.Counts.Skipped, len(s.sites))
+	counts := countsMessage(d.Counts)
 	failed := d.Counts.Failed + d.Counts.TimedOut
 	gen := c.Generation
 	progressing := func(status metav1.ConditionStatus, reason, msg string) {
@@ -324,46 +315,46 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 		conditions.Set(&c.Status.Conditions, gen, fleetv1.CampaignCompleteCondition, status, reason, msg)
 	}
 	stopReason, stopMsg := stopCondition(d.Stop, failed, d.Counts.Succeeded+failed, s.limits)
-	switch {
-	case d.Done && d.Stop == plan.NotStopped:
-		c.Status.Phase = fleetv1.CampaignSucceeded
-		progressing(metav1.ConditionFalse, fleetv1.ReasonCampaignSucceeded, "every target finished")
+	c.Status.Phase = d.Phase(c.Spec.Paused)
+	switch verdict := d.Verdict(); {
+	case verdict == plan.AllSucceeded:
+		progressing(metav1.ConditionFalse, fleetv1.ReasonCampaignSucceeded, "every target succeeded")
 		complete(metav1.ConditionTrue, fleetv1.ReasonCampaignSucceeded, counts)
-	case d.Done:
-		c.Status.Phase = fleetv1.CampaignFailed
-		if d.Stop == plan.Aborted {
-			c.Status.Phase = fleetv1.CampaignAborted
+	case verdict == plan.PartlySucceeded:
+		msg := fmt.Sprintf("not every target succeeded (%s): the failed, timed-out and skipped sites are in status.failedSites", budgetMessage(s.limits))
+		progressing(metav1.ConditionFalse, fleetv1.ReasonSitesNotSucceeded, msg)
+		complete(metav1.ConditionTrue, fleetv1.ReasonSitesNotSucceeded, counts)
+	case verdict == plan.NoneSucceeded:
+		msg := "no target succeeded: see status.failedSites"
+		if d.Counts.Total() == 0 {
+			msg = "spec.targets matched no Site: nothing was rolled out"
 		}
+		progressing(metav1.ConditionFalse, fleetv1.ReasonNoSiteSucceeded, msg)
+		complete(metav1.ConditionTrue, fleetv1.ReasonNoSiteSucceeded, counts)
+	case verdict == plan.StoppedEarly:
 		progressing(metav1.ConditionFalse, stopReason, stopMsg)
 		complete(metav1.ConditionTrue, stopReason, stopMsg+"; "+counts)
 	case d.Stop != plan.NotStopped:
-		c.Status.Phase = fleetv1.CampaignAborting
 		progressing(metav1.ConditionFalse, stopReason, fmt.Sprintf("%s; waiting for %d sites in flight and %d rollbacks", stopMsg, d.Counts.InProgress, d.Counts.RollingBack+len(d.Rollback)))
 		complete(metav1.ConditionFalse, stopReason, counts)
 	case c.Spec.Paused:
-		c.Status.Phase = fleetv1.CampaignPaused
 		progressing(metav1.ConditionFalse, fleetv1.ReasonPaused, fmt.Sprintf("spec.paused is set: nothing new is dispatched, %d sites in flight", d.Counts.InProgress))
 		complete(metav1.ConditionFalse, fleetv1.ReasonPaused, counts)
 	case !d.PreCacheDone:
-		c.Status.Phase = fleetv1.CampaignPreCaching
 		progressing(metav1.ConditionTrue, fleetv1.ReasonPreCaching, fmt.Sprintf("%d sites pre-caching, %d not dispatched yet", d.Counts.PreCaching, d.Counts.Pending))
 		complete(metav1.ConditionFalse, fleetv1.ReasonPreCaching, counts)
 	default:
-		c.Status.Phase = fleetv1.CampaignRunning
 		reason, msg := fleetv1.ReasonRollingOut, fmt.Sprintf("wave %d of %d, %d sites in flight, window %d", c.Status.CurrentWave, len(d.Waves), d.Counts.InProgress, d.Window)
 		switch {
 		case d.WaitingForCanaries:
 			reason, msg = fleetv1.ReasonWaitingForCanaries, fmt.Sprintf("%d canaries running; the rest waits for all of them to succeed", d.Counts.InProgress)
 		case d.HeldByWindows && d.Counts.InProgress == 0 && len(d.Apply) == 0:
-			reason, msg = fleetv1.ReasonOutsideMaintenanceWindow, "no site left may start before a maintenance window opens"
-			if !s.heldUntil.IsZero() {
-				msg += " (next at " + s.heldUntil.UTC().Format(time.RFC3339) + ")"
-			}
+			reason, msg = fleetv1.ReasonOutsideMaintenanceWindow, s.heldMessage()
 		}
 		progressing(metav1.ConditionTrue, reason, msg)
 		complete(metav1.ConditionFalse, reason, counts)
 	}
-	if final(c.Status.Phase) && c.Status.CompletionTime == nil {
+	if c.Status.Phase.Final() && c.Status.CompletionTime == nil {
 		c.Status.CompletionTime = &metav1.Time{Time: s.now}
 	}
 	return nil
@@ -399,6 +390,29 @@ func (s *scope) fillCounts() {
 	}
 	c.Status.Failed = int32(n.Failed + n.TimedOut)
 	c.Status.Progress = fmt.Sprintf("%d/%d", n.Done(), len(s.sites))
+}
+
+// heldMessage says which maintenance windows hold the sites left, and when the next opens.
+func (s *scope) heldMessage() string {
+	var msg string
+	if s.campaignClosed {
+		msg = "the campaign's spec.strategy.maintenanceWindows are closed"
+	} else {
+		held, first := 0, ""
+		for _, site := range s.sites {
+			if site.OutsideWindow {
+				if held == 0 {
+					first = site.Name
+				}
+				held++
+			}
+		}
+		msg = fmt.Sprintf("sites waiting for their own spec.maintenanceWindows: %d (first: %s)", held, first)
+	}
+	if !s.heldUntil.IsZero() {
+		msg += "; the next window opens at " + s.heldUntil.UTC().Format(time.RFC3339)
+	}
+	return msg
 }
 
 // started reports whether any site was dispatched.
@@ -457,13 +471,29 @@ func stopCondition(stop plan.Stop, failed, finished int, l plan.Limits) (string,
 	case plan.CanaryFailed:
 		return fleetv1.ReasonCanaryFailed, "a canary failed or timed out: nothing else is dispatched"
 	case plan.BudgetExceeded:
-		budget := fmt.Sprintf("%d", l.MaxFailures)
-		if l.FailuresPercent {
-			budget = fmt.Sprintf("%d%% of finished sites", l.MaxFailuresPercent)
-		}
-		return fleetv1.ReasonFailureBudgetExceeded, fmt.Sprintf("%d of %d finished sites failed or timed out, over the failure budget of %s: nothing new is dispatched", failed, finished, budget)
+		return fleetv1.ReasonFailureBudgetExceeded, fmt.Sprintf("%d of %d finished sites failed or timed out, over the %s: nothing new is dispatched", failed, finished, budgetMessage(l))
 	}
 	return "", ""
+}
+
+// budgetMessage names the failure budget, and says how to change a default one.
+func budgetMessage(l plan.Limits) string {
+	switch {
+	case !l.Budget:
+		return fmt.Sprintf("default failure budget of %d failed sites; set spec.strategy.failureBudget.maxFailures to tolerate more", plan.DefaultMaxFailures)
+	case l.FailuresPercent:
+		return fmt.Sprintf("failure budget of %d%% of finished sites", l.MaxFailuresPercent)
+	}
+	return fmt.Sprintf("failure budget of %d failed sites", l.MaxFailures)
+}
+
+// countsMessage gives the sites of a campaign by how they ended.
+func countsMessage(n plan.Counts) string {
+	msg := fmt.Sprintf("%d succeeded", n.Succeeded)
+	if n.UpToDate > 0 {
+		msg += fmt.Sprintf(", %d already at the release", n.UpToDate)
+	}
+	return msg + fmt.Sprintf(", %d failed, %d timed out, %d skipped of %d", n.Failed, n.TimedOut, n.Skipped-n.UpToDate, n.Total())
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			return ctrl.Result{}, fmt.Errorf("add finalizer to campaign %s: %w", req.NamespacedName, err)
 		}
 	}
-	if final(c.Status.Phase) {
+	if c.Status.Phase.Final() {
 		return ctrl.Result{}, nil
 	}
 
@@ -154,6 +154,8 @@ type scope struct {
 	decision plan.Decision
 	// heldUntil is when a site held by a maintenance window may go (zero: none held).
 	heldUntil time.Time
+	// campaignClosed is set while the campaign's own maintenance windows are closed.
+	campaignClosed bool
 	// recheck is the earliest time a site's state changes by itself (deadline, soak end).
 	recheck time.Time
 	// more is set when dispatches were left for the next reconcile.
@@ -168,7 +170,7 @@ func (s *scope) requeueAfter(resync time.Duration) time.Duration {
 	if s.dirty {
 		return 100 * time.Millisecond
 	}
-	if final(s.campaign.Status.Phase) {
+	if s.campaign.Status.Phase.Final() {
 		return 0
 	}
 	after := resync
@@ -204,7 +206,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before *fleetv1.Campaign, 
 	}
 	if old, cur := before.Status.Phase, c.Status.Phase; old != cur {
 		kind := corev1.EventTypeNormal
-		if cur == fleetv1.CampaignFailed || cur == fleetv1.CampaignAborting || cur == fleetv1.CampaignAborted {
+		if cur == fleetv1.CampaignFailed || cur == fleetv1.CampaignPartiallySucceeded || cur == fleetv1.CampaignAborting || cur == fleetv1.CampaignAborted {
 			kind = corev1.EventTypeWarning
 		}
 		r.Recorder.Eventf(c, nil, kind, string(cur), "SetPhase", "phase %s → %s (%s)", orNone(old), cur, c.Status.Progress)
@@ -231,10 +233,6 @@ func orNone(p fleetv1.CampaignPhase) string {
 		return "(none)"
 	}
 	return string(p)
-}
-
-func final(p fleetv1.CampaignPhase) bool {
-	return p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted
 }
 
 // blockedCampaigns maps a Campaign to the campaigns whose spec.blockedBy names it.

@@ -133,29 +133,52 @@ func TestFailureBudgetStopsDispatchAndRollsBack(t *testing.T) {
 	}
 }
 
-// TestTimeoutCountsAsTimedOut lets one site hang past its deadline: it counts as timed out,
-// the others succeed.
+// TestTimeoutCountsAsTimedOut lets one site hang past its deadline: it counts as timed out.
+// With no failure budget that fails the campaign (a campaign whose only site timed out once
+// ended Succeeded); with a budget that tolerates it, the campaign runs to its end and ends
+// PartiallySucceeded, never Succeeded.
 func TestTimeoutCountsAsTimedOut(t *testing.T) {
 	ns := global.Namespace(t)
 	startController(t, controllerOptions{})
 	createRelease(t, ns, "r1")
-	s := createSites(t, ns, 3, "r0")
+	s := createSites(t, ns, 4, "r0")
 	startSimulator(t, ns, false, func(site string, _ *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
-		if site == s[1] {
+		if site == s[0] || site == s[2] {
 			return "", "" // hangs
 		}
 		return succeeded, ""
 	})
-	c := newCampaign(ns, "timeout", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(3), SiteTimeout: &metav1.Duration{Duration: 2 * time.Second}})
-	if err := global.Client.Create(t.Context(), c); err != nil {
+	timeout := &metav1.Duration{Duration: 2 * time.Second}
+
+	only := newCampaign(ns, "only-site-times-out", "r1", fleetv1.CampaignStrategy{SiteTimeout: timeout})
+	only.Spec.Targets = fleetv1.CampaignTargets{Names: []string{s[0]}}
+	if err := global.Client.Create(t.Context(), only); err != nil {
 		t.Fatal(err)
 	}
-	got := waitPhase(t, c, fleetv1.CampaignSucceeded)
+	got := waitPhase(t, only, fleetv1.CampaignFailed)
+	cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignCompleteCondition)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != fleetv1.ReasonFailureBudgetExceeded ||
+		!strings.Contains(cond.Message, "default failure budget of 0") || !strings.Contains(cond.Message, "0 succeeded, 0 failed, 1 timed out") {
+		t.Errorf("Complete %+v, want %s naming the default budget and 1 timed out", cond, fleetv1.ReasonFailureBudgetExceeded)
+	}
+
+	tolerated := newCampaign(ns, "timeout-tolerated", "r1", fleetv1.CampaignStrategy{
+		MaxConcurrency: count(3), SiteTimeout: timeout, FailureBudget: &fleetv1.FailureBudget{MaxFailures: *count(1)},
+	})
+	tolerated.Spec.Targets = fleetv1.CampaignTargets{Names: s[1:]}
+	if err := global.Client.Create(t.Context(), tolerated); err != nil {
+		t.Fatal(err)
+	}
+	got = waitPhase(t, tolerated, fleetv1.CampaignPartiallySucceeded)
 	if got.Status.Counts.TimedOut != 1 || got.Status.Counts.Succeeded != 2 || got.Status.Failed != 1 {
 		t.Errorf("counts %+v, want 1 timed out, 2 succeeded", got.Status.Counts)
 	}
-	if len(got.Status.FailedSites) != 1 || got.Status.FailedSites[0].Name != s[1] || got.Status.FailedSites[0].State != "TimedOut" {
-		t.Errorf("failed sites %+v, want %s TimedOut", got.Status.FailedSites, s[1])
+	if len(got.Status.FailedSites) != 1 || got.Status.FailedSites[0].Name != s[2] || got.Status.FailedSites[0].State != "TimedOut" {
+		t.Errorf("failed sites %+v, want %s TimedOut", got.Status.FailedSites, s[2])
+	}
+	cond = meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignCompleteCondition)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != fleetv1.ReasonSitesNotSucceeded || cond.Message != "2 succeeded, 0 failed, 1 timed out, 0 skipped of 3" {
+		t.Errorf("Complete %+v, want %s with the counts", cond, fleetv1.ReasonSitesNotSucceeded)
 	}
 }
 
@@ -219,14 +242,64 @@ func TestMaintenanceWindowDefers(t *testing.T) {
 	testenv.Eventually(t, wait, func() error {
 		got := getCampaign(t, c)
 		cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition)
-		if cond == nil || cond.Reason != fleetv1.ReasonOutsideMaintenanceWindow || !strings.Contains(cond.Message, "2027-11-20T02:00:00Z") {
-			return fmt.Errorf("Progressing %+v, want %s naming 02:00", cond, fleetv1.ReasonOutsideMaintenanceWindow)
+		if cond == nil || cond.Reason != fleetv1.ReasonOutsideMaintenanceWindow || !strings.Contains(cond.Message, "2027-11-20T02:00:00Z") ||
+			!strings.Contains(cond.Message, "spec.maintenanceWindows: 1 (first: "+s[0]+")") {
+			return fmt.Errorf("Progressing %+v, want %s naming %s and 02:00", cond, fleetv1.ReasonOutsideMaintenanceWindow, s[0])
 		}
 		return nil
 	})
 	clk.SetTime(time.Date(2027, 11, 20, 2, 30, 0, 0, time.UTC))
 	waitDispatched(t, sim, id, s)
 	waitPhase(t, c, fleetv1.CampaignSucceeded)
+}
+
+// TestWindowsThatNeverFireHoldEverything checks that a maintenance window whose schedule names
+// no real date is never taken for open (one once was: a campaign with "0 2 30 2 *" dispatched
+// at once). Such windows are refused at admission (webhooks); objects admitted without the
+// webhook are handled here: a site with one is skipped with the reason and never dispatched,
+// a campaign with one dispatches nothing and says which field is wrong.
+func TestWindowsThatNeverFireHoldEverything(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	sim, _ := startSimulator(t, ns, false, nil)
+	createRelease(t, ns, "r1")
+	s := createSites(t, ns, 2, "r0")
+	never := []fleetv1.MaintenanceWindow{{Schedule: "0 2 30 2 *", Duration: metav1.Duration{Duration: 168 * time.Hour}}}
+	testenv.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[0]}}, func(site *fleetv1.Site) {
+		site.Spec.MaintenanceWindows = never
+	})
+
+	held := newCampaign(ns, "campaign-window-never-fires", "r1", fleetv1.CampaignStrategy{MaintenanceWindows: never})
+	if err := global.Client.Create(t.Context(), held); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() error {
+		cond := meta.FindStatusCondition(getCampaign(t, held).Status.Conditions, fleetv1.CampaignProgressingCondition)
+		if cond == nil || cond.Reason != fleetv1.ReasonInvalidSpec || !strings.Contains(cond.Message, "spec.strategy.maintenanceWindows") || !strings.Contains(cond.Message, "never fires") {
+			return fmt.Errorf("Progressing %+v, want %s naming spec.strategy.maintenanceWindows", cond, fleetv1.ReasonInvalidSpec)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // give a wrong controller time to dispatch
+	if n := len(sim.Log()); n != 0 {
+		t.Fatalf("a campaign whose window never opens dispatched %d operations: %v", n, sim.Log())
+	}
+	if err := global.Client.Delete(t.Context(), held); err != nil {
+		t.Fatal(err)
+	}
+
+	c := newCampaign(ns, "site-window-never-fires", "r1", fleetv1.CampaignStrategy{FailureBudget: &fleetv1.FailureBudget{MaxFailures: *count(1)}})
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)
+	if d := sim.DispatchedSites(string(got.UID)); !slices.Equal(d, s[1:]) {
+		t.Errorf("dispatched %v, want only %v", d, s[1:])
+	}
+	if len(got.Status.FailedSites) != 1 || got.Status.FailedSites[0].Name != s[0] || got.Status.FailedSites[0].State != "Skipped" ||
+		!strings.Contains(got.Status.FailedSites[0].Reason, `"0 2 30 2 *": never fires`) {
+		t.Errorf("failed sites %+v, want %s skipped because its window never fires", got.Status.FailedSites, s[0])
+	}
 }
 
 // TestPreCacheBeforeAnyDispatch checks that every target is pre-cached before the first apply,
@@ -242,11 +315,11 @@ func TestPreCacheBeforeAnyDispatch(t *testing.T) {
 		}
 		return succeeded, ""
 	})
-	c := newCampaign(ns, "precache", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(1), PreCache: true})
+	c := newCampaign(ns, "precache", "r1", fleetv1.CampaignStrategy{MaxConcurrency: count(1), PreCache: true, FailureBudget: &fleetv1.FailureBudget{MaxFailures: *count(1)}})
 	if err := global.Client.Create(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	got := waitPhase(t, c, fleetv1.CampaignSucceeded)
+	got := waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)
 	id := string(got.UID)
 	firstApply, lastPreCache := -1, -1
 	for i, d := range sim.Log() {
@@ -353,9 +426,16 @@ func TestDryRunTouchesNothing(t *testing.T) {
 		t.Errorf("a dry run dispatched %d operations", n)
 	}
 	update(t, c, func(c *fleetv1.Campaign) { c.Spec.DryRun = false })
-	got = waitPhase(t, c, fleetv1.CampaignSucceeded)
+	// The site without a cluster was not rolled out to: not every target succeeded.
+	got = waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)
 	if got.Status.Counts.Skipped != 2 || got.Status.Counts.Succeeded != 5 || got.Status.Progress != "7/7" || got.Status.Plan != nil {
 		t.Errorf("status %+v, want 5 succeeded, 2 skipped, no plan", got.Status)
+	}
+	if len(got.Status.FailedSites) != 1 || got.Status.FailedSites[0].Name != s[5] {
+		t.Errorf("failed sites %+v, want only %s (no cluster; %s already runs the release)", got.Status.FailedSites, s[5], s[6])
+	}
+	if cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignCompleteCondition); cond == nil || cond.Message != "5 succeeded, 1 already at the release, 0 failed, 0 timed out, 1 skipped of 7" {
+		t.Errorf("Complete %+v, want the counts with the site already at the release apart", cond)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // TestKillAndRestartDispatchesEverySiteOnce runs a campaign over 1,000 sites with pre-cache,
 // ramp, failures and rollbacks, and stops the controller at random points (at least ten times
 // while the campaign runs), starting a new one each time. Every site must be pre-cached once
-// and applied once, every failed site rolled back once, none skipped.
+// and applied once, every failed site rolled back once, none skipped; the campaign ends
+// PartiallySucceeded.
 func TestKillAndRestartDispatchesEverySiteOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 sites")
@@ -66,13 +67,15 @@ func TestKillAndRestartDispatchesEverySiteOnce(t *testing.T) {
 		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
 		stop()
 		phase := getCampaign(t, c).Status.Phase
-		if final(phase) {
+		if phase.Final() {
 			break
 		}
 		restarts++
 	}
 	startController(t, controllerOptions{})
-	got := waitPhase(t, c, fleetv1.CampaignSucceeded)
+	// 1% of the sites fail by design, within the 5% budget: the campaign runs to its end, and
+	// says that not every site succeeded.
+	got := waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)
 	t.Logf("%d restarts while the campaign ran; status %s, counts %+v", restarts, got.Status.Progress, got.Status.Counts)
 	if restarts < 10 {
 		t.Fatalf("the campaign finished after %d restarts; the test wants at least 10 while it runs", restarts)
@@ -93,8 +96,4 @@ func TestKillAndRestartDispatchesEverySiteOnce(t *testing.T) {
 	if int(got.Status.Counts.Succeeded) != n-failedSites || int(got.Status.Counts.Failed) != failedSites || int(got.Status.Counts.RolledBack) != failedSites {
 		t.Errorf("counts %+v, want %d succeeded, %d failed and rolled back", got.Status.Counts, n-failedSites, failedSites)
 	}
-}
-
-func final(p fleetv1.CampaignPhase) bool {
-	return p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted
 }

@@ -228,7 +228,7 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 				finishedAt[w] = now
 			}
 		}
-		if p := got.Status.Phase; p == fleetv1.CampaignSucceeded || p == fleetv1.CampaignFailed || p == fleetv1.CampaignAborted {
+		if p := got.Status.Phase; p.Final() {
 			res.wall, res.phase, res.waves = now.Sub(start), p, int(got.Status.Waves)
 			break
 		}

@@ -67,6 +67,9 @@ type Site struct {
 	State State
 	// Reason says why the site failed, timed out or was skipped.
 	Reason string
+	// UpToDate is set on a site skipped because it already runs the release: it counts as
+	// succeeded in the campaign's verdict.
+	UpToDate bool
 	// Busy is set while another campaign's operation runs on the site: nothing is dispatched
 	// to it until that one finishes.
 	Busy bool
@@ -182,7 +185,7 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 	case site.Spec.Cluster == nil:
 		s.State, s.Reason = Skipped, ReasonNoCluster
 	case site.Spec.Cluster.Release == c.Release && last != nil && last.Release == c.Release && last.Phase == fleetv1.OperationSucceeded:
-		s.State, s.Reason = Skipped, ReasonAlreadyAtRelease
+		s.State, s.Reason, s.UpToDate = Skipped, ReasonAlreadyAtRelease, true
 	default:
 		s.State = Pending
 		// Another campaign's operation that has not finished holds the site.

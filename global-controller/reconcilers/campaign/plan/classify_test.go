@@ -68,39 +68,3 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
-
-func TestWindowsOpen(t *testing.T) {
-	saturday2am := []fleetv1.MaintenanceWindow{{Schedule: "0 2 * * 6", Duration: metav1.Duration{Duration: 4 * time.Hour}}}
-	paris := []fleetv1.MaintenanceWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Europe/Paris"}}
-	sat := func(h, m int) time.Time { return time.Date(2026, 11, 21, h, m, 0, 0, time.UTC) } // a Saturday
-	tests := []struct {
-		name    string
-		windows []fleetv1.MaintenanceWindow
-		now     time.Time
-		open    bool
-		next    time.Time
-	}{
-		{"no windows: always open", nil, sat(12, 0), true, time.Time{}},
-		{"just opened", saturday2am, sat(2, 0), true, time.Time{}},
-		{"inside", saturday2am, sat(5, 59), true, time.Time{}},
-		{"closed at the end", saturday2am, sat(6, 0), false, sat(2, 0).AddDate(0, 0, 7)},
-		{"before it opens", saturday2am, sat(1, 0), false, sat(2, 0)},
-		{"time zone: 02:00 Paris is 01:00 UTC in November", paris, sat(1, 30), true, time.Time{}},
-		{"time zone: closed at 02:00 UTC", paris, sat(2, 0), false, sat(1, 0).AddDate(0, 0, 1)},
-	}
-	w := NewWindows()
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			open, next, err := w.Open(tt.windows, tt.now)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if open != tt.open || !next.Equal(tt.next) {
-				t.Fatalf("open=%v next=%v, want open=%v next=%v", open, next, tt.open, tt.next)
-			}
-		})
-	}
-	if _, _, err := w.Open([]fleetv1.MaintenanceWindow{{Schedule: "61 * * * *", Duration: metav1.Duration{Duration: time.Hour}}}, sat(0, 0)); err == nil {
-		t.Fatal("minute 61 accepted")
-	}
-}

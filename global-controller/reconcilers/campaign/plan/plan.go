@@ -8,10 +8,12 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
 
-// Defaults of the strategy.
+// Defaults of the strategy. Without a failure budget the first site that fails or times out
+// stops new dispatches: a campaign tolerates failures only when told how many.
 const (
 	DefaultMaxConcurrency = 10
 	DefaultMinFinished    = 1
+	DefaultMaxFailures    = 0
 )
 
 // Limits are the strategy's numbers, resolved against the number of eligible (not skipped)
@@ -26,12 +28,14 @@ type Limits struct {
 	// Factor multiplies the window after each wave that succeeded.
 	Factor int
 	// MaxFailures, or MaxFailuresPercent of the finished sites when FailuresPercent is set,
-	// may fail before the budget trips; -1 when there is no budget.
+	// may fail before the budget trips.
 	MaxFailures        int
 	MaxFailuresPercent int
 	FailuresPercent    bool
 	// MinFinished sites must have finished before the budget can trip.
 	MinFinished int
+	// Budget is set when the strategy gives a failure budget (DefaultMaxFailures otherwise).
+	Budget bool
 }
 
 // Resolve turns the strategy's counts and percentages into Limits for eligible targets.
@@ -47,7 +51,7 @@ func Resolve(s fleetv1.CampaignStrategy, eligible int) (Limits, error) {
 		}
 		return n, nil
 	}
-	l := Limits{Factor: 1, MaxFailures: -1, MinFinished: DefaultMinFinished}
+	l := Limits{Factor: 1, MaxFailures: DefaultMaxFailures, MinFinished: DefaultMinFinished}
 	var err error
 	if l.Canaries, err = scaled("canaries", s.Canaries, 0); err != nil {
 		return Limits{}, err
@@ -64,6 +68,7 @@ func Resolve(s fleetv1.CampaignStrategy, eligible int) (Limits, error) {
 		l.Factor = int(s.RampFactor)
 	}
 	if b := s.FailureBudget; b != nil {
+		l.Budget = true
 		if b.MaxFailures.Type == intstr.String {
 			n, err := intstr.GetScaledValueFromIntOrPercent(&b.MaxFailures, 100, false)
 			if err != nil {
@@ -88,7 +93,7 @@ func (l Limits) budgetExceeded(failed, finished int) bool {
 	if l.FailuresPercent {
 		return failed*100 > l.MaxFailuresPercent*finished
 	}
-	return l.MaxFailures >= 0 && failed > l.MaxFailures
+	return failed > l.MaxFailures
 }
 
 // Wave is a slice [Start, End) of the eligible targets, in dispatch order.
@@ -158,6 +163,13 @@ type Input struct {
 type Counts struct {
 	Pending, PreCaching, InProgress, Succeeded, Failed, TimedOut, Skipped int
 	RollingBack, RolledBack                                               int
+	// UpToDate counts the skipped sites that already ran the release.
+	UpToDate int
+}
+
+// Total is how many sites the campaign targets.
+func (c Counts) Total() int {
+	return c.Pending + c.PreCaching + c.InProgress + c.Succeeded + c.Failed + c.TimedOut + c.Skipped
 }
 
 // Done is how many sites finished (skipped ones included).
@@ -216,6 +228,9 @@ func Decide(in Input) Decision {
 			d.Counts.TimedOut++
 		case Skipped:
 			d.Counts.Skipped++
+			if s.UpToDate {
+				d.Counts.UpToDate++
+			}
 			continue
 		}
 		switch s.Rollback {
@@ -377,4 +392,65 @@ func canaryFailed(waves []Wave, site func(int) Site) bool {
 		}
 	}
 	return false
+}
+
+// Verdict is how a campaign ended.
+type Verdict int
+
+// Verdicts, from Decision.Verdict.
+const (
+	// Unfinished: the campaign is not Done.
+	Unfinished Verdict = iota
+	// AllSucceeded: every target succeeded or already ran the release.
+	AllSucceeded
+	// PartlySucceeded: the campaign ran to its end within the failure budget; some targets
+	// succeeded (or already ran the release), the others failed, timed out or were skipped.
+	PartlySucceeded
+	// NoneSucceeded: the campaign ran to its end and no target succeeded, or it had none.
+	NoneSucceeded
+	// StoppedEarly: a stop (abort, failed canary, failure budget) ended the campaign.
+	StoppedEarly
+)
+
+// Verdict tells how the campaign ended; Unfinished until it is Done. Only a campaign each of
+// whose targets succeeded (or already ran the release) has AllSucceeded.
+func (d Decision) Verdict() Verdict {
+	good := d.Counts.Succeeded + d.Counts.UpToDate
+	switch {
+	case !d.Done:
+		return Unfinished
+	case d.Stop != NotStopped:
+		return StoppedEarly
+	case good == 0:
+		return NoneSucceeded
+	case good < d.Counts.Total():
+		return PartlySucceeded
+	}
+	return AllSucceeded
+}
+
+// Phase is the campaign's phase after this decision; paused is spec.paused.
+func (d Decision) Phase(paused bool) fleetv1.CampaignPhase {
+	switch d.Verdict() {
+	case AllSucceeded:
+		return fleetv1.CampaignSucceeded
+	case PartlySucceeded:
+		return fleetv1.CampaignPartiallySucceeded
+	case NoneSucceeded:
+		return fleetv1.CampaignFailed
+	case StoppedEarly:
+		if d.Stop == Aborted {
+			return fleetv1.CampaignAborted
+		}
+		return fleetv1.CampaignFailed
+	}
+	switch {
+	case d.Stop != NotStopped:
+		return fleetv1.CampaignAborting
+	case paused:
+		return fleetv1.CampaignPaused
+	case !d.PreCacheDone:
+		return fleetv1.CampaignPreCaching
+	}
+	return fleetv1.CampaignRunning
 }

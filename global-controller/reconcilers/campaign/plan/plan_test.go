@@ -10,6 +10,9 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
 
+// tolerant is a failure budget the tables here never trip.
+const tolerant = 1000
+
 func ios(s string) *intstr.IntOrString { v := intstr.Parse(s); return &v }
 
 func TestResolve(t *testing.T) {
@@ -19,17 +22,17 @@ func TestResolve(t *testing.T) {
 		eligible int
 		want     Limits
 	}{
-		{"defaults", fleetv1.CampaignStrategy{}, 100, Limits{Initial: 10, Max: 10, Factor: 1, MaxFailures: -1, MinFinished: 1}},
+		{"defaults", fleetv1.CampaignStrategy{}, 100, Limits{Initial: 10, Max: 10, Factor: 1, MinFinished: 1}},
 		{"campaign-10k", fleetv1.CampaignStrategy{
 			Canaries: ios("1%"), InitialConcurrency: ios("200"), MaxConcurrency: ios("2000"), RampFactor: 2,
 			FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromString("2%"), MinFinished: 100},
-		}, 10000, Limits{Canaries: 100, Initial: 200, Max: 2000, Factor: 2, MaxFailures: -1, MaxFailuresPercent: 2, FailuresPercent: true, MinFinished: 100}},
+		}, 10000, Limits{Canaries: 100, Initial: 200, Max: 2000, Factor: 2, MaxFailuresPercent: 2, FailuresPercent: true, MinFinished: 100, Budget: true}},
 		{"percentages round up, windows at least 1", fleetv1.CampaignStrategy{Canaries: ios("1%"), MaxConcurrency: ios("1%")}, 50,
-			Limits{Canaries: 1, Initial: 1, Max: 1, Factor: 1, MaxFailures: -1, MinFinished: 1}},
+			Limits{Canaries: 1, Initial: 1, Max: 1, Factor: 1, MinFinished: 1}},
 		{"initial capped at max", fleetv1.CampaignStrategy{InitialConcurrency: ios("50"), MaxConcurrency: ios("5")}, 100,
-			Limits{Initial: 5, Max: 5, Factor: 1, MaxFailures: -1, MinFinished: 1}},
+			Limits{Initial: 5, Max: 5, Factor: 1, MinFinished: 1}},
 		{"count budget", fleetv1.CampaignStrategy{FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromInt(3)}}, 100,
-			Limits{Initial: 10, Max: 10, Factor: 1, MaxFailures: 3, MinFinished: 1}},
+			Limits{Initial: 10, Max: 10, Factor: 1, MaxFailures: 3, MinFinished: 1, Budget: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,8 +118,8 @@ func sites(states string) []Site {
 
 func TestDecide(t *testing.T) {
 	// 2 canaries, then windows of 2, 4, 4...
-	ramp := Limits{Canaries: 2, Initial: 2, Max: 4, Factor: 2, MaxFailures: -1, MinFinished: 1}
-	flat := Limits{Initial: 3, Max: 3, Factor: 1, MaxFailures: -1, MinFinished: 1}
+	ramp := Limits{Canaries: 2, Initial: 2, Max: 4, Factor: 2, MaxFailures: tolerant, MinFinished: 1}
+	flat := Limits{Initial: 3, Max: 3, Factor: 1, MaxFailures: tolerant, MinFinished: 1}
 	budget := func(n, minFinished int) Limits { l := flat; l.MaxFailures, l.MinFinished = n, minFinished; return l }
 	pct := flat
 	pct.FailuresPercent, pct.MaxFailuresPercent, pct.MinFinished = true, 20, 5
@@ -196,7 +199,7 @@ func TestDecide(t *testing.T) {
 // sites (every site succeeds at once) and checks that each site is dispatched exactly once and
 // that the window is never exceeded.
 func TestDecideNeverDispatchesTwice(t *testing.T) {
-	l := Limits{Canaries: 3, Initial: 5, Max: 40, Factor: 3, MaxFailures: -1, MinFinished: 1}
+	l := Limits{Canaries: 3, Initial: 5, Max: 40, Factor: 3, MaxFailures: tolerant, MinFinished: 1}
 	ss := sites(strings.Repeat(".", 250))
 	dispatched := make([]int, len(ss))
 	for round := 0; ; round++ {
@@ -224,5 +227,54 @@ func TestDecideNeverDispatchesTwice(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("site %d dispatched %d times", i, n)
 		}
+	}
+}
+
+// TestVerdictAndPhase checks that only a campaign each of whose targets succeeded (or already
+// ran the release) ends Succeeded, and what the other ends are called.
+func TestVerdictAndPhase(t *testing.T) {
+	flat := Limits{Initial: 3, Max: 3, Factor: 1, MinFinished: 1}
+	tolerate := flat
+	tolerate.MaxFailures = tolerant
+	upToDate := func(states string) []Site {
+		ss := sites(states)
+		for i := range ss {
+			if ss[i].State == Skipped {
+				ss[i].UpToDate = true
+			}
+		}
+		return ss
+	}
+	tests := []struct {
+		name    string
+		in      Input
+		verdict Verdict
+		phase   fleetv1.CampaignPhase
+	}{
+		{"every site succeeded", Input{Sites: sites("sss"), Limits: flat}, AllSucceeded, fleetv1.CampaignSucceeded},
+		{"succeeded or already at the release", Input{Sites: upToDate("sks"), Limits: flat}, AllSucceeded, fleetv1.CampaignSucceeded},
+		{"all already at the release", Input{Sites: upToDate("kk"), Limits: flat}, AllSucceeded, fleetv1.CampaignSucceeded},
+		{"the only site timed out, default budget", Input{Sites: sites("t"), Limits: flat}, StoppedEarly, fleetv1.CampaignFailed},
+		{"the only site timed out, failures tolerated", Input{Sites: sites("t"), Limits: tolerate}, NoneSucceeded, fleetv1.CampaignFailed},
+		{"one failed within the budget", Input{Sites: sites("sfs"), Limits: tolerate}, PartlySucceeded, fleetv1.CampaignPartiallySucceeded},
+		{"one skipped (not found, no cluster)", Input{Sites: sites("ssk"), Limits: flat}, PartlySucceeded, fleetv1.CampaignPartiallySucceeded},
+		{"all skipped", Input{Sites: sites("kk"), Limits: flat}, NoneSucceeded, fleetv1.CampaignFailed},
+		{"no targets", Input{Limits: flat}, NoneSucceeded, fleetv1.CampaignFailed},
+		{"aborted", Input{Sites: sites("ss."), Limits: flat, Abort: true}, StoppedEarly, fleetv1.CampaignAborted},
+		{"aborting", Input{Sites: sites("si."), Limits: flat, Abort: true}, Unfinished, fleetv1.CampaignAborting},
+		{"running", Input{Sites: sites("si."), Limits: flat}, Unfinished, fleetv1.CampaignRunning},
+		{"paused", Input{Sites: sites("si."), Limits: flat, Paused: true}, Unfinished, fleetv1.CampaignPaused},
+		{"pre-caching", Input{Sites: sites("c.."), Limits: flat, PreCache: true}, Unfinished, fleetv1.CampaignPreCaching},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.in)
+			if v := d.Verdict(); v != tt.verdict {
+				t.Errorf("verdict %v, want %v", v, tt.verdict)
+			}
+			if p := d.Phase(tt.in.Paused); p != tt.phase {
+				t.Errorf("phase %s, want %s", p, tt.phase)
+			}
+		})
 	}
 }
