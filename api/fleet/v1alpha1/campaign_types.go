@@ -50,6 +50,9 @@ const (
 	// ReasonOutsideMaintenanceWindow means no site that is left may start now: neither the
 	// campaign's windows nor theirs are open. The message says when the next one opens.
 	ReasonOutsideMaintenanceWindow = "OutsideMaintenanceWindow"
+	// ReasonSitesBusy means no site that is left may start now: another campaign's operation
+	// runs on each of them. The message names the first and the operation.
+	ReasonSitesBusy = "SitesBusy"
 	// ReasonFailureBudgetExceeded means more sites failed than strategy.failureBudget allows:
 	// nothing new is dispatched. The message gives the counts.
 	ReasonFailureBudgetExceeded = "FailureBudgetExceeded"

@@ -46,6 +46,9 @@ func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
 			return nil
 		case err != nil:
 			return fmt.Errorf("get campaign %s/%s blocking campaign %s: %w", c.Namespace, name, s.key, err)
+		case b.Status.Phase.Final() && b.Status.Phase != fleetv1.CampaignSucceeded:
+			s.wait(fleetv1.CampaignBlocked, fleetv1.ReasonBlocked, fmt.Sprintf("campaign %q of spec.blockedBy ended %s, not Succeeded: this campaign will not start; remove it from spec.blockedBy to start anyway", name, b.Status.Phase))
+			return nil
 		case b.Status.Phase != fleetv1.CampaignSucceeded:
 			s.wait(fleetv1.CampaignBlocked, fleetv1.ReasonBlocked, fmt.Sprintf("campaign %q of spec.blockedBy is %s; this campaign starts once it has Succeeded", name, orNone(b.Status.Phase)))
 			return nil
@@ -269,7 +272,7 @@ func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
 	// decided before them.
 	in.Sites, in.Stopped = s.sites, d.Stop
 	s.decision = plan.Decide(in)
-	s.decision.HeldByWindows = d.HeldByWindows
+	s.decision.HeldByWindows, s.decision.HeldByBusy = d.HeldByWindows, d.HeldByBusy
 	s.decision.PreCacheDone = d.PreCacheDone
 	if c.Status.StartTime == nil && s.started() {
 		c.Status.StartTime = &metav1.Time{Time: s.now}
@@ -350,6 +353,8 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 			reason, msg = fleetv1.ReasonWaitingForCanaries, fmt.Sprintf("%d canaries running; the rest waits for all of them to succeed", d.Counts.InProgress)
 		case d.HeldByWindows && d.Counts.InProgress == 0 && len(d.Apply) == 0:
 			reason, msg = fleetv1.ReasonOutsideMaintenanceWindow, s.heldMessage()
+		case d.HeldByBusy && d.Counts.InProgress == 0 && len(d.Apply) == 0:
+			reason, msg = fleetv1.ReasonSitesBusy, s.busyMessage()
 		}
 		progressing(metav1.ConditionTrue, reason, msg)
 		complete(metav1.ConditionFalse, reason, counts)
@@ -413,6 +418,27 @@ func (s *scope) heldMessage() string {
 		msg += "; the next window opens at " + s.heldUntil.UTC().Format(time.RFC3339)
 	}
 	return msg
+}
+
+// busyMessage says which other operations hold the sites left.
+func (s *scope) busyMessage() string {
+	held, first := 0, ""
+	for i, site := range s.sites {
+		if !site.Busy {
+			continue
+		}
+		if held == 0 {
+			first = site.Name
+			if op := s.objs[i].Spec.Operation; op != nil {
+				first = fmt.Sprintf("%s runs operation %s of campaign %q", site.Name, op.ID, op.Campaign)
+				if op.Deadline != nil {
+					first += " until it finishes or its deadline " + op.Deadline.UTC().Format(time.RFC3339) + " passes"
+				}
+			}
+		}
+		held++
+	}
+	return fmt.Sprintf("sites held by another campaign's operation: %d (first: %s)", held, first)
 }
 
 // started reports whether any site was dispatched.

@@ -347,7 +347,8 @@ func TestPreCacheBeforeAnyDispatch(t *testing.T) {
 	dispatchedOnce(t, sim)
 }
 
-// TestBlockedByWaits holds a campaign until the campaign it is blocked by has succeeded.
+// TestBlockedByWaits holds a campaign until the campaign it is blocked by has succeeded, and
+// a campaign whose sites another campaign's operation holds says so, naming it.
 func TestBlockedByWaits(t *testing.T) {
 	ns := global.Namespace(t)
 	startController(t, controllerOptions{})
@@ -372,10 +373,58 @@ func TestBlockedByWaits(t *testing.T) {
 	waitDispatched(t, sim, firstID, s)
 	waitDispatched(t, sim, secondID, nil)
 	waitPhase(t, second, fleetv1.CampaignBlocked)
+
+	// Not blocked, but its sites are busy with first's operations: it waits, and says for what.
+	same := newCampaign(ns, "same-release", "r1", fleetv1.CampaignStrategy{})
+	if err := global.Client.Create(t.Context(), same); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() error {
+		cond := meta.FindStatusCondition(getCampaign(t, same).Status.Conditions, fleetv1.CampaignProgressingCondition)
+		if cond == nil || cond.Reason != fleetv1.ReasonSitesBusy || !strings.Contains(cond.Message, "held by another campaign's operation: 2") ||
+			!strings.Contains(cond.Message, `operation `+firstID+` of campaign "first"`) {
+			return fmt.Errorf("Progressing %+v, want %s naming campaign first's operation", cond, fleetv1.ReasonSitesBusy)
+		}
+		return nil
+	})
+	waitDispatched(t, sim, string(getCampaign(t, same).UID), nil)
+	if err := global.Client.Delete(t.Context(), same); err != nil {
+		t.Fatal(err)
+	}
+
 	g.finish(succeeded, s...)
 	waitPhase(t, first, fleetv1.CampaignSucceeded)
 	waitDispatched(t, sim, secondID, s)
 	waitPhase(t, second, fleetv1.CampaignSucceeded)
+}
+
+// TestBlockedByAFailedCampaignSaysSo checks that a campaign blocked by one that ended without
+// succeeding says it will not start, and how to start it anyway.
+func TestBlockedByAFailedCampaignSaysSo(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	startSimulator(t, ns, false, func(string, *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) { return failed, "disk full" })
+	createRelease(t, ns, "r1")
+	createRelease(t, ns, "r2")
+	createSites(t, ns, 1, "r0")
+	first := newCampaign(ns, "first", "r1", fleetv1.CampaignStrategy{})
+	if err := global.Client.Create(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, first, fleetv1.CampaignFailed)
+	second := newCampaign(ns, "second", "r2", fleetv1.CampaignStrategy{})
+	second.Spec.BlockedBy = []string{"first"}
+	if err := global.Client.Create(t.Context(), second); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() error {
+		got := getCampaign(t, second)
+		cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition)
+		if got.Status.Phase != fleetv1.CampaignBlocked || cond == nil || !strings.Contains(cond.Message, `"first" of spec.blockedBy ended Failed, not Succeeded: this campaign will not start`) {
+			return fmt.Errorf("phase %s, Progressing %+v, want Blocked saying it will not start", got.Status.Phase, cond)
+		}
+		return nil
+	})
 }
 
 // TestDryRunTouchesNothing plans a campaign without writing to any site, then runs it.

@@ -203,6 +203,9 @@ type Decision struct {
 	// HeldByWindows is set when a site could have been dispatched but for a closed
 	// maintenance window.
 	HeldByWindows bool
+	// HeldByBusy is set when a site could have been dispatched but for another campaign's
+	// operation that runs on it.
+	HeldByBusy bool
 	// Done is set when the campaign has nothing left to do or wait for.
 	Done bool
 }
@@ -347,6 +350,7 @@ func Decide(in Input) Decision {
 				continue
 			}
 			if s.Busy {
+				d.HeldByBusy = true
 				continue
 			}
 			if s.OutsideWindow {
