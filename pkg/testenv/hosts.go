@@ -382,10 +382,14 @@ func (h *Host) AuthorizeKey(line string) error {
 const bootScript = `set -eu
 rootfs=$1 dir=$2 cgroups=$3 m=$2/merged
 mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$dir/upper,workdir=$dir/work" "$m"
-# containerd's overlayfs snapshots cannot have an overlayfs as their upper layer: its state
-# lives on the machine's disk, in the host's directory (kept across reboots like the upper layer).
-mkdir -p "$dir/containerd" "$m/var/lib/containerd"
-mount --bind "$dir/containerd" "$m/var/lib/containerd"
+# containerd's overlayfs snapshots cannot have an overlayfs as their upper layer, and kubelet
+# finds no disk behind an overlayfs (its ephemeral-storage eviction then evicts every pod): their
+# state lives on the machine's disk, in the host's directory (kept across reboots like the upper
+# layer).
+for d in containerd kubelet; do
+	mkdir -p "$dir/$d" "$m/var/lib/$d"
+	mount --bind "$dir/$d" "$m/var/lib/$d"
+done
 mount -t proc proc "$m/proc"
 # The hosts share the machine's kernel: /proc/sys is read-only but for the per-namespace
 # net.* (a host's systemd-sysctl would otherwise set the machine's kernel.pid_max). The four
