@@ -247,9 +247,16 @@ func TestNodeStackRunsAPod(t *testing.T) {
 // containerdConfig is containerd 1.6's configuration: the CRI's sandbox image is the imported
 // one, the CNI plugins are where Debian puts them. Everything else is containerd's default
 // (overlayfs snapshotter in /var/lib/containerd, runc v2 shim, cgroupfs).
+//
+// restrict_oom_score_adj: no process on these machines has CAP_SYS_RESOURCE (not in the
+// bounding set), so none may lower its oom_score_adj; the CRI gives sandboxes -998 (guaranteed
+// pods' containers get -997), and runc then fails with "nsexec: failed to update
+// /proc/self/oom_score_adj: Permission denied" ("can't get final child's PID from pipe: EOF").
+// Restricted, containerd clamps them to its own score (0).
 const containerdConfig = `version = 2
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "` + nodeImage + `"
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
