@@ -6,6 +6,7 @@ require (
 	github.com/FerretDB/FerretDB v1.24.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-logr/logr v1.4.4
+	github.com/google/go-containerregistry v0.21.9
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/metal3-io/baremetal-operator/apis v0.13.2
 	github.com/onsi/ginkgo/v2 v2.34.0

@@ -4,11 +4,15 @@
 # only rebuilt when its version changes, so a fresh clone on a warm machine takes seconds.
 #
 #   hack/tools.sh            build (or link) every tool
-#   hack/tools.sh NAME...    only these (kube-apiserver kubectl etcd controller-gen golangci-lint bmo
-#                            vault rootfs)
+#   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
+#                            kube-controller-manager kube-scheduler etcd controller-gen golangci-lint
+#                            bmo vault rootfs node-debs)
 #
 # rootfs is not a binary: it is the Debian root filesystem the test hosts boot (hack/rootfs.sh;
-# needs root), a directory cached as rootfs-bookworm-<hash> and linked at bin/rootfs.
+# needs root), a directory cached as rootfs-bookworm-<hash> and linked at bin/rootfs. node-debs
+# are the .deb files of a node's container runtime (containerd, runc, CNI plugins) that tests
+# unpack into a test host (hack/node-debs.sh), cached as node-debs-bookworm-<hash>, linked at
+# bin/node-debs.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,13 +81,14 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl controller-gen golangci-lint bmo vault rootfs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault rootfs node-debs)
 
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_tool etcd "$etcd_version" "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3 ;;
-	kube-apiserver) build_tool kube-apiserver "$kube_version" "$root/hack/tools/kube" k8s.io/kubernetes/cmd/kube-apiserver "$(kube_ldflags)" ;;
-	kubectl) build_tool kubectl "$kube_version" "$root/hack/tools/kube" k8s.io/kubernetes/cmd/kubectl "$(kube_ldflags)" ;;
+	# All static (CGO_ENABLED=0): kubelet and kube-proxy run inside the test hosts' Debian rootfs.
+	kube-apiserver | kubectl | kubelet | kube-proxy | kube-controller-manager | kube-scheduler)
+		build_tool "$t" "$kube_version" "$root/hack/tools/kube" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
 	controller-gen) install_tool controller-gen "$controller_gen_version" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
 	bmo)
 		[[ -n $bmo_version ]] || { echo "tools: github.com/metal3-io/baremetal-operator is not required in go.mod" >&2; exit 1; }
@@ -93,6 +98,10 @@ for t in "${want[@]}"; do
 		path=$("$root/hack/rootfs.sh" "$cache")
 		ln -sfn "$path" "$bin/rootfs"
 		echo "tools: rootfs $(basename "$path")" ;;
+	node-debs)
+		path=$("$root/hack/node-debs.sh" "$cache" "$("$root/hack/rootfs.sh" "$cache")")
+		ln -sfn "$path" "$bin/node-debs"
+		echo "tools: node-debs $(basename "$path")" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -51,9 +51,9 @@ type HostNet struct {
 
 	rootfs  string
 	dir     string
-	run     string // random, unique per HostNet: part of link and cgroup names
-	uplink  string // the veth end in the root namespace
-	cgroups string // parent of the hosts' cgroups
+	run     string       // random, unique per HostNet: part of link and cgroup names
+	uplink  string       // the veth end in the root namespace
+	cgroups cgroupLayout // the machine's cgroup hierarchies, each host's rooted at hostCgroupParent/<run>-<name>
 	sw      *process
 }
 
@@ -212,10 +212,10 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	}
 	hn := &HostNet{rootfs: rootfs, dir: opts.Dir, run: hex.EncodeToString(raw)}
 	hn.uplink = "ef" + hn.run + "gw"
-	if hn.cgroups, err = hostCgroupRoot(); err != nil {
+	if hn.cgroups, err = readCgroupLayout(); err != nil {
 		return nil, err
 	}
-	removeStaleCgroups(hn.cgroups)
+	hn.cgroups.removeStaleCgroups(hostCgroupParent)
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, hn.Close())
@@ -297,7 +297,9 @@ func (hn *HostNet) Close() error {
 		hn.sw = nil
 	}
 	// The parent of the hosts' cgroups goes when no other run has hosts in it.
-	_ = syscall.Rmdir(hn.cgroups)
+	for _, d := range hn.cgroups.dirs(hostCgroupParent) {
+		_ = syscall.Rmdir(d)
+	}
 	return errors.Join(errs...)
 }
 
@@ -378,17 +380,52 @@ func (h *Host) AuthorizeKey(line string) error {
 // filesystems, then becomes systemd in the chroot. The mounts live in the host's mount
 // namespace only (private propagation) and vanish with it.
 const bootScript = `set -eu
-rootfs=$1 dir=$2 m=$2/merged
+rootfs=$1 dir=$2 cgroups=$3 m=$2/merged
 mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$dir/upper,workdir=$dir/work" "$m"
+# containerd's overlayfs snapshots cannot have an overlayfs as their upper layer, and kubelet
+# finds no disk behind an overlayfs (its ephemeral-storage eviction then evicts every pod): their
+# state lives on the machine's disk, in the host's directory (kept across reboots like the upper
+# layer).
+for d in containerd kubelet; do
+	mkdir -p "$dir/$d" "$m/var/lib/$d"
+	mount --bind "$dir/$d" "$m/var/lib/$d"
+done
 mount -t proc proc "$m/proc"
+# The hosts share the machine's kernel: /proc/sys is read-only but for the per-namespace
+# net.* (a host's systemd-sysctl would otherwise set the machine's kernel.pid_max). The four
+# machine-wide sysctls kubelet insists on (it writes them when they differ and fails when it
+# cannot) read as kubelet wants them, read-only; the machine's own values stay as they are.
+mount --bind "$m/proc/sys" "$m/proc/sys"
+mount -o remount,bind,ro "$m/proc/sys"
+mount --bind "$m/proc/sys/net" "$m/proc/sys/net"
+mount -o remount,bind,rw "$m/proc/sys/net"
+mkdir -p "$dir/sysctl"
+for s in vm/overcommit_memory:1 vm/panic_on_oom:0 kernel/panic:10 kernel/panic_on_oops:1; do
+	f=$dir/sysctl/$(echo "${s%:*}" | tr / .)
+	echo "${s#*:}" >"$f"
+	mount --bind "$f" "$m/proc/sys/${s%:*}"
+	mount -o remount,bind,ro "$m/proc/sys/${s%:*}"
+done
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$m/sys"
-# Only a cgroup2 tree, rooted at this host's cgroup (the cgroup namespace): systemd runs in
-# unified mode inside it and never touches the machine's cgroups.
-mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$m/sys/fs/cgroup"
+# The machine's cgroup hierarchies, each rooted at this host's cgroup (the cgroup namespace):
+# systemd, kubelet and runc see their own subtree and never anything of the machine's or
+# another host's. One "kind name options" line per mount (cgroupLayout.mountSpec).
+while read -r kind name opts; do
+	p=$m/sys/fs/cgroup/$name
+	case $kind in
+	tmpfs) mount -t tmpfs -o mode=755,nosuid,nodev,noexec tmpfs "$p" ;;
+	cgroup2) mkdir -p "$p"; mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 "$p" ;;
+	cgroup) mkdir -p "$p"; mount -t cgroup -o "nosuid,nodev,noexec,$opts" cgroup "$p" ;;
+	link) ln -s "$opts" "$p" ;;
+	esac
+done <<EOF
+$cgroups
+EOF
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$m/run"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$m/tmp"
 mount -t tmpfs -o mode=755,nosuid,size=4m tmpfs "$m/dev"
-for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+# kmsg: kubelet's OOM watcher reads the kernel log.
+for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0 kmsg:1:11; do
 	IFS=: read -r name major minor <<EOF
 $n
 EOF
@@ -404,10 +441,12 @@ ln -s pts/ptmx "$m/dev/ptmx"
 exec chroot "$m" /usr/bin/env -i container=edgefleet-test-host /lib/systemd/systemd
 `
 
-// launchScript puts itself into the host's cgroup, then starts the host's namespaces, so that
-// the cgroup namespace is rooted at that cgroup.
+// launchScript puts itself into the host's cgroups (one per line of $1, one per hierarchy),
+// then starts the host's namespaces, so that the cgroup namespace is rooted at them.
 const launchScript = `set -eu
-echo $$ >"$1/cgroup.procs"
+while read -r cg; do echo $$ >"$cg/cgroup.procs"; done <<EOF
+$1
+EOF
 shift
 exec unshare --pid --mount --uts --ipc --net --cgroup --fork --kill-child --propagation private -- /bin/sh -c "$@"
 `
@@ -420,13 +459,13 @@ func (h *Host) Boot() (err error) {
 	if h.proc != nil {
 		return nil
 	}
-	cg := h.cgroup()
-	if err := os.MkdirAll(cg, 0o755); err != nil {
-		return fmt.Errorf("test host %s: cgroup: %w", h.Name, err)
+	if err := h.net.cgroups.makeDirs(hostCgroupParent, h.cgroupName()); err != nil {
+		return fmt.Errorf("test host %s: %w", h.Name, err)
 	}
 	h.bootStart = time.Now()
+	cgs := strings.Join(h.cgroupDirs(), "\n")
 	p, err := startProcess("test host "+h.Name, "/bin/sh",
-		[]string{"-c", launchScript, "launch", cg, bootScript, "boot", h.net.rootfs, h.Dir},
+		[]string{"-c", launchScript, "launch", cgs, bootScript, "boot", h.net.rootfs, h.Dir, h.net.cgroups.mountSpec()},
 		[]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, filepath.Join(h.Dir, "boot.log"))
 	if err != nil {
 		return fmt.Errorf("test host %s: boot: %w", h.Name, err)
@@ -578,10 +617,14 @@ func (h *Host) stopLocked() error {
 	}
 	err := h.proc.kill()
 	h.proc, h.init = nil, 0
-	// The kernel empties the cgroup once the namespace's processes are reaped.
+	// The kernel empties the cgroups once the namespace's processes are reaped.
 	var rmErr error
 	for range 100 {
-		if rmErr = removeCgroupTree(h.cgroup()); rmErr == nil {
+		rmErr = nil
+		for _, d := range h.cgroupDirs() {
+			rmErr = errors.Join(rmErr, removeCgroupTree(d))
+		}
+		if rmErr == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -592,63 +635,17 @@ func (h *Host) stopLocked() error {
 	return err
 }
 
-func (h *Host) cgroup() string {
-	return filepath.Join(h.net.cgroups, h.net.run+"-"+h.Name)
+// hostCgroupParent is the cgroup, in each hierarchy, under which the hosts' cgroups are made.
+const hostCgroupParent = "edgefleet-test-hosts"
+
+// cgroupName is the host's cgroup under hostCgroupParent, unique per HostNet.
+func (h *Host) cgroupName() string {
+	return h.net.run + "-" + h.Name
 }
 
-// hostCgroupRoot returns the directory under which the hosts' cgroups are made: in the cgroup2
-// tree (the "unified" one on hybrid machines like these, or the only one).
-func hostCgroupRoot() (string, error) {
-	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
-		var st syscall.Statfs_t
-		if err := syscall.Statfs(dir, &st); err == nil && st.Type == 0x63677270 { // CGROUP2_SUPER_MAGIC
-			return filepath.Join(dir, "edgefleet-test-hosts"), nil
-		}
-	}
-	return "", errors.New("test hosts: no cgroup2 hierarchy at /sys/fs/cgroup or /sys/fs/cgroup/unified")
-}
-
-// removeStaleCgroups removes the cgroups of hosts of killed test runs: those without a process
-// in their whole subtree ("populated 0"), older than a minute so that a host starting now is
-// left alone. A running host's tree is never touched, not even its empty leaves.
-func removeStaleCgroups(root string) {
-	entries, _ := os.ReadDir(root)
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(root, e.Name())
-		events, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
-		if err != nil || !strings.Contains(string(events), "populated 0") {
-			continue
-		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
-			_ = removeCgroupTree(dir)
-		}
-	}
-}
-
-// removeCgroupTree removes a cgroup and its children, deepest first; it fails while any holds
-// a process. A missing cgroup is removed already.
-func removeCgroupTree(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			if err := removeCgroupTree(filepath.Join(dir, e.Name())); err != nil {
-				return err
-			}
-		}
-	}
-	if err := syscall.Rmdir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("rmdir %s: %w", dir, err)
-	}
-	return nil
+// cgroupDirs are the host's cgroup in every hierarchy.
+func (h *Host) cgroupDirs() []string {
+	return h.net.cgroups.dirs(filepath.Join(hostCgroupParent, h.cgroupName()))
 }
 
 // freeSubnet picks a 10.233.N.0/24 no route of the root namespace covers yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,26 @@ func TestHosts(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys[string(out)] = true
+
+		// Each host has the machine's cgroup layout rooted at its own cgroup: systemd puts
+		// sshd into its own subtree (pids is a v1 hierarchy on hybrid machines), the host's
+		// cgroup on the machine holds it, and no host sees the hosts' parent cgroup.
+		out, err = h.Exec(ctx, "sh", "-c", "cat /sys/fs/cgroup/pids/system.slice/ssh.service/cgroup.procs 2>/dev/null || cat /sys/fs/cgroup/system.slice/ssh.service/cgroup.procs")
+		if err != nil || strings.TrimSpace(string(out)) == "" {
+			t.Errorf("%s: no process in ssh.service's cgroup: %q (%v)", h.Name, out, err)
+		}
+		if out, err := h.Exec(ctx, "sh", "-c", "ls -d /sys/fs/cgroup/*/"+hostCgroupParent+" /sys/fs/cgroup/"+hostCgroupParent+" 2>/dev/null || true"); err != nil || len(out) != 0 {
+			t.Errorf("%s sees the hosts' parent cgroup: %q (%v)", h.Name, out, err)
+		}
+		found := false
+		for _, d := range h.cgroupDirs() {
+			if _, err := os.Stat(filepath.Join(d, "system.slice", "ssh.service")); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: ssh.service's cgroup is in none of %v", h.Name, h.cgroupDirs())
+		}
 	}
 	if len(keys) != 2 {
 		t.Errorf("the two hosts share a host key")
@@ -124,8 +145,10 @@ func TestHosts(t *testing.T) {
 		t.Errorf("mounts under %s left after Close (%v)", dir, err)
 	}
 	for _, h := range hn.Hosts {
-		if _, err := os.Stat(h.cgroup()); !os.IsNotExist(err) {
-			t.Errorf("cgroup %s left after Close (%v)", h.cgroup(), err)
+		for _, d := range h.cgroupDirs() {
+			if _, err := os.Stat(d); !os.IsNotExist(err) {
+				t.Errorf("cgroup %s left after Close (%v)", d, err)
+			}
 		}
 	}
 }

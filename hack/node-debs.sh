@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Downloads the Debian packages of a node's container runtime — containerd, runc, the CNI plugins
+# and iptables — and the packages they need that the test hosts' rootfs lacks, as .deb files.
+# Tests unpack them into a running test host (dpkg-deb --fsys-tarfile | tar -x), so the rootfs
+# itself (and its hash) stays as it is.
+#
+#   hack/node-debs.sh CACHE_DIR ROOTFS    download into CACHE_DIR/node-debs-bookworm-<hash> unless it
+#                                         exists; print its path
+#
+# <hash> covers the package list and the rootfs they complete. The versions are those this
+# machine's apt offers (Debian 12: containerd 1.6.20, runc 1.1.5, containernetworking-plugins
+# 1.1.1), so the machine must run bookworm with current package lists (apt-get update).
+set -euo pipefail
+
+cache=${1:?usage: hack/node-debs.sh CACHE_DIR ROOTFS}
+rootfs=${2:?usage: hack/node-debs.sh CACHE_DIR ROOTFS}
+suite=bookworm
+packages=(containerd runc containernetworking-plugins iptables)
+
+hash=$(printf '%s\n' "$suite" "${packages[@]}" "$(basename "$(readlink -f "$rootfs")")" | sha256sum | cut -c1-12)
+out=$cache/node-debs-$suite-$hash
+if [[ -d $out ]]; then
+	echo "$out"
+	exit 0
+fi
+. /etc/os-release
+if [[ ${VERSION_CODENAME:-} != "$suite" ]]; then
+	echo "node-debs: this machine runs ${VERSION_CODENAME:-?}, not $suite: its apt would fetch other versions" >&2
+	exit 1
+fi
+
+# Every package the list needs, less those installed in the rootfs.
+needed=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+	--no-replaces --no-enhances "${packages[@]}" | grep -v '^ ' | grep -v '^<' | sort -u)
+installed=$(dpkg-query --admindir="$rootfs/var/lib/dpkg" -W -f '${Package}\n' | sort -u)
+missing=$(comm -23 <(echo "$needed") <(echo "$installed"))
+
+echo "node-debs: downloading" $missing >&2
+tmp=$out.tmp
+rm -rf "$tmp"
+mkdir -p "$tmp"
+(cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download $missing >&2)
+mv "$tmp" "$out"
+echo "$out"
