@@ -9,7 +9,8 @@
 #
 # <hash> covers the package list and the rootfs they complete. The versions are those this
 # machine's apt offers (Debian 12: containerd 1.6.20, runc 1.1.5, containernetworking-plugins
-# 1.1.1), so the machine must run bookworm with current package lists (apt-get update).
+# 1.1.1), so the machine must run bookworm; its package lists are updated first (only when the
+# cache misses).
 set -euo pipefail
 
 cache=${1:?usage: hack/node-debs.sh CACHE_DIR ROOTFS}
@@ -28,6 +29,8 @@ if [[ ${VERSION_CODENAME:-} != "$suite" ]]; then
 	echo "node-debs: this machine runs ${VERSION_CODENAME:-?}, not $suite: its apt would fetch other versions" >&2
 	exit 1
 fi
+
+apt-get update -q >&2
 
 # Every package the list needs, less those installed in the rootfs.
 needed=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
