@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 )
 
@@ -21,15 +22,42 @@ func (s *Server) serveBlob(c *gin.Context, digest, name string) {
 		s.fail(c, err)
 		return
 	}
-	r := &blobReader{ctx: c.Request.Context(), blob: blob}
-	defer r.Close()
-	c.Header("ETag", `"sha256:`+digest+`"`)
+	etag := `"sha256:` + digest + `"`
+	c.Header("ETag", etag)
 	c.Header("Content-Type", "application/octet-stream")
 	c.Header("Digest", "sha-256="+digest)
 	if name != "" {
 		c.Header("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	}
+	if !s.canonicalRange(c, etag, blob.Size) {
+		return
+	}
+	r := &blobReader{ctx: c.Request.Context(), blob: blob}
+	defer r.Close()
 	http.ServeContent(c.Writer, c.Request, "", time.Time{}, r)
+}
+
+// canonicalRange replaces the request's Range header by its satisfiable ranges (see
+// checkRange), or answers 416 with Content-Range: bytes */size and says what is wrong when it
+// has none and ServeContent would evaluate it. When a condition may make ServeContent skip the
+// Range (If-Range, If-Match, If-None-Match in forms rangeApplies does not tell), the header
+// becomes a range that starts at the end, which ServeContent answers the same way if it gets
+// to it. It returns false when it answered.
+func (s *Server) canonicalRange(c *gin.Context, etag string, size int64) bool {
+	ranges, err := checkRange(c.Request.Header.Get("Range"), size)
+	switch {
+	case err == nil && ranges == "":
+		c.Request.Header.Del("Range")
+	case err == nil:
+		c.Request.Header.Set("Range", ranges)
+	case err != nil && rangeApplies(c.Request, etag):
+		c.Header("Content-Range", fmt.Sprintf("bytes */%d", size))
+		writeError(c, http.StatusRequestedRangeNotSatisfiable, restv1.Error{Message: err.Error(), Field: "Range"})
+		return false
+	case err != nil:
+		c.Request.Header.Set("Range", fmt.Sprintf("bytes=%d-", size))
+	}
+	return true
 }
 
 // queueChunks is how many chunks (16 MiB) a download reads ahead of what it has sent: two of
