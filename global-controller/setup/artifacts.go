@@ -60,6 +60,8 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		Store: store,
 		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
 		Log:   log,
+
+		BodyReadTimeout: opts.APIBodyReadTimeout,
 	}
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")

@@ -151,7 +151,7 @@ func (s *Store) unlock(ctx context.Context, id, token string, clean bool) error 
 
 // Append writes the bytes of r at offset and returns the session's new offset. Progress is
 // saved every few MiB, so when r fails half way (a client gone) the bytes received so far are
-// kept and the upload resumes from the returned offset. A chunk at another offset than the
+// kept, Append returns *ReadError and the upload resumes from the returned offset. A chunk at another offset than the
 // session's fails with *OffsetError and changes nothing. Append does not stop when ctx is
 // cancelled (an HTTP request's context is, as soon as the client goes): it runs until r ends or
 // fails, so that what arrived is saved.
@@ -173,8 +173,10 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 		return offset, err
 	}
 	buf := make([]byte, 32<<10)
+	var read int64
 	for {
 		n, readErr := r.Read(buf)
+		read += int64(n)
 		if n > 0 {
 			if d.Size != nil && w.received()+int64(n) > *d.Size {
 				return w.saved, &ValidationError{"body", fmt.Sprintf("the upload declared a size of %d bytes and received more", *d.Size)}
@@ -189,9 +191,9 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 		if readErr != nil {
 			// Keep what arrived: the client resumes from there.
 			if err := w.save(ctx, true); err != nil {
-				return w.saved, errors.Join(readErr, err)
+				return w.saved, errors.Join(fmt.Errorf("read the body of upload %s: %w", id, readErr), err)
 			}
-			return w.saved, fmt.Errorf("read chunk of upload %s: %w", id, readErr)
+			return w.saved, &ReadError{Upload: id, Read: read, Offset: w.saved, Err: readErr}
 		}
 	}
 	if err := w.save(ctx, true); err != nil {
