@@ -148,6 +148,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		writeError(c, http.StatusConflict, restv1.Error{Message: err.Error()})
 	case errors.Is(err, artifacts.ErrNotFound):
 		writeError(c, http.StatusNotFound, restv1.Error{Message: err.Error()})
+	case c.Request.Context().Err() != nil && errors.Is(err, c.Request.Context().Err()):
+		// The client went away, or the server is stopping, while the request waited (for
+		// transfer memory, say): nobody reads the answer, nothing to log.
+		writeError(c, http.StatusServiceUnavailable, restv1.Error{Message: err.Error()})
 	default:
 		s.Log.Error(err, "artifact API", "method", c.Request.Method, "path", c.Request.URL.Path)
 		writeError(c, http.StatusInternalServerError, restv1.Error{Message: "internal error; see the global controller's log"})
