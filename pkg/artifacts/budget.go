@@ -73,12 +73,14 @@ func (b *Budget) leaseUpload(ctx context.Context, what string) (*Lease, error) {
 	return b.lease(ctx, what, flushChunks, func(batch int) int64 { return int64(batch*(1+dbCopies)+1) * ChunkSize })
 }
 
-// lease leases the largest batch of maxBatch, maxBatch/4, maxBatch/16 that costs at most half
-// of what is free (so that the transfers that come next get some too) and is free right away,
-// or else waits for a batch of one chunk until ctx ends.
+// lease leases the largest batch of maxBatch, maxBatch/4, maxBatch/16 that is free right away
+// and costs at most half of what is free (so that the transfers that come next get some too),
+// or anything when nothing is leased (a lone transfer goes at full speed), or else waits for a
+// batch of one chunk until ctx ends.
 func (b *Budget) lease(ctx context.Context, what string, maxBatch int, cost func(batch int) int64) (*Lease, error) {
 	for batch := maxBatch; batch > 1; batch /= 4 {
-		if n := cost(batch); n <= (b.limit-b.inUse.Load())/2 && b.sem.TryAcquire(n) {
+		inUse := b.inUse.Load()
+		if n := cost(batch); (inUse == 0 || n <= (b.limit-inUse)/2) && b.sem.TryAcquire(n) {
 			b.inUse.Add(n)
 			return &Lease{Batch: batch, budget: b, bytes: n}, nil
 		}
