@@ -170,7 +170,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
 	fs.DurationVar(&o.APIBodyReadTimeout, "api-body-read-timeout", o.APIBodyReadTimeout, "How long an upload's body may send nothing before the upload is cut (408; an upload session keeps what arrived). It bounds each read, not the whole upload.")
-	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 256Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), func(v string) error {
+	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 128Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), func(v string) error {
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
 			return err

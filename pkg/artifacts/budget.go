@@ -8,8 +8,10 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// DefaultTransferMemory is the memory budget of transfers when Options.Budget is nil.
-const DefaultTransferMemory = 256 << 20
+// DefaultTransferMemory is the memory budget of transfers when Options.Budget is nil. The Go
+// heap takes up to about twice what is leased (the garbage collector's headroom): 64 MiB keeps
+// the controller near DESIGN.md's 300 MiB at 50 concurrent transfers (docs/benchmarks.md).
+const DefaultTransferMemory = 64 << 20
 
 // MinTransferMemory is the smallest budget: one transfer of the smallest batch fits.
 const MinTransferMemory = 8 << 20
@@ -64,28 +66,31 @@ func (l *Lease) Release() {
 // Batch chunks and its read-ahead queue of 2*Batch chunks (the next batch is read while one is
 // sent), plus the chunk being written to the queue and the one being read from it.
 func (b *Budget) LeaseDownload(ctx context.Context, what string) (*Lease, error) {
-	return b.lease(ctx, what, ReadBatch, func(batch int) int64 { return int64(batch*dbCopies+2*batch+2) * ChunkSize })
+	return b.lease(ctx, what, ReadBatch, 1, func(batch int) int64 { return int64(batch*dbCopies+2*batch+2) * ChunkSize })
 }
 
 // leaseUpload waits, until ctx ends, for an upload's lease: Batch chunks buffered before they
-// are written, their copies on the database path, and the partial chunk being filled.
+// are written, their copies on the database path, and the partial chunk being filled. Its
+// smallest batch is 1 MiB, so that the budget bounds how many uploads write at once: the
+// embedded FerretDB's SQLite has one writer at a time, and 50 uploads writing at once keep some
+// waiting past SQLite's busy timeout (SQLITE_BUSY, a 500; see docs/benchmarks.md).
 func (b *Budget) leaseUpload(ctx context.Context, what string) (*Lease, error) {
-	return b.lease(ctx, what, flushChunks, func(batch int) int64 { return int64(batch*(1+dbCopies)+1) * ChunkSize })
+	return b.lease(ctx, what, flushChunks, flushChunks/4, func(batch int) int64 { return int64(batch*(1+dbCopies)+1) * ChunkSize })
 }
 
-// lease leases the largest batch of maxBatch, maxBatch/4, maxBatch/16 that is free right away
-// and costs at most half of what is free (so that the transfers that come next get some too),
-// or anything when nothing is leased (a lone transfer goes at full speed), or else waits for a
-// batch of one chunk until ctx ends.
-func (b *Budget) lease(ctx context.Context, what string, maxBatch int, cost func(batch int) int64) (*Lease, error) {
-	for batch := maxBatch; batch > 1; batch /= 4 {
+// lease leases the largest batch of maxBatch, maxBatch/4, maxBatch/16... above minBatch that is
+// free right away and costs at most half of what is free (so that the transfers that come next
+// get some too), or any when nothing is leased (a lone transfer goes at full speed), or else
+// waits for a batch of minBatch chunks until ctx ends.
+func (b *Budget) lease(ctx context.Context, what string, maxBatch, minBatch int, cost func(batch int) int64) (*Lease, error) {
+	for batch := maxBatch; batch > minBatch; batch /= 4 {
 		inUse := b.inUse.Load()
 		if n := cost(batch); (inUse == 0 || n <= (b.limit-inUse)/2) && b.sem.TryAcquire(n) {
 			b.inUse.Add(n)
 			return &Lease{Batch: batch, budget: b, bytes: n}, nil
 		}
 	}
-	n := cost(1)
+	n := cost(minBatch)
 	if !b.sem.TryAcquire(n) {
 		b.waiting.Add(1)
 		err := b.sem.Acquire(ctx, n)
@@ -95,5 +100,5 @@ func (b *Budget) lease(ctx context.Context, what string, maxBatch int, cost func
 		}
 	}
 	b.inUse.Add(n)
-	return &Lease{Batch: 1, budget: b, bytes: n}, nil
+	return &Lease{Batch: minBatch, budget: b, bytes: n}, nil
 }
