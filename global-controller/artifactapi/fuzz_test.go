@@ -2,6 +2,7 @@ package artifactapi_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -130,7 +131,7 @@ func checkPartial(t *testing.T, resp answer, body, data []byte) {
 	parts := 0
 	for {
 		p, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
