@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -61,5 +63,38 @@ func TestCompactGivesDeletedSpaceBack(t *testing.T) {
 	// write-ahead log keeps up to 4 MiB: near is 1.5 times the live bytes and 5 MiB.
 	if compacted > live*3/2+5<<20 {
 		t.Errorf("after deleting all but %d MiB and compacting, the database takes %d MiB on disk", live>>20, compacted>>20)
+	}
+}
+
+// TestMetrics gathers the store's metrics: the budget's limit, and the live and disk sizes.
+func TestMetrics(t *testing.T) {
+	db := newDB(t)
+	s := open(t, db, artifacts.Options{Budget: artifacts.NewBudget(32 << 20)})
+	data, digest := testenv.RandomContent(300_000, 110)
+	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("metrics", "1"), SHA256: digest}, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(t.Context(), up.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := artifacts.RegisterMetrics(reg, s, func() (int64, error) { return embedded.DiskBytes(db.Name()) }); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		got[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	if got["edgefleet_artifact_transfer_memory_limit_bytes"] != 32<<20 || got["edgefleet_artifact_transfer_memory_in_use_bytes"] != 0 ||
+		got["edgefleet_artifact_store_live_bytes"] != float64(len(data)) || got["edgefleet_artifact_store_disk_bytes"] < float64(len(data)) {
+		t.Errorf("metrics = %v", got)
 	}
 }
