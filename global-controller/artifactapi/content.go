@@ -75,9 +75,9 @@ type blobReader struct {
 // chunks are read from the database while the previous ones are sent: it holds two of the
 // lease's read batches, so that a whole batch is handed over at once and the next one is asked
 // for while the last is still being sent (with less than a batch, the database waits for the
-// client, then the client for the database). The chunk buffers Read is
-// done with go back to Write: a download makes no garbage of its own (the GC's work, which a
-// streaming download's small heap makes frequent, slows the database's decoding down).
+// client, then the client for the database). The chunk buffers Read is done with go back to
+// Write: a download makes no garbage of its own (the GC's work, which a streaming download's
+// small heap makes frequent, slows the database's decoding down).
 type queue struct {
 	ch   chan []byte
 	free chan []byte
