@@ -64,7 +64,8 @@ test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
 # Go benchmarks run only in the packages that have some: `go test` runs every package's TestMain,
 # and most of those start control planes.
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -r -n1 dirname | sort -u)
-# The Artifacts harness (hack/bench/artifacts): REST API vs raw GridFS, see docs/benchmarks.md.
+# The Artifacts harness (hack/bench/artifacts): REST API vs raw GridFS, then the controller's peak RSS at
+# 1, 10 and 50 concurrent 100 MiB transfers (-concurrency, -concurrent-sizes), see docs/benchmarks.md.
 ARTIFACTS_BENCH_FLAGS ?= -sizes 256MiB,2GiB -timeout 20m
 # The Campaign-10k harness (hack/bench/campaign): one campaign per size over simulated sites.
 CAMPAIGN_BENCH_FLAGS ?= -sites 100,1000,10000 -timeout 30m

@@ -40,7 +40,7 @@ func answerOf(resp *http.Response) (answer, []byte) {
 }
 
 // do sends a request as the holder of token and returns the answer with its body read.
-func do(t *testing.T, token, method, path string, body io.Reader, header map[string]string) (answer, []byte) {
+func do(t testing.TB, token, method, path string, body io.Reader, header map[string]string) (answer, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), method, server.URL+path, body)
 	if err != nil {
@@ -151,6 +151,12 @@ func TestRangeAndConditionalDownload(t *testing.T) {
 	}
 	resp, got := do(t, viewerToken, http.MethodGet, "/api/v1/blobs/"+digest, nil, map[string]string{"Range": "bytes=2000000-"})
 	expect(t, resp, got, http.StatusRequestedRangeNotSatisfiable)
+	// RFC 9110 14.1.1: a suffix-length of 0 selects nothing.
+	resp, got = do(t, viewerToken, http.MethodGet, "/api/v1/blobs/"+digest, nil, map[string]string{"Range": "bytes=-0"})
+	expect(t, resp, got, http.StatusRequestedRangeNotSatisfiable)
+	if cr := resp.Header.Get("Content-Range"); cr != fmt.Sprintf("bytes */%d", len(data)) {
+		t.Errorf("Range bytes=-0: Content-Range %q", cr)
+	}
 	resp, got = do(t, viewerToken, http.MethodGet, "/api/v1/blobs/"+digest, nil, map[string]string{"If-None-Match": `"sha256:` + digest + `"`})
 	expect(t, resp, got, http.StatusNotModified)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 )
 
@@ -21,36 +22,62 @@ func (s *Server) serveBlob(c *gin.Context, digest, name string) {
 		s.fail(c, err)
 		return
 	}
-	r := &blobReader{ctx: c.Request.Context(), blob: blob}
-	defer r.Close()
-	c.Header("ETag", `"sha256:`+digest+`"`)
+	etag := `"sha256:` + digest + `"`
+	c.Header("ETag", etag)
 	c.Header("Content-Type", "application/octet-stream")
 	c.Header("Digest", "sha-256="+digest)
 	if name != "" {
 		c.Header("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
 	}
+	if !s.canonicalRange(c, etag, blob.Size) {
+		return
+	}
+	r := &blobReader{ctx: c.Request.Context(), blob: blob, budget: s.Store.Budget()}
+	defer r.Close()
 	http.ServeContent(c.Writer, c.Request, "", time.Time{}, r)
 }
 
-// queueChunks is how many chunks (16 MiB) a download reads ahead of what it has sent: two of
-// the store's read batches, so that a whole batch is handed over at once and the next one is
-// asked for while the last is still being sent (with less than a batch, the database waits
-// for the client, then the client for the database).
-const queueChunks = 2 * artifacts.ReadBatch
+// canonicalRange replaces the request's Range header by its satisfiable ranges (see
+// checkRange), or answers 416 with Content-Range: bytes */size and says what is wrong when it
+// has none and ServeContent would evaluate it. When a condition may make ServeContent skip the
+// Range (If-Range, If-Match, If-None-Match in forms rangeApplies does not tell), the header
+// becomes a range that starts at the end, which ServeContent answers the same way if it gets
+// to it. It returns false when it answered.
+func (s *Server) canonicalRange(c *gin.Context, etag string, size int64) bool {
+	ranges, err := checkRange(c.Request.Header.Get("Range"), size)
+	switch {
+	case err == nil && ranges == "":
+		c.Request.Header.Del("Range")
+	case err == nil:
+		c.Request.Header.Set("Range", ranges)
+	case err != nil && rangeApplies(c.Request, etag):
+		c.Header("Content-Range", fmt.Sprintf("bytes */%d", size))
+		writeError(c, http.StatusRequestedRangeNotSatisfiable, restv1.Error{Message: err.Error(), Field: "Range"})
+		return false
+	case err != nil:
+		c.Request.Header.Set("Range", fmt.Sprintf("bytes=%d-", size))
+	}
+	return true
+}
 
 // blobReader is an io.ReadSeeker over a blob: each Read continues a stream of chunks from the
-// current position, restarted after a Seek.
+// current position, restarted after a Seek. Each stream first waits for its lease of the
+// transfer memory budget.
 type blobReader struct {
 	ctx    context.Context
 	blob   *artifacts.Blob
+	budget *artifacts.Budget
 	pos    int64
 	stream *queue
 }
 
 // queue passes the chunks WriteRange writes to Read through a bounded buffer, so that the next
-// chunks are read from the database while the previous ones are sent. The chunk buffers Read is
-// done with go back to Write: a download makes no garbage of its own (the GC's work, which a
-// streaming download's small heap makes frequent, slows the database's decoding down).
+// chunks are read from the database while the previous ones are sent: it holds two of the
+// lease's read batches, so that a whole batch is handed over at once and the next one is asked
+// for while the last is still being sent (with less than a batch, the database waits for the
+// client, then the client for the database). The chunk buffers Read is done with go back to
+// Write: a download makes no garbage of its own (the GC's work, which a streaming download's
+// small heap makes frequent, slows the database's decoding down).
 type queue struct {
 	ch   chan []byte
 	free chan []byte
@@ -60,8 +87,9 @@ type queue struct {
 	buf  []byte // the buffer cur is in
 }
 
-func newQueue() *queue {
-	return &queue{ch: make(chan []byte, queueChunks), free: make(chan []byte, queueChunks+1), stop: make(chan struct{})}
+// newQueue returns a queue of chunks chunks.
+func newQueue(chunks int) *queue {
+	return &queue{ch: make(chan []byte, chunks), free: make(chan []byte, chunks+1), stop: make(chan struct{})}
 }
 
 func (q *queue) Write(p []byte) (int, error) {
@@ -106,10 +134,15 @@ func (r *blobReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	if r.stream == nil {
-		q := newQueue()
+		lease, err := r.budget.LeaseDownload(r.ctx, "download of blob sha256:"+r.blob.SHA256)
+		if err != nil {
+			return 0, err
+		}
+		q := newQueue(2 * lease.Batch)
 		start := r.pos
 		go func() {
-			q.err = r.blob.WriteRange(r.ctx, q, start, r.blob.Size-start)
+			defer lease.Release()
+			q.err = r.blob.WriteRange(r.ctx, q, start, r.blob.Size-start, lease.Batch)
 			close(q.ch)
 		}()
 		r.stream = q

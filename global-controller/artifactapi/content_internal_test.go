@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"testing/iotest"
+
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 )
 
 // TestQueueReusesNoBufferInUse sends more chunks than the queue holds through it, each of other
@@ -13,10 +15,11 @@ import (
 // written: a buffer handed back to Write while its bytes were still queued or being read would
 // show as bytes of a later chunk.
 func TestQueueReusesNoBufferInUse(t *testing.T) {
-	q := newQueue()
+	const depth = 2 * artifacts.ReadBatch
+	q := newQueue(depth)
 	rng := rand.New(rand.NewChaCha8([32]byte{1}))
 	var want bytes.Buffer
-	chunks := make([][]byte, 3*queueChunks)
+	chunks := make([][]byte, 3*depth)
 	for i := range chunks {
 		chunks[i] = make([]byte, 1+rng.IntN(4096))
 		for j := range chunks[i] {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
@@ -46,6 +47,10 @@ type Server struct {
 	Store *artifacts.Store
 	Auth  Auth
 	Log   logr.Logger
+	// BodyReadTimeout is how long an upload's body may send nothing before the upload is cut
+	// (408; a session keeps what arrived); DefaultBodyReadTimeout when zero. It bounds each
+	// read, not the whole upload.
+	BodyReadTimeout time.Duration
 }
 
 // Handler returns the API's HTTP handler: /api/v1/openapi.yaml is public, everything else needs
@@ -143,6 +148,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		writeError(c, http.StatusConflict, restv1.Error{Message: err.Error()})
 	case errors.Is(err, artifacts.ErrNotFound):
 		writeError(c, http.StatusNotFound, restv1.Error{Message: err.Error()})
+	case c.Request.Context().Err() != nil && errors.Is(err, c.Request.Context().Err()):
+		// The client went away, or the server is stopping, while the request waited (for
+		// transfer memory, say): nobody reads the answer, nothing to log.
+		writeError(c, http.StatusServiceUnavailable, restv1.Error{Message: err.Error()})
 	default:
 		s.Log.Error(err, "artifact API", "method", c.Request.Method, "path", c.Request.URL.Path)
 		writeError(c, http.StatusInternalServerError, restv1.Error{Message: "internal error; see the global controller's log"})
@@ -204,7 +213,17 @@ func (s *Server) appendUpload(c *gin.Context) {
 		writeError(c, http.StatusBadRequest, restv1.Error{Message: fmt.Sprintf("header %s must be the non-negative byte offset the body starts at, got %q", restv1.HeaderUploadOffset, raw), Field: restv1.HeaderUploadOffset})
 		return
 	}
-	next, err := s.Store.Append(c.Request.Context(), c.Param("id"), offset, c.Request.Body)
+	body := s.idleBody(c)
+	defer body.done()
+	next, err := s.Store.Append(c.Request.Context(), c.Param("id"), offset, body)
+	var re *artifacts.ReadError
+	if errors.As(err, &re) {
+		status, msg := body.problem(c, re)
+		s.Log.V(1).Info("upload body broke off", "upload", re.Upload, "read", re.Read, "offset", re.Offset, "error", re.Err.Error())
+		c.Header(restv1.HeaderUploadOffset, strconv.FormatInt(re.Offset, 10))
+		writeError(c, status, restv1.Error{Message: fmt.Sprintf("%s; the upload keeps what arrived: send the rest with PATCH from offset %d (HEAD tells it)", msg, re.Offset), Field: "body", ExpectedOffset: &re.Offset})
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -270,10 +289,19 @@ func (s *Server) uploadArtifact(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	a, err := s.uploadWhole(c, up.ID)
+	body := s.idleBody(c)
+	defer body.done()
+	a, err := s.uploadWhole(c, up.ID, body)
 	if err != nil {
 		if abortErr := s.Store.Abort(context.WithoutCancel(ctx), up.ID); abortErr != nil && !errors.Is(abortErr, artifacts.ErrNotFound) {
 			s.Log.Error(abortErr, "abort failed single-request upload", "upload", up.ID)
+		}
+		var re *artifacts.ReadError
+		if errors.As(err, &re) {
+			status, msg := body.problem(c, re)
+			s.Log.V(1).Info("single-request upload body broke off", "upload", re.Upload, "read", re.Read, "error", re.Err.Error())
+			writeError(c, status, restv1.Error{Message: msg + "; nothing was stored: send the artifact again, or through an upload session (POST /api/v1/uploads), which resumes after a cut", Field: "body"})
+			return
 		}
 		s.fail(c, err)
 		return
@@ -282,8 +310,8 @@ func (s *Server) uploadArtifact(c *gin.Context) {
 	c.JSON(http.StatusCreated, a)
 }
 
-func (s *Server) uploadWhole(c *gin.Context, id string) (restv1.Artifact, error) {
-	if _, err := s.Store.Append(c.Request.Context(), id, 0, c.Request.Body); err != nil {
+func (s *Server) uploadWhole(c *gin.Context, id string, body io.Reader) (restv1.Artifact, error) {
+	if _, err := s.Store.Append(c.Request.Context(), id, 0, body); err != nil {
 		return restv1.Artifact{}, err
 	}
 	// A trailer is set once the body is read; Finish names the field when neither came.

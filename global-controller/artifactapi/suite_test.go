@@ -35,6 +35,7 @@ var (
 	global   *testenv.ControlPlane
 	server   *httptest.Server
 	store    *artifacts.Store
+	auth     *kubeauth.Reviewer
 	database *mongo.Database
 	// tokens of service accounts bound to edgefleet-fleet-admin, edgefleet-fleet-viewer, nothing.
 	adminToken, viewerToken, nobodyToken string
@@ -89,11 +90,8 @@ func run(m *testing.M) int {
 	if adminToken, viewerToken, nobodyToken, err = setUpUsers(ctx, cs); err != nil {
 		return fail(err)
 	}
-	api := &artifactapi.Server{
-		Store: store,
-		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
-		Log:   logr.Discard(),
-	}
+	auth = kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
+	api := &artifactapi.Server{Store: store, Auth: auth, Log: logr.Discard()}
 	server = httptest.NewServer(api.Handler())
 	defer server.Close()
 	return m.Run()

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
@@ -37,6 +39,12 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		}
 		log.Info("started embedded FerretDB", "dir", dir)
 	}
+	// The embedded database's size on disk, for the metrics and the janitor's compaction; an
+	// external MongoDB gives dropped collections' space back by itself.
+	var disk func() (int64, error)
+	if opts.MongoURI == "" {
+		disk = func() (int64, error) { return db.DiskBytes(opts.MongoDatabase) }
+	}
 	client, err := mongodb.Connect(ctx, db.URI)
 	if err != nil {
 		return nil, nil, errors.Join(err, db.Stop())
@@ -46,10 +54,16 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 			log.Error(err, "stop the artifact store's database")
 		}
 	}
-	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{UploadTTL: opts.UploadTTL, References: refs})
+	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{
+		UploadTTL: opts.UploadTTL, References: refs, Budget: artifacts.NewBudget(opts.APITransferMemory),
+	})
 	if err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("open artifact store: %w", err)
+	}
+	if err := artifacts.RegisterMetrics(metrics.Registry, store, disk); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("register artifact store metrics: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -60,6 +74,8 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		Store: store,
 		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
 		Log:   log,
+
+		BodyReadTimeout: opts.APIBodyReadTimeout,
 	}
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
@@ -73,6 +89,11 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 				log.Error(err, "expire upload sessions")
 			} else if n > 0 {
 				log.Info("expired upload sessions", "count", n)
+			}
+			if disk != nil {
+				if err := compactIfWasteful(ctx, store, disk, log); err != nil {
+					log.Error(err, "compact the embedded database")
+				}
 			}
 			select {
 			case <-ctx.Done():
@@ -92,4 +113,39 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		}
 	}
 	return store, stop, nil
+}
+
+// compactSlack is how much more than twice what the store holds the embedded database's files
+// may take before the janitor compacts it: FerretDB keeps documents as JSON with binary data
+// as base64 (4/3 of the bytes), and a compaction rewrites the whole file (see Store.Compact).
+const compactSlack = 64 << 20
+
+// compactIfWasteful compacts the embedded database when its files take more than twice the
+// bytes of the blobs and the upload sessions, plus compactSlack: the space of deleted artifacts
+// and expired uploads goes back to the file system.
+func compactIfWasteful(ctx context.Context, store *artifacts.Store, disk func() (int64, error), log logr.Logger) error {
+	onDisk, err := disk()
+	if err != nil {
+		return err
+	}
+	live, err := store.LiveBytes(ctx)
+	if err != nil {
+		return err
+	}
+	uploading, err := store.UploadingBytes(ctx)
+	if err != nil {
+		return err
+	}
+	if onDisk <= 2*(live+uploading)+compactSlack {
+		return nil
+	}
+	if err := store.Compact(ctx); err != nil {
+		return err
+	}
+	after, err := disk()
+	if err != nil {
+		return err
+	}
+	log.Info("compacted the embedded database", "before", onDisk, "after", after, "live", live, "uploading", uploading)
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
@@ -76,6 +78,11 @@ type Options struct {
 	APIAddr string
 	// APITLSCertFile and APITLSKeyFile make the API serve HTTPS; without them it serves HTTP.
 	APITLSCertFile, APITLSKeyFile string
+	// APIBodyReadTimeout is how long an upload body may send nothing before it is cut.
+	APIBodyReadTimeout time.Duration
+	// APITransferMemory is the memory budget, in bytes, of all uploads' and downloads' buffers
+	// together.
+	APITransferMemory int64
 	// MongoURI of the artifact store; empty starts an embedded FerretDB in DataDir.
 	MongoURI string
 	// MongoDatabase is the database of the artifact store.
@@ -124,6 +131,8 @@ func DefaultOptions() Options {
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
+		APIBodyReadTimeout:      artifactapi.DefaultBodyReadTimeout,
+		APITransferMemory:       artifacts.DefaultTransferMemory,
 		MongoDatabase:           "edgefleet",
 		DataDir:                 "/var/lib/edgefleet",
 		UploadTTL:               24 * time.Hour,
@@ -160,6 +169,15 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
+	fs.DurationVar(&o.APIBodyReadTimeout, "api-body-read-timeout", o.APIBodyReadTimeout, "How long an upload's body may send nothing before the upload is cut (408; an upload session keeps what arrived). It bounds each read, not the whole upload.")
+	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 128Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		o.APITransferMemory = q.Value()
+		return nil
+	})
 	fs.StringVar(&o.MongoURI, "mongo-uri", o.MongoURI, "MongoDB URI of the artifact store (empty: FerretDB embedded on SQLite in --data-dir).")
 	fs.StringVar(&o.MongoDatabase, "mongo-database", o.MongoDatabase, "MongoDB database of the artifact store.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
@@ -204,6 +222,10 @@ func (o *Options) Validate() error {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
 	case o.APIAddr != "0" && o.APITLSCertFile == "" && !loopback(o.APIAddr):
 		return fmt.Errorf("--api-bind-address %s is not a loopback address: give --api-tls-cert-file and --api-tls-key-file, bearer tokens must not cross a network in clear", o.APIAddr)
+	case o.APIBodyReadTimeout <= 0:
+		return fmt.Errorf("--api-body-read-timeout must be positive, got %s", o.APIBodyReadTimeout)
+	case o.APITransferMemory < artifacts.MinTransferMemory:
+		return fmt.Errorf("--api-transfer-memory must be at least %s, got %d bytes", resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI), o.APITransferMemory)
 	case o.MongoURI == "" && o.DataDir == "":
 		return errors.New("--data-dir is needed for the embedded FerretDB when no --mongo-uri is given")
 	case o.UploadTTL <= 0:

@@ -27,6 +27,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"certificate without key", func(o *Options) { o.APITLSCertFile = "/tls/tls.crt" }, "--api-tls-key-file"},
 		{"no data dir for embedded FerretDB", func(o *Options) { o.DataDir = "" }, "--data-dir"},
 		{"zero upload TTL", func(o *Options) { o.UploadTTL = 0 }, "--upload-ttl"},
+		{"zero body read timeout", func(o *Options) { o.APIBodyReadTimeout = 0 }, "--api-body-read-timeout"},
+		{"transfer memory below the minimum", func(o *Options) { o.APITransferMemory = 1 << 20 }, "--api-transfer-memory"},
 		{"no campaign workers", func(o *Options) { o.CampaignConcurrency = 0 }, "--campaign-concurrency"},
 		{"no dispatch workers", func(o *Options) { o.CampaignDispatchConcurrency = 0 }, "--campaign-dispatch-concurrency"},
 		{"zero resync", func(o *Options) { o.CampaignResync = 0 }, "--campaign-resync-interval"},

@@ -12,8 +12,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// ReadBatch is how many chunks a reader asks the database for at a time: 8 MiB, far below
-// mongo-driver's 48 MB message limit.
+// ReadBatch is how many chunks a reader asks the database for at a time at most: 8 MiB, far
+// below mongo-driver's 48 MB message limit; fewer when the transfer memory budget is short
+// (see Budget.LeaseDownload).
 const ReadBatch = 64
 
 // Blob is stored content.
@@ -37,8 +38,10 @@ func (s *Store) OpenBlob(ctx context.Context, digest string) (*Blob, error) {
 }
 
 // WriteRange writes length bytes from offset start to w, reading only the blob's own chunks
-// in batches, so memory stays flat whatever the size. w must not keep the slices it is given.
-func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64) error {
+// in batches of batch chunks (at most ReadBatch; see Budget.LeaseDownload), so memory stays
+// flat whatever the size. w must not keep the slices it is given.
+func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64, batch int) error {
+	batch = min(max(batch, 1), ReadBatch)
 	if start < 0 || length < 0 || start+length > b.Size {
 		return fmt.Errorf("range %d+%d is outside blob sha256:%s of %d bytes", start, length, b.SHA256, b.Size)
 	}
@@ -69,7 +72,7 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 	// memory first. The chunks before the range are read and skipped (FerretDB cannot skip
 	// them without decoding them either).
 	inOrder := true
-	err := b.scan(ctx, func(n int64, data []byte) (bool, error) {
+	err := b.scan(ctx, batch, func(n int64, data []byte) (bool, error) {
 		switch {
 		case n < want:
 			return true, nil
@@ -88,8 +91,8 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 	// Out of order (never written so by this store): a window of chunks per pass.
 	for !inOrder && want <= last {
 		window := map[int64][]byte{}
-		end := min(want+ReadBatch, last+1)
-		if err := b.scan(ctx, func(n int64, data []byte) (bool, error) {
+		end := min(want+int64(batch), last+1)
+		if err := b.scan(ctx, batch, func(n int64, data []byte) (bool, error) {
 			if n >= want && n < end && window[n] == nil {
 				window[n] = bytes.Clone(data)
 			}
@@ -112,10 +115,10 @@ func (b *Blob) WriteRange(ctx context.Context, w io.Writer, start, length int64)
 	return nil
 }
 
-// scan reads the blob's chunks in stored order and calls fn with each chunk's number and
+// scan reads the blob's chunks in stored order, batch at a time, and calls fn with each chunk's number and
 // data (valid only during the call) until fn returns false or an error.
-func (b *Blob) scan(ctx context.Context, fn func(n int64, data []byte) (bool, error)) error {
-	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(ReadBatch))
+func (b *Blob) scan(ctx context.Context, batch int, fn func(n int64, data []byte) (bool, error)) error {
+	cur, err := b.s.chunksOf(b.fileID).Find(ctx, bson.D{}, options.Find().SetBatchSize(int32(batch)))
 	if err != nil {
 		return fmt.Errorf("read blob sha256:%s: %w", b.SHA256, err)
 	}

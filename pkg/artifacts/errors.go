@@ -48,3 +48,23 @@ type ReferencedError struct{ By []string }
 func (e *ReferencedError) Error() string {
 	return "artifact is still referenced by " + strings.Join(e.By, ", ")
 }
+
+// ReadError is returned by Append when its reader failed before its end (a client that went
+// away, a body shorter than announced, a read timeout): the bytes that arrived are saved, and
+// the upload resumes at Offset.
+type ReadError struct {
+	// Upload is the session's id.
+	Upload string
+	// Read is how many bytes were read before the failure.
+	Read int64
+	// Offset is the session's offset now: where the upload resumes.
+	Offset int64
+	// Err is the reader's error.
+	Err error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("read the body of upload %s: %v after %d bytes (saved up to offset %d)", e.Upload, e.Err, e.Read, e.Offset)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }

@@ -216,7 +216,7 @@ func TestChunksOutOfOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := b.WriteRange(t.Context(), &out, 0, b.Size); err == nil || !strings.Contains(err.Error(), "chunk 3 missing") {
+	if err := b.WriteRange(t.Context(), &out, 0, b.Size, artifacts.ReadBatch); err == nil || !strings.Contains(err.Error(), "chunk 3 missing") {
 		t.Fatalf("read with a chunk missing: %v", err)
 	}
 }

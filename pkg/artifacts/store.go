@@ -39,6 +39,8 @@ type Options struct {
 	LockTTL time.Duration
 	// References is asked before an artifact is deleted; nothing references anything when nil.
 	References References
+	// Budget bounds the memory of transfers; DefaultTransferMemory when nil.
+	Budget *Budget
 }
 
 // Store is the artifact store.
@@ -50,6 +52,7 @@ type Store struct {
 	uploadTTL time.Duration
 	lockTTL   time.Duration
 	refs      References
+	budget    *Budget
 }
 
 // Open opens the store in db, creating indexes and migrating the schema.
@@ -64,6 +67,10 @@ func Open(ctx context.Context, db *mongo.Database, opts Options) (*Store, error)
 		uploadTTL: opts.UploadTTL,
 		lockTTL:   opts.LockTTL,
 		refs:      opts.References,
+		budget:    opts.Budget,
+	}
+	if s.budget == nil {
+		s.budget = NewBudget(DefaultTransferMemory)
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -221,6 +228,10 @@ func newID() string {
 func identity(s restv1.ArtifactSpec) bson.D {
 	return bson.D{{Key: "kind", Value: string(s.Kind)}, {Key: "name", Value: s.Name}, {Key: "version", Value: s.Version}, {Key: "architecture", Value: s.Architecture}}
 }
+
+// Budget is the transfer memory budget: uploads take their leases in Append, downloads take
+// theirs with Budget.LeaseDownload for WriteRange's batch and their own read-ahead.
+func (s *Store) Budget() *Budget { return s.budget }
 
 // Get returns the artifact with this id.
 func (s *Store) Get(ctx context.Context, id string) (restv1.Artifact, error) {

@@ -26,8 +26,11 @@ import (
 )
 
 // client talks to one embedded FerretDB (the real MongoDB wire protocol) for the whole package;
-// every test gets a database of its own.
-var client *mongo.Client
+// every test gets a database of its own (a SQLite file of its own).
+var (
+	client   *mongo.Client
+	embedded *mongodb.Server
+)
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -38,17 +41,17 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	srv, err := mongodb.StartEmbedded(filepath.Join(dir, "db"), nil)
+	embedded, err = mongodb.StartEmbedded(filepath.Join(dir, "db"), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() {
-		if err := srv.Stop(); err != nil {
+		if err := embedded.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stop FerretDB:", err)
 		}
 	}()
-	client, err = mongodb.Connect(context.Background(), srv.URI)
+	client, err = mongodb.Connect(context.Background(), embedded.URI)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -84,7 +87,7 @@ func read(t *testing.T, s *artifacts.Store, digest string, start, length int64) 
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := b.WriteRange(t.Context(), &out, start, length); err != nil {
+	if err := b.WriteRange(t.Context(), &out, start, length, artifacts.ReadBatch); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()

@@ -16,7 +16,8 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
 
-// flushChunks is how many chunks an append buffers before it writes them and saves its progress.
+// flushChunks is how many chunks an append buffers at most before it writes them and saves its
+// progress; fewer when the transfer memory budget is short (see Budget).
 const flushChunks = 32
 
 // CreateUpload starts an upload session for an artifact. It fails early with *ConflictError when
@@ -151,11 +152,17 @@ func (s *Store) unlock(ctx context.Context, id, token string, clean bool) error 
 
 // Append writes the bytes of r at offset and returns the session's new offset. Progress is
 // saved every few MiB, so when r fails half way (a client gone) the bytes received so far are
-// kept and the upload resumes from the returned offset. A chunk at another offset than the
+// kept, Append returns *ReadError and the upload resumes from the returned offset. It first
+// waits for its lease of the transfer memory budget, as long as ctx lasts. A chunk at another offset than the
 // session's fails with *OffsetError and changes nothing. Append does not stop when ctx is
 // cancelled (an HTTP request's context is, as soon as the client goes): it runs until r ends or
 // fails, so that what arrived is saved.
 func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader) (_ int64, reterr error) {
+	lease, err := s.budget.leaseUpload(ctx, "upload "+id)
+	if err != nil {
+		return 0, err
+	}
+	defer lease.Release()
 	ctx = context.WithoutCancel(ctx)
 	d, token, err := s.lock(ctx, id, offset)
 	if err != nil {
@@ -168,13 +175,15 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.HashState); err != nil {
 		return offset, fmt.Errorf("restore sha256 state of upload %s: %w", id, err)
 	}
-	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset}
+	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset, flush: lease.Batch}
 	if err := w.start(d); err != nil {
 		return offset, err
 	}
 	buf := make([]byte, 32<<10)
+	var read int64
 	for {
 		n, readErr := r.Read(buf)
+		read += int64(n)
 		if n > 0 {
 			if d.Size != nil && w.received()+int64(n) > *d.Size {
 				return w.saved, &ValidationError{"body", fmt.Sprintf("the upload declared a size of %d bytes and received more", *d.Size)}
@@ -189,9 +198,9 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 		if readErr != nil {
 			// Keep what arrived: the client resumes from there.
 			if err := w.save(ctx, true); err != nil {
-				return w.saved, errors.Join(readErr, err)
+				return w.saved, errors.Join(fmt.Errorf("read the body of upload %s: %w", id, readErr), err)
 			}
-			return w.saved, fmt.Errorf("read chunk of upload %s: %w", id, readErr)
+			return w.saved, &ReadError{Upload: id, Read: read, Offset: w.saved, Err: readErr}
 		}
 	}
 	if err := w.save(ctx, true); err != nil {
@@ -214,7 +223,9 @@ type chunkWriter struct {
 	base    int32
 	tail    []byte
 	pending []any
-	chunks  *mongo.Collection
+	// flush is how many chunks pending holds before they are written.
+	flush  int
+	chunks *mongo.Collection
 	// unrecorded: chunks past saved may be written.
 	unrecorded bool
 }
@@ -244,7 +255,7 @@ func (w *chunkWriter) write(ctx context.Context, p []byte) error {
 			w.pending = append(w.pending, chunkDoc{ID: w.base, FilesID: w.id, N: w.base, Data: w.tail})
 			w.base++
 			w.tail = make([]byte, 0, ChunkSize)
-			if len(w.pending) == flushChunks {
+			if len(w.pending) == w.flush {
 				if err := w.save(ctx, false); err != nil {
 					return err
 				}

@@ -20,6 +20,41 @@ type Server struct {
 	// URI to connect to.
 	URI  string
 	stop func() error
+	// dir holds an embedded server's files; empty for an external server.
+	dir string
+}
+
+// walLimit is the size to which SQLite cuts a database's write-ahead log when it starts it
+// over after a checkpoint: without a limit the log keeps the size of the largest transaction
+// since it was opened (a VACUUM writes the whole database into it). SQLite checkpoints every
+// 1,000 pages (4 MiB), so in steady state the log is about that size anyway.
+const walLimit = 4 << 20
+
+// pageCacheKiB is each SQLite connection's page cache. FerretDB opens a connection per query in
+// flight (up to 100; each download holds one for its cursor), and SQLite's default of 2,000 KiB
+// each took about 100 MiB outside the Go heap with 50 downloads; blobs are read once, in order,
+// so a large cache buys them nothing.
+const pageCacheKiB = 256
+
+// DiskBytes is the size on disk of an embedded server's database: its SQLite file, write-ahead
+// log and shared-memory index (FerretDB keeps each database in a file of its own). It fails
+// for an external server.
+func (s *Server) DiskBytes(database string) (int64, error) {
+	if s.dir == "" {
+		return 0, fmt.Errorf("size of database %s: not an embedded server", database)
+	}
+	var n int64
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		fi, err := os.Stat(filepath.Join(s.dir, database+".sqlite"+suffix))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return 0, fmt.Errorf("size of database %s: %w", database, err)
+		default:
+			n += fi.Size()
+		}
+	}
+	return n, nil
 }
 
 // Stop stops an embedded server and waits for it; it does nothing for an external one.
@@ -56,7 +91,7 @@ func StartEmbedded(dir string, logger *slog.Logger) (*Server, error) {
 		Listener:  ferretdb.ListenerConfig{Unix: socket},
 		Logger:    logger,
 		Handler:   "sqlite",
-		SQLiteURL: (&url.URL{Scheme: "file", Path: dir + "/"}).String(),
+		SQLiteURL: (&url.URL{Scheme: "file", Path: dir + "/", RawQuery: url.Values{"_pragma": {fmt.Sprintf("journal_size_limit(%d)", walLimit), fmt.Sprintf("cache_size(-%d)", pageCacheKiB)}}.Encode()}).String(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start embedded FerretDB in %s: %w", dir, err)
@@ -79,6 +114,7 @@ func StartEmbedded(dir string, logger *slog.Logger) (*Server, error) {
 	}
 	return &Server{
 		URI: "mongodb://" + url.PathEscape(socket) + "/",
+		dir: dir,
 		stop: func() error {
 			cancel()
 			return <-done

@@ -18,6 +18,13 @@
 // transfer. Sizes run smallest first in one controller, and each content is deleted after its
 // run.
 //
+// Then, for each of -concurrent-sizes (100 MiB) and -concurrency (1, 10, 50), it uploads the
+// same content that many times at once through the REST API (each upload its own artifact),
+// downloads it that many times at once, and prints the controller's peak RSS and the throughput
+// of all transfers together per phase: memory must stay bounded in the number of concurrent
+// transfers (the controller's --api-transfer-memory budget; -controller-flags passes others).
+// -ratio=false skips the REST API vs raw GridFS runs.
+//
 // A transfer still running after -timeout is stopped and recorded as the average throughput up
 // to there (marked ≤ in the table); a download whose upload was stopped is skipped (—). Progress
 // is logged to stderr every 30 s, the result table (Markdown) goes to stdout.

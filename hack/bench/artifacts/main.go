@@ -31,22 +31,33 @@ import (
 
 func main() {
 	var (
-		sizes   sizeList = []int64{256 << 20, 2 << 30}
-		runs             = flag.Int("runs", 1, "Transfers per size and path; the table shows the medians.")
-		seed             = flag.Uint64("seed", 1, "Seed of the generated content.")
-		timeout          = flag.Duration("timeout", 30*time.Minute, "Stop a transfer that takes longer and record how far it got.")
-		dir              = flag.String("dir", "", "Directory of the kubeconfigs, the controller's log and its database (a temporary one, removed at the end, when empty).")
+		sizes           sizeList = []int64{256 << 20, 2 << 30}
+		concurrentSizes sizeList = []int64{100 << 20}
+		concurrency              = intList{1, 10, 50}
+		cfg             config
 	)
-	flag.Var(&sizes, "sizes", "Comma-separated content sizes (e.g. 256MiB,2GiB), run smallest first.")
+	flag.IntVar(&cfg.runs, "runs", 1, "Transfers per size and path; the table shows the medians.")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "Seed of the generated content.")
+	flag.DurationVar(&cfg.timeout, "timeout", 30*time.Minute, "Stop a transfer (or a group of concurrent ones) that takes longer and record how far it got.")
+	flag.StringVar(&cfg.dir, "dir", "", "Directory of the kubeconfigs, the controller's log and its database (a temporary one, removed at the end, when empty).")
+	flag.BoolVar(&cfg.ratio, "ratio", true, "Measure REST API vs raw GridFS, one transfer at a time.")
+	flag.Func("controller-flags", "Extra flags of the global controller, space-separated (e.g. --api-transfer-memory=64Mi).", func(v string) error {
+		cfg.controllerArgs = strings.Fields(v)
+		return nil
+	})
+	flag.Var(&sizes, "sizes", "Comma-separated content sizes of the REST API vs raw GridFS runs (e.g. 256MiB,2GiB), run smallest first.")
+	flag.Var(&concurrentSizes, "concurrent-sizes", "Comma-separated content sizes of the concurrent runs (each transfer moves this much).")
+	flag.Var(&concurrency, "concurrency", "Comma-separated numbers of concurrent transfers through the REST API whose controller peak RSS is measured, for each of -concurrent-sizes (empty: none).")
 	flag.Parse()
-	if *runs < 1 || len(sizes) == 0 || *timeout <= 0 {
-		fmt.Fprintln(os.Stderr, "artifacts: need -runs >= 1, a positive -timeout and at least one size")
+	cfg.sizes, cfg.concurrentSizes, cfg.concurrency = sizes, concurrentSizes, concurrency
+	if cfg.runs < 1 || cfg.timeout <= 0 || (cfg.ratio && len(sizes) == 0) || (len(concurrency) > 0 && len(concurrentSizes) == 0) || (!cfg.ratio && len(concurrency) == 0) {
+		fmt.Fprintln(os.Stderr, "artifacts: need -runs >= 1, a positive -timeout, -ratio with some -sizes or some -concurrency with some -concurrent-sizes")
 		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, sizes, *runs, *seed, *timeout, *dir); err != nil {
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "artifacts:", err)
 		os.Exit(1)
 	}
@@ -68,10 +79,24 @@ type result struct {
 	restUp, rawUp, restDown, rawDown []measurement
 }
 
-func run(ctx context.Context, sizes []int64, runs int, seed uint64, timeout time.Duration, dir string) (err error) {
-	slices.Sort(sizes)
-	logf("starting a global control plane and bin/global-controller (embedded FerretDB)")
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir})
+// config is what the flags ask for.
+type config struct {
+	sizes           []int64
+	concurrentSizes []int64
+	concurrency     []int
+	runs            int
+	seed            uint64
+	timeout         time.Duration
+	dir             string
+	ratio           bool
+	controllerArgs  []string
+}
+
+func run(ctx context.Context, cfg config) (err error) {
+	slices.Sort(cfg.sizes)
+	slices.Sort(cfg.concurrentSizes)
+	logf("starting a global control plane and bin/global-controller (embedded FerretDB) %s", strings.Join(cfg.controllerArgs, " "))
+	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: cfg.dir, ControllerArgs: cfg.controllerArgs})
 	if err != nil {
 		return err
 	}
@@ -98,16 +123,34 @@ func run(ctx context.Context, sizes []int64, runs int, seed uint64, timeout time
 	defer func() { err = errors.Join(err, raw.close()) }()
 
 	var results []result
-	for _, size := range sizes {
+	for _, size := range cfg.sizes {
+		if !cfg.ratio {
+			break
+		}
 		res := result{size: size}
-		for r := range runs {
-			if err := runOnce(ctx, ctl, rest, raw, &res, seed+uint64(r), r, timeout); err != nil {
+		for r := range cfg.runs {
+			if err := runOnce(ctx, ctl, rest, raw, &res, cfg.seed+uint64(r), r, cfg.timeout); err != nil {
 				return err
 			}
 		}
 		results = append(results, res)
 	}
-	printTable(os.Stdout, results, runs, idleRSS)
+	var concurrent []concurrentResult
+	for _, size := range cfg.concurrentSizes {
+		for _, n := range cfg.concurrency {
+			res, err := runConcurrent(ctx, ctl, rest, size, n, cfg.seed, cfg.timeout)
+			if err != nil {
+				return err
+			}
+			concurrent = append(concurrent, res)
+		}
+	}
+	if cfg.ratio {
+		printTable(os.Stdout, results, cfg.runs, idleRSS)
+	}
+	if len(concurrent) > 0 {
+		printConcurrentTable(os.Stdout, concurrent)
+	}
 	return nil
 }
 

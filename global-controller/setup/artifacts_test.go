@@ -1,0 +1,81 @@
+package setup
+
+import (
+	"bytes"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/go-logr/logr"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
+	"github.com/edgefleet/edgefleet/pkg/mongodb"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// TestJanitorCompactsWastefulDatabase runs the janitor's compaction step on a real embedded
+// FerretDB: with little deleted it leaves the database alone, after deleting more than
+// compactSlack it compacts it down to near what is left.
+func TestJanitorCompactsWastefulDatabase(t *testing.T) {
+	srv, err := mongodb.StartEmbedded(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop() })
+	client, err := mongodb.Connect(t.Context(), srv.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(t.Context()) })
+	store, err := artifacts.Open(t.Context(), client.Database("edgefleet"), artifacts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := func() (int64, error) { return srv.DiskBytes("edgefleet") }
+	const size = 8 << 20
+	var ids []string
+	for i := range 10 {
+		data, digest := testenv.RandomContent(size, uint64(200+i))
+		up, err := store.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}, SHA256: digest}, "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		a, err := store.Finish(t.Context(), up.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	step := func(deleted int) int64 {
+		t.Helper()
+		for _, id := range ids[:deleted] {
+			if err := store.Delete(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ids = ids[deleted:]
+		if err := compactIfWasteful(t.Context(), store, disk, logr.Discard()); err != nil {
+			t.Fatal(err)
+		}
+		n, err := disk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	full, err := disk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := step(1); n < full {
+		t.Errorf("after deleting 8 of 80 MiB the database shrank from %d to %d MiB: compacted for little", full>>20, n>>20)
+	}
+	live := int64(size)
+	if n := step(len(ids) - 1); n > live*3/2+5<<20 {
+		t.Errorf("after deleting all but %d MiB the database takes %d MiB on disk (%d MiB full)", live>>20, n>>20, full>>20)
+	}
+}

@@ -1,0 +1,64 @@
+package artifacts
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// LiveBytes is the sum of the stored blobs' lengths: what the store holds for its artifacts.
+func (s *Store) LiveBytes(ctx context.Context) (int64, error) {
+	return sumOf(ctx, s.files, "length")
+}
+
+// UploadingBytes is the sum of the upload sessions' offsets: what the store holds for uploads
+// not finished yet.
+func (s *Store) UploadingBytes(ctx context.Context) (int64, error) {
+	return sumOf(ctx, s.uploads, "offset")
+}
+
+// sumOf sums an integer field over a collection's documents.
+func sumOf(ctx context.Context, c *mongo.Collection, field string) (int64, error) {
+	cur, err := c.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: field, Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("sum %s over %s: %w", field, c.Name(), err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
+	var n int64
+	for cur.Next(ctx) {
+		v, ok := cur.Current.Lookup(field).AsInt64OK()
+		if !ok {
+			return 0, fmt.Errorf("sum %s over %s: document %s has no integer %s", field, c.Name(), cur.Current.Lookup("_id"), field)
+		}
+		n += v
+	}
+	if err := cur.Err(); err != nil {
+		return 0, fmt.Errorf("sum %s over %s: %w", field, c.Name(), err)
+	}
+	return n, nil
+}
+
+// Compact gives the space of deleted blobs and upload sessions back to the file system. It is
+// meant for the embedded FerretDB on SQLite, which keeps the pages of dropped collections in
+// its database file (it runs with auto_vacuum off): its compact command with force runs VACUUM,
+// which rewrites the database's file with only the live pages. VACUUM takes as much free disk
+// space as the live data while it runs and holds writes meanwhile. (MongoDB gives a dropped
+// collection's files back by itself; its compact works on one collection.)
+func (s *Store) Compact(ctx context.Context) error {
+	cmd := bson.D{{Key: "compact", Value: s.artifacts.Name()}, {Key: "force", Value: true}}
+	if err := s.db.RunCommand(ctx, cmd).Err(); err != nil {
+		return fmt.Errorf("compact database %s: %w", s.db.Name(), err)
+	}
+	// Recorded with a write of its own: once the VACUUM is checkpointed, SQLite starts its
+	// write-ahead log (which the VACUUM filled with the whole database) over at the next write,
+	// and cuts it to its journal_size_limit.
+	_, err := s.meta.UpdateOne(ctx, bson.D{{Key: "_id", Value: "compaction"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "at", Value: s.clock.Now()}}}}, options.UpdateOne().SetUpsert(true))
+	if err != nil {
+		return fmt.Errorf("record compaction of database %s: %w", s.db.Name(), err)
+	}
+	return nil
+}
