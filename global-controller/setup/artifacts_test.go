@@ -1,7 +1,6 @@
 package setup
 
 import (
-	"bytes"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -36,19 +35,9 @@ func TestJanitorCompactsWastefulDatabase(t *testing.T) {
 	const size = 8 << 20
 	var ids []string
 	for i := range 10 {
-		data, digest := testenv.RandomContent(size, uint64(200+i))
-		up, err := store.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}, SHA256: digest}, "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		a, err := store.Finish(t.Context(), up.ID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, a.ID)
+		data, _ := testenv.RandomContent(size, uint64(200+i))
+		spec := restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}
+		ids = append(ids, testenv.PutArtifact(t, store, spec, data).ID)
 	}
 	step := func(deleted int) int64 {
 		t.Helper()

@@ -20,29 +20,7 @@ import (
 // upload stores data as an artifact and returns its id.
 func upload(t *testing.T, s *artifacts.Store, name string, data []byte) string {
 	t.Helper()
-	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec(name, "1")}, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	a, err := s.Finish(t.Context(), up.ID, bytesToHex(sum[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a.ID
-}
-
-func bytesToHex(b []byte) string {
-	const digits = "0123456789abcdef"
-	var sb strings.Builder
-	for _, c := range b {
-		sb.WriteByte(digits[c>>4])
-		sb.WriteByte(digits[c&15])
-	}
-	return sb.String()
+	return testenv.PutArtifact(t, s, spec(name, "1"), data).ID
 }
 
 // insert writes documents as they are.

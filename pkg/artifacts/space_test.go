@@ -28,19 +28,8 @@ func TestCompactGivesDeletedSpaceBack(t *testing.T) {
 	const size, kept = 8 << 20, 1
 	var ids []string
 	for i := range 5 {
-		data, digest := testenv.RandomContent(size, uint64(100+i))
-		up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("compact", strconv.Itoa(i)), SHA256: digest}, "alice")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
-			t.Fatal(err)
-		}
-		a, err := s.Finish(t.Context(), up.ID, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, a.ID)
+		data, _ := testenv.RandomContent(size, uint64(100+i))
+		ids = append(ids, testenv.PutArtifact(t, s, spec("compact", strconv.Itoa(i)), data).ID)
 	}
 	full := disk()
 	for _, id := range ids[kept:] {

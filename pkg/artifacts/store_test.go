@@ -292,17 +292,7 @@ func TestSameBytesStoredOnce(t *testing.T) {
 func TestConflictAndValidation(t *testing.T) {
 	s := open(t, newDB(t), artifacts.Options{})
 	data, digest := testenv.RandomContent(10, 6)
-	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("dup", "1"), SHA256: digest}, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.Finish(t.Context(), up.ID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := testenv.PutArtifact(t, s, spec("dup", "1"), data)
 	var ce *artifacts.ConflictError
 	if _, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("dup", "1")}, "x"); !errors.As(err, &ce) || ce.ID != a.ID {
 		t.Errorf("second upload of the same artifact: %v, want ConflictError naming %s", err, a.ID)
@@ -327,7 +317,7 @@ func TestConflictAndValidation(t *testing.T) {
 		}
 	}
 	// More bytes than declared are refused.
-	up, err = s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("sized", "1"), Size: &size}, "x")
+	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("sized", "1"), Size: &size}, "x")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 )
 
 // Run is the body of a TestMain that needs one control plane for the whole package: it starts
@@ -85,4 +89,24 @@ func RandomContent(n int, seed uint64) ([]byte, string) {
 	}
 	sum := sha256.Sum256(b)
 	return b, hex.EncodeToString(sum[:])
+}
+
+// PutArtifact stores data in s as the artifact spec describes (through an upload session, as
+// the API does: create with the sha256, append, finish) and returns it; it fails the test on
+// any error.
+func PutArtifact(t testing.TB, s *artifacts.Store, spec restv1.ArtifactSpec, data []byte) restv1.Artifact {
+	t.Helper()
+	sum := sha256.Sum256(data)
+	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec, SHA256: hex.EncodeToString(sum[:])}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Finish(t.Context(), up.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
