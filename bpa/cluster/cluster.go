@@ -3,39 +3,35 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
-	"path"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 )
 
-// Paths on the hosts.
+// Defaults of a Spec's zero fields.
 const (
-	// KubernetesDir holds the cluster PKI (pki/) and kubeconfigs, kubeadm's layout.
-	KubernetesDir = "/etc/kubernetes"
-	// NodeAgentKubeconfig is the node agent's kubeconfig.
-	NodeAgentKubeconfig = KubernetesDir + "/node-agent.conf"
 	// APIPort is the kube-apiserver's secure port.
 	APIPort = 6443
+	// DefaultPodCIDR is the cluster's pod CIDR when the spec names none.
+	DefaultPodCIDR = "10.244.0.0/16"
+	// DNSDomain is the cluster's DNS domain.
+	DNSDomain = "cluster.local"
 )
 
-// Names of the packages of a cluster.
-const (
-	Etcd      = "etcd"
-	APIServer = "kube-apiserver"
-	NodeAgent = "node-agent"
-)
+// maxParallel bounds the hosts a phase works on at once.
+const maxParallel = 32
 
 // Host is one host of the cluster.
 type Host struct {
@@ -45,30 +41,31 @@ type Host struct {
 	IP netip.Addr
 	// SSH is how the BPA reaches the host.
 	SSH sshexec.Target
-	// ControlPlane hosts run etcd and kube-apiserver.
+	// ControlPlane hosts run the packages for control-plane hosts.
 	ControlPlane bool
 	// ProviderID is the Node's spec.providerID (the Machine's).
 	ProviderID string
-}
-
-// Packages are the packages a cluster is made of.
-type Packages struct {
-	Etcd, APIServer, NodeAgent install.Package
 }
 
 // Spec is the cluster to bring up.
 type Spec struct {
 	// Name of the cluster: a DNS-1123 subdomain; its secrets are named after it.
 	Name string
-	// KubernetesVersion the nodes report (v1.36.3).
+	// KubernetesVersion the nodes run (v1.36.3).
 	KubernetesVersion string
 	// ServiceCIDR of the cluster; pki.DefaultServiceCIDR when empty.
 	ServiceCIDR string
+	// PodCIDR of the cluster, IPv4, at most a /18 so that every host gets a part of it
+	// (see NodePodCIDR); DefaultPodCIDR when empty.
+	PodCIDR string
 	// APIEndpoint is the address nodes and kubeconfigs use for the API server; the first
 	// control-plane host's IP when empty.
 	APIEndpoint string
-	Hosts       []Host
-	Packages    Packages
+	// Hosts, control plane first.
+	Hosts []Host
+	// Packages are what the cluster runs: any packages, each installed as its manifest says
+	// (docs/packages.md).
+	Packages []install.Package
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -80,18 +77,26 @@ func AdminKubeconfigSecret(name string) string { return name + "-admin-kubeconfi
 
 // BringUp brings up clusters.
 type BringUp struct {
-	installer *install.Installer
+	installer Installer
 	secrets   secrets.Store
 }
 
-// New returns a BringUp running its steps through r and keeping secrets in s.
-func New(r install.Runner, s secrets.Store) *BringUp {
-	return &BringUp{installer: install.New(r), secrets: s}
+// Installer is what BringUp does on hosts: install.Installer over SSH, or a fake in tests.
+type Installer interface {
+	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
+	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
+	Healthy(ctx context.Context, target sshexec.Target, name string) error
+	WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error)
+}
+
+// New returns a BringUp working on hosts through i and keeping secrets in s.
+func New(i Installer, s secrets.Store) *BringUp {
+	return &BringUp{installer: i, secrets: s}
 }
 
 // Result is what a run did, per phase and host.
 type Result struct {
-	// Reports of the package installs, in phase order.
+	// Reports of the package installs, in install order.
 	Reports []install.Report
 	// Files is how many files were written (not found in place already).
 	Files int
@@ -110,73 +115,71 @@ func (r *Result) Ran() []string {
 
 // Run brings the cluster of spec up; see the package documentation.
 func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
-	if err := spec.validate(); err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	spec, bundle, err := b.prepare(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
-	spec = spec.withDefaults()
-	bundle, err := pki.Ensure(ctx, b.secrets, PKISecret(spec.Name), spec.PKISpec())
+	levels, err := Levels(spec.Packages)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
-	res := &Result{}
-	cp := spec.controlPlane()
-	if err := b.phase(ctx, res, cp, spec.Packages.Etcd, func(h Host) (map[string]file, error) {
-		return b.etcdFiles(spec, bundle, h)
-	}); err != nil {
-		return res, fmt.Errorf("cluster %s: etcd: %w", spec.Name, err)
-	}
-	if err := b.phase(ctx, res, cp, spec.Packages.APIServer, func(h Host) (map[string]file, error) {
-		return b.apiServerFiles(spec, bundle, h)
-	}); err != nil {
-		return res, fmt.Errorf("cluster %s: kube-apiserver: %w", spec.Name, err)
-	}
 	if err := b.saveAdminKubeconfig(ctx, spec, bundle); err != nil {
-		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
-	if err := b.phase(ctx, res, spec.Hosts, spec.Packages.NodeAgent, func(h Host) (map[string]file, error) {
-		return b.nodeAgentFiles(spec, bundle, h)
-	}); err != nil {
-		return res, fmt.Errorf("cluster %s: node agent: %w", spec.Name, err)
+	res := &Result{}
+	for _, level := range levels {
+		if err := b.installLevel(ctx, res, spec, bundle, level); err != nil {
+			return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		}
 	}
 	return res, nil
 }
 
-// file is a file for a host.
-type file struct {
-	data []byte
-	mode uint32
+// prepare checks spec, applies its defaults and ensures its PKI.
+func (b *BringUp) prepare(ctx context.Context, spec Spec) (Spec, *pki.Bundle, error) {
+	spec = spec.withDefaults()
+	if err := spec.validate(); err != nil {
+		return spec, nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	bundle, err := pki.Ensure(ctx, b.secrets, PKISecret(spec.Name), spec.PKISpec())
+	if err != nil {
+		return spec, nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
+	return spec, bundle, nil
 }
 
-// phase writes each host's files and installs pkg on it, all hosts at once, and waits for all.
-func (b *BringUp) phase(ctx context.Context, res *Result, hosts []Host, pkg install.Package, files func(Host) (map[string]file, error)) error {
+// installLevel installs the packages of one level on their hosts, all at once (at most
+// maxParallel), and waits for all.
+func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle, level []install.Package) error {
+	type job struct {
+		host Host
+		pkg  install.Package
+	}
+	var jobs []job
+	for _, pkg := range level {
+		for _, h := range spec.Hosts {
+			if pkg.Manifest.Hosts.Selects(h.ControlPlane) {
+				jobs = append(jobs, job{h, pkg})
+			}
+		}
+	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(hosts))
-	reps := make([]*install.Report, len(hosts))
-	written := make([]int, len(hosts))
-	for i, h := range hosts {
+	sem := make(chan struct{}, maxParallel)
+	errs := make([]error, len(jobs))
+	reps := make([]*install.Report, len(jobs))
+	written := make([]int, len(jobs))
+	for i, j := range jobs {
 		wg.Go(func() {
-			fs, err := files(h)
-			if err != nil {
-				errs[i] = fmt.Errorf("host %s: %w", h.Name, err)
-				return
-			}
-			for _, p := range slices.Sorted(maps.Keys(fs)) {
-				r, err := b.installer.WriteFile(ctx, h.SSH, p, fs[p].data, fs[p].mode)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				if !r.Skipped {
-					written[i]++
-				}
-			}
-			rep, err := b.installer.Install(ctx, h.SSH, pkg)
-			reps[i], errs[i] = &rep, err
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			var rep install.Report
+			written[i], rep, errs[i] = b.install(ctx, spec, bundle, j.host, j.pkg)
+			reps[i] = &rep
 		})
 	}
 	wg.Wait()
 	for i, rep := range reps {
-		if rep != nil {
+		if len(rep.Steps) > 0 {
 			res.Reports = append(res.Reports, *rep)
 		}
 		res.Files += written[i]
@@ -184,131 +187,164 @@ func (b *BringUp) phase(ctx context.Context, res *Result, hosts []Host, pkg inst
 	return errors.Join(errs...)
 }
 
-// pkiFiles picks files of a host's PKI (paths relative to KubernetesDir) and makes them
-// absolute, keys 0600.
-func pkiFiles(all map[string][]byte, names ...string) (map[string]file, error) {
-	out := map[string]file{}
-	for _, n := range names {
-		data, ok := all[n]
-		if !ok || len(data) == 0 {
-			return nil, fmt.Errorf("the PKI has no %s", n)
-		}
-		mode := uint32(0o644)
-		if strings.HasSuffix(n, ".key") {
-			mode = 0o600
-		}
-		out[path.Join(KubernetesDir, n)] = file{data, mode}
+// install writes the configuration files of pkg on host h and installs it there; it returns
+// how many files it wrote.
+func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h Host, pkg install.Package) (int, install.Report, error) {
+	m := pkg.Manifest
+	fail := func(err error) error { return fmt.Errorf("host %s: package %s %s: %w", h.Name, m.Name, m.Version, err) }
+	files, err := configFiles(spec, bundle, h, m)
+	if err != nil {
+		return 0, install.Report{}, fail(err)
 	}
+	written := 0
+	for _, f := range files {
+		r, err := b.installer.WriteFile(ctx, h.SSH, f.path, f.data, f.mode)
+		if err != nil {
+			return written, install.Report{}, fail(err)
+		}
+		if !r.Skipped {
+			written++
+		}
+	}
+	pkg.ConfigDigest = configDigest(files)
+	rep, err := b.installer.Install(ctx, h.SSH, pkg)
+	if err != nil {
+		var herr *install.HealthError
+		if errors.As(err, &herr) {
+			return written, rep, err // names the host, the package and the version already
+		}
+		return written, rep, fail(err)
+	}
+	return written, rep, nil
+}
+
+// file is a configuration file for a host.
+type file struct {
+	path string
+	data []byte
+	mode uint32
+}
+
+// configFiles renders the configuration files of m for host h, sorted by path.
+func configFiles(spec Spec, bundle *pki.Bundle, h Host, m *packages.Manifest) ([]file, error) {
+	if len(m.Config) == 0 {
+		return nil, nil
+	}
+	vals, err := spec.values(h)
+	if err != nil {
+		return nil, err
+	}
+	var pkiFiles map[string][]byte
+	var out []file
+	for i, c := range m.Config {
+		f := file{path: c.Path, mode: c.Perm()}
+		if c.PKI != "" {
+			if pkiFiles == nil {
+				if pkiFiles, err = bundle.HostFiles(h.Name); err != nil {
+					return nil, err
+				}
+			}
+			data, ok := pkiFiles[c.PKI]
+			if !ok {
+				what := "a worker"
+				if h.ControlPlane {
+					what = "a control-plane host"
+				}
+				return nil, fmt.Errorf("config[%d] (%s): the cluster's PKI has no %q for %s (docs/packages.md lists the names)", i, c.Path, c.PKI, what)
+			}
+			f.data = data
+		} else if f.data, err = c.Render(vals); err != nil {
+			return nil, fmt.Errorf("config[%d] (%s): %w", i, c.Path, err)
+		}
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b file) int { return bytes.Compare([]byte(a.path), []byte(b.path)) })
 	return out, nil
 }
 
-func (b *BringUp) etcdFiles(spec Spec, bundle *pki.Bundle, h Host) (map[string]file, error) {
-	all, err := bundle.ControlPlaneFiles(h.Name)
-	if err != nil {
-		return nil, err
+// configDigest identifies a set of configuration files: their paths, modes and contents.
+func configDigest(files []file) string {
+	if len(files) == 0 {
+		return ""
 	}
-	fs, err := pkiFiles(all, "pki/etcd/ca.crt", "pki/etcd/server.crt", "pki/etcd/server.key", "pki/etcd/peer.crt", "pki/etcd/peer.key")
-	if err != nil {
-		return nil, err
+	h := sha256.New()
+	for _, f := range files {
+		sum := sha256.Sum256(f.data)
+		fmt.Fprintf(h, "%s\x00%o\x00%x\n", f.path, f.mode, sum)
 	}
-	var initial []string
-	for _, m := range spec.controlPlane() {
-		initial = append(initial, fmt.Sprintf("%s=https://%s", m.Name, hostPort(m.IP, 2380)))
-	}
-	pkiDir := KubernetesDir + "/pki/etcd"
-	args := []string{
-		"--name=" + h.Name,
-		"--data-dir=/var/lib/etcd",
-		"--listen-client-urls=https://" + hostPort(h.IP, 2379) + ",https://127.0.0.1:2379",
-		"--advertise-client-urls=https://" + hostPort(h.IP, 2379),
-		"--listen-peer-urls=https://" + hostPort(h.IP, 2380),
-		"--initial-advertise-peer-urls=https://" + hostPort(h.IP, 2380),
-		"--initial-cluster=" + strings.Join(initial, ","),
-		"--initial-cluster-state=new",
-		"--initial-cluster-token=" + spec.Name,
-		"--cert-file=" + pkiDir + "/server.crt", "--key-file=" + pkiDir + "/server.key",
-		"--trusted-ca-file=" + pkiDir + "/ca.crt", "--client-cert-auth=true",
-		"--peer-cert-file=" + pkiDir + "/peer.crt", "--peer-key-file=" + pkiDir + "/peer.key",
-		"--peer-trusted-ca-file=" + pkiDir + "/ca.crt", "--peer-client-cert-auth=true",
-	}
-	fs[install.ConfigDir(Etcd)+"/env"] = file{envFile(map[string]string{"ETCD_ARGS": strings.Join(args, " ")}), 0o644}
-	return fs, nil
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (b *BringUp) apiServerFiles(spec Spec, bundle *pki.Bundle, h Host) (map[string]file, error) {
-	all, err := bundle.ControlPlaneFiles(h.Name)
+// values are what the templates of host h's files see.
+func (s Spec) values(h Host) (packages.Values, error) {
+	node := func(h Host) (packages.NodeValues, error) {
+		cidr, err := NodePodCIDR(s.PodCIDR, h.IP)
+		if err != nil {
+			return packages.NodeValues{}, fmt.Errorf("host %s: %w", h.Name, err)
+		}
+		return packages.NodeValues{Name: h.Name, IP: h.IP.String(), ProviderID: h.ProviderID, PodCIDR: cidr, ControlPlane: h.ControlPlane}, nil
+	}
+	dns, err := dnsServiceIP(s.ServiceCIDR)
 	if err != nil {
-		return nil, err
+		return packages.Values{}, err
 	}
-	fs, err := pkiFiles(all, "pki/ca.crt", "pki/apiserver.crt", "pki/apiserver.key",
-		"pki/apiserver-etcd-client.crt", "pki/apiserver-etcd-client.key",
-		"pki/apiserver-kubelet-client.crt", "pki/apiserver-kubelet-client.key",
-		"pki/front-proxy-ca.crt", "pki/front-proxy-client.crt", "pki/front-proxy-client.key",
-		"pki/sa.key", "pki/sa.pub", "pki/etcd/ca.crt")
-	if err != nil {
-		return nil, err
+	v := packages.Values{Cluster: packages.ClusterValues{
+		Name: s.Name, KubernetesVersion: s.KubernetesVersion,
+		APIServer:   "https://" + hostPortString(s.APIEndpoint, APIPort),
+		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain,
+	}}
+	if v.Node, err = node(h); err != nil {
+		return v, err
 	}
-	var etcds []string
-	for _, m := range spec.controlPlane() {
-		etcds = append(etcds, "https://"+hostPort(m.IP, 2379))
+	for _, o := range s.Hosts {
+		n, err := node(o)
+		if err != nil {
+			return v, err
+		}
+		v.Nodes = append(v.Nodes, n)
+		if o.ControlPlane {
+			v.ControlPlane = append(v.ControlPlane, n)
+		}
 	}
-	p := KubernetesDir + "/pki"
-	args := []string{
-		"--advertise-address=" + h.IP.String(),
-		"--bind-address=0.0.0.0",
-		fmt.Sprintf("--secure-port=%d", APIPort),
-		"--etcd-servers=" + strings.Join(etcds, ","),
-		"--etcd-cafile=" + p + "/etcd/ca.crt",
-		"--etcd-certfile=" + p + "/apiserver-etcd-client.crt", "--etcd-keyfile=" + p + "/apiserver-etcd-client.key",
-		"--client-ca-file=" + p + "/ca.crt",
-		"--tls-cert-file=" + p + "/apiserver.crt", "--tls-private-key-file=" + p + "/apiserver.key",
-		"--kubelet-client-certificate=" + p + "/apiserver-kubelet-client.crt", "--kubelet-client-key=" + p + "/apiserver-kubelet-client.key",
-		"--service-account-key-file=" + p + "/sa.pub", "--service-account-signing-key-file=" + p + "/sa.key",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-cluster-ip-range=" + spec.ServiceCIDR,
-		"--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction",
-		"--requestheader-client-ca-file=" + p + "/front-proxy-ca.crt",
-		"--proxy-client-cert-file=" + p + "/front-proxy-client.crt", "--proxy-client-key-file=" + p + "/front-proxy-client.key",
-		"--requestheader-allowed-names=front-proxy-client",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-username-headers=X-Remote-User",
-		"--allow-privileged=true",
-	}
-	fs[install.ConfigDir(APIServer)+"/env"] = file{envFile(map[string]string{"KUBE_APISERVER_ARGS": strings.Join(args, " ")}), 0o644}
-	return fs, nil
+	return v, nil
 }
 
-func (b *BringUp) nodeAgentFiles(spec Spec, bundle *pki.Bundle, h Host) (map[string]file, error) {
-	all, err := bundle.NodeFiles(h.Name)
+// NodePodCIDR is the part of the cluster's pod CIDR (IPv4) whose pods run on the host at ip: the
+// cluster's prefix cut in 256, the part numbered by the last byte of the host's address. It is
+// stable whatever other hosts come and go; hosts whose addresses end in the same byte would
+// share one and are refused (a site's hosts share a /24 in practice).
+func NodePodCIDR(podCIDR string, ip netip.Addr) (string, error) {
+	p, err := netip.ParsePrefix(podCIDR)
+	if err != nil || !p.Addr().Is4() {
+		return "", fmt.Errorf("pod CIDR %q: want an IPv4 CIDR such as %s", podCIDR, DefaultPodCIDR)
+	}
+	bits := p.Bits() + 8
+	if bits > 26 {
+		return "", fmt.Errorf("pod CIDR %q: at most a /18, so that each of 256 hosts gets a /26 or more", podCIDR)
+	}
+	if !ip.Is4() {
+		return "", fmt.Errorf("address %s: the pod network needs an IPv4 host address", ip)
+	}
+	base := p.Masked().Addr().As4()
+	n := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	n |= uint32(ip.As4()[3]) << (32 - bits)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), bits).String(), nil
+}
+
+// dnsServiceIP is the cluster DNS service's address: the tenth of the service CIDR.
+func dnsServiceIP(serviceCIDR string) (netip.Addr, error) {
+	p, err := netip.ParsePrefix(serviceCIDR)
 	if err != nil {
-		return nil, err
+		return netip.Addr{}, fmt.Errorf("service CIDR %q: %w", serviceCIDR, err)
 	}
-	fs, err := pkiFiles(all, "pki/ca.crt", "pki/node-client.crt", "pki/node-client.key")
-	if err != nil {
-		return nil, err
+	a := p.Masked().Addr()
+	for range 10 {
+		a = a.Next()
 	}
-	kubeconfig, err := bundle.NodeKubeconfig(h.Name)
-	if err != nil {
-		return nil, err
+	if !p.Contains(a) {
+		return netip.Addr{}, fmt.Errorf("service CIDR %q: too small for the DNS service's address (its tenth)", serviceCIDR)
 	}
-	fs[NodeAgentKubeconfig] = file{kubeconfig, 0o600}
-	args := []string{
-		"--kubeconfig=" + NodeAgentKubeconfig,
-		"--node-name=" + h.Name,
-		"--kubelet-version=" + spec.KubernetesVersion,
-		"--node-ip=" + h.IP.String(),
-	}
-	if h.ProviderID != "" {
-		args = append(args, "--provider-id="+h.ProviderID)
-	}
-	fs[install.ConfigDir(NodeAgent)+"/env"] = file{envFile(map[string]string{
-		"NODE_NAME":       h.Name,
-		"API_SERVER":      "https://" + hostPortString(spec.APIEndpoint, APIPort),
-		"NODE_AGENT_ARGS": strings.Join(args, " "),
-	}), 0o644}
-	return fs, nil
+	return a, nil
 }
 
 // saveAdminKubeconfig keeps the admin kubeconfig in the secret store, writing only a change.
@@ -332,15 +368,6 @@ func (b *BringUp) saveAdminKubeconfig(ctx context.Context, spec Spec, bundle *pk
 	return nil
 }
 
-// envFile renders a systemd EnvironmentFile (also readable by sh), values double-quoted.
-func envFile(vars map[string]string) []byte {
-	var b bytes.Buffer
-	for _, k := range slices.Sorted(maps.Keys(vars)) {
-		fmt.Fprintf(&b, "%s=\"%s\"\n", k, vars[k])
-	}
-	return b.Bytes()
-}
-
 func hostPort(ip netip.Addr, port int) string { return netip.AddrPortFrom(ip, uint16(port)).String() }
 
 func hostPortString(host string, port int) string {
@@ -360,7 +387,7 @@ func (s Spec) controlPlane() []Host {
 	return cp
 }
 
-// withDefaults fills in APIEndpoint and ServiceCIDR.
+// withDefaults fills in APIEndpoint, ServiceCIDR and PodCIDR.
 func (s Spec) withDefaults() Spec {
 	if s.APIEndpoint == "" {
 		if cp := s.controlPlane(); len(cp) > 0 {
@@ -369,6 +396,9 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.ServiceCIDR == "" {
 		s.ServiceCIDR = pki.DefaultServiceCIDR
+	}
+	if s.PodCIDR == "" {
+		s.PodCIDR = DefaultPodCIDR
 	}
 	return s
 }
@@ -388,7 +418,7 @@ func (s Spec) PKISpec() pki.Spec {
 	return ps
 }
 
-// validate checks what the PKI does not: every error names the field at fault.
+// validate checks what the PKI does not, defaults applied: every error names the field at fault.
 func (s Spec) validate() error {
 	var errs []error
 	if msgs := validation.IsDNS1123Subdomain(s.Name); len(msgs) > 0 {
@@ -400,23 +430,42 @@ func (s Spec) validate() error {
 	if len(s.controlPlane()) == 0 {
 		errs = append(errs, errors.New("hosts: no control-plane host"))
 	}
+	if _, err := dnsServiceIP(s.ServiceCIDR); err != nil {
+		errs = append(errs, fmt.Errorf("serviceCIDR: %w", err))
+	}
+	podCIDRs := map[string]string{}
 	for i, h := range s.Hosts {
 		if !h.IP.IsValid() {
 			errs = append(errs, fmt.Errorf("hosts[%d] (%s): ip: required", i, h.Name))
+		} else if cidr, err := NodePodCIDR(s.PodCIDR, h.IP); err != nil {
+			errs = append(errs, fmt.Errorf("hosts[%d] (%s): %w", i, h.Name, err))
+		} else if other, dup := podCIDRs[cidr]; dup {
+			errs = append(errs, fmt.Errorf("hosts[%d] (%s): its address %s ends in the same byte as %s's: hosts get their pod CIDR by that byte", i, h.Name, h.IP, other))
+		} else {
+			podCIDRs[cidr] = h.Name
 		}
 		if h.SSH.Name == "" || h.SSH.Addr == "" {
 			errs = append(errs, fmt.Errorf("hosts[%d] (%s): ssh: name and address required", i, h.Name))
 		}
 	}
-	for _, p := range []struct {
-		name string
-		pkg  install.Package
-	}{{Etcd, s.Packages.Etcd}, {APIServer, s.Packages.APIServer}, {NodeAgent, s.Packages.NodeAgent}} {
-		switch {
-		case p.pkg.Manifest == nil:
-			errs = append(errs, fmt.Errorf("packages.%s: missing: want the %s package", p.name, p.name))
-		case p.pkg.Manifest.Name != p.name:
-			errs = append(errs, fmt.Errorf("packages.%s: got package %q, want the %s package", p.name, p.pkg.Manifest.Name, p.name))
+	if len(s.Packages) == 0 {
+		errs = append(errs, errors.New("packages: none"))
+	}
+	if _, err := Levels(s.Packages); err != nil {
+		errs = append(errs, err)
+	}
+	// Two packages may write one path only with the same file of the PKI (both want the CA).
+	type writer struct{ pkg, pki string }
+	writers := map[string]writer{}
+	for _, p := range s.Packages {
+		if p.Manifest == nil {
+			continue // Levels said so
+		}
+		for _, c := range p.Manifest.Config {
+			if w, dup := writers[c.Path]; dup && (c.PKI == "" || w.pki != c.PKI) {
+				errs = append(errs, fmt.Errorf("packages: %s and %s both write %s", w.pkg, p.Manifest.Name, c.Path))
+			}
+			writers[c.Path] = writer{p.Manifest.Name, c.PKI}
 		}
 	}
 	return errors.Join(errs...)

@@ -68,10 +68,10 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	spec := cluster.Spec{
 		Name:              "app",
 		KubernetesVersion: kubernetesVersion,
-		Packages: cluster.Packages{
-			Etcd:      pkg(testenv.BuildPackage(t, cluster.Etcd, "3.6.16", nil)),
-			APIServer: pkg(testenv.BuildPackage(t, cluster.APIServer, "1.36.3", nil)),
-			NodeAgent: pkg(testenv.BuildPackage(t, cluster.NodeAgent, "0.1.0", nil)),
+		Packages: []install.Package{
+			pkg(testenv.BuildPackage(t, "etcd", "3.6.16", nil)),
+			pkg(testenv.BuildPackage(t, "kube-apiserver", "1.36.3", nil)),
+			pkg(testenv.BuildPackage(t, "node-agent", "0.1.0", nil)),
 		},
 	}
 	for i, h := range hn.Hosts {
@@ -93,7 +93,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 	// The BPA killed once etcd is up: the next run starts from kube-apiserver.
 	killCtx, kill := context.WithCancel(ctx)
-	_, err = cluster.New(&killAfter{Runner: exec, step: "activate", n: 3, kill: kill}, store).Run(killCtx, spec)
+	_, err = cluster.New(install.New(&killAfter{Runner: exec, step: "activate", n: 3, kill: kill}), store).Run(killCtx, spec)
 	kill()
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("bring-up killed after etcd: %v, want cancelled", err)
@@ -107,7 +107,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		}
 	}
 	exec = sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 5})
-	bu := cluster.New(exec, store)
+	bu := cluster.New(install.New(exec), store)
 	start := time.Now()
 	res, err := bu.Run(ctx, spec)
 	if err != nil {
@@ -211,6 +211,44 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	installer := install.New(exec)
+	t.Run("a package the BPA has never heard of goes where its manifest says", func(t *testing.T) {
+		hello := pkg(testenv.BuildPackage(t, "edge-hello", "1.0.0", nil))
+		withHello := spec
+		withHello.Packages = append(slices.Clone(spec.Packages), hello)
+		res, err := bu.Run(ctx, withHello)
+		if err != nil {
+			t.Fatalf("run: %v\nran: %v", err, res.Ran())
+		}
+		for _, r := range res.Ran() {
+			if !strings.Contains(r, "/edge-hello: ") {
+				t.Errorf("adding edge-hello ran %s", r)
+			}
+		}
+		for _, h := range spec.Hosts {
+			st, err := installer.Installed(ctx, h.SSH, "edge-hello")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.ControlPlane {
+				if st.Current != "" {
+					t.Errorf("%s is control plane, but has edge-hello %+v (its manifest says hosts: worker)", h.Name, st)
+				}
+				continue
+			}
+			if st.Current != "1.0.0" || st.Active != "1.0.0" {
+				t.Errorf("%s: edge-hello %+v, want 1.0.0 active", h.Name, st)
+			}
+			cidr, err := cluster.NodePodCIDR(cluster.DefaultPodCIDR, h.IP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := hn.Hosts[slices.IndexFunc(hn.Hosts, func(th *testenv.Host) bool { return th.Name == h.Name })].Exec(ctx, "cat", "/run/edge-hello/greeting")
+			if want := fmt.Sprintf("hello from %s (%s), pods in %s, cluster app\n", h.Name, h.IP, cidr); err != nil || string(out) != want {
+				t.Errorf("%s: the running service says %q (%v), want %q", h.Name, out, err, want)
+			}
+		}
+	})
+
 	versions := func(t *testing.T, name string) map[string]install.State {
 		t.Helper()
 		out := map[string]install.State{}
@@ -278,7 +316,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 				maxCordoned = max(maxCordoned, c)
 			}
 		}()
-		res, err := bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.NodeAgent, "0.2.0", nil)))
+		res, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "node-agent", "0.2.0", nil))), "node-agent")
 		w.Stop()
 		<-watched
 		if err != nil {
@@ -298,14 +336,14 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		if maxCordoned != 1 {
 			t.Errorf("up to %d nodes cordoned at once, want 1", maxCordoned)
 		}
-		for h, st := range versions(t, cluster.NodeAgent) {
-			if st != (install.State{Current: "0.2.0", Previous: "0.1.0", Active: "0.2.0"}) {
+		for h, st := range versions(t, "node-agent") {
+			if st.Current != "0.2.0" || st.Previous != "0.1.0" || st.Active != "0.2.0" {
 				t.Errorf("%s: node-agent %+v", h, st)
 			}
 		}
 		serving(t)
 		// Again: every node has it, nothing to do.
-		res, err = bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.NodeAgent, "0.2.0", nil)))
+		res, err = bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "node-agent", "0.2.0", nil))), "node-agent")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,14 +355,14 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("an etcd patch goes member by member and keeps quorum", func(t *testing.T) {
-		res, err := bu.Patch(ctx, spec, pkg(testenv.BuildPackage(t, cluster.Etcd, "3.6.16-edgefleet.1", nil)))
+		res, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "etcd", "3.6.16-edgefleet.1", nil))), "etcd")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got, want := order(res), []string{"host-2", "host-3", "host-4"}; !slices.Equal(got, want) {
 			t.Errorf("patched %v, want the control plane %v", got, want)
 		}
-		for h, st := range versions(t, cluster.Etcd) {
+		for h, st := range versions(t, "etcd") {
 			cp := h == "host-2" || h == "host-3" || h == "host-4"
 			if cp && st.Current != "3.6.16-edgefleet.1" || !cp && st.Current != "" {
 				t.Errorf("%s: etcd %+v", h, st)
@@ -334,7 +372,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("a patch failing its health check rolls the node back and stops", func(t *testing.T) {
-		broken := testenv.BuildPackage(t, cluster.NodeAgent, "0.3.0", func(dir string) {
+		broken := testenv.BuildPackage(t, "node-agent", "0.3.0", func(dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'node agent 0.3.0 is broken' >&2\nexit 1\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -346,18 +384,18 @@ func TestBringUpOnRealHosts(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		res, err := bu.Patch(ctx, spec, pkg(broken))
+		res, err := bu.Patch(ctx, withPackage(spec, pkg(broken)), "node-agent")
 		var herr *install.HealthError
 		if !errors.As(err, &herr) {
 			t.Fatalf("err %v, want a health-check failure", err)
 		}
-		if herr.Host != "host-2" || herr.RolledBackTo != "0.2.0" || !strings.Contains(err.Error(), "node agent 0.3.0 is broken") || !strings.Contains(err.Error(), "stopped at node host-2") {
+		if herr.Host != "host-2" || herr.RolledBackTo != "0.2.0" || !strings.Contains(err.Error(), "node agent 0.3.0 is broken") || !strings.Contains(err.Error(), "stopped at host host-2") {
 			t.Errorf("error %q (%+v)", err, herr)
 		}
 		if got := order(res); !slices.Equal(got, []string{"host-2"}) {
 			t.Errorf("patch went through %v, want it to stop at host-2", got)
 		}
-		for h, st := range versions(t, cluster.NodeAgent) {
+		for h, st := range versions(t, "node-agent") {
 			if st.Current != "0.2.0" || st.Active != "0.2.0" {
 				t.Errorf("%s: node-agent %+v, want 0.2.0", h, st)
 			}
@@ -417,13 +455,24 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		if _, err := h.WaitSSH(ctx); err != nil {
 			t.Fatal(err)
 		}
-		restarted := cluster.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{}), store)
+		restarted := cluster.New(install.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{})), store)
 		_, err := restarted.Run(ctx, spec)
 		var hk *sshexec.HostKeyError
 		if !errors.As(err, &hk) || hk.Host != h.Name {
 			t.Fatalf("err %v, want a *HostKeyError for %s", err, h.Name)
 		}
 	})
+}
+
+// withPackage is spec with p in place of its package of the same name.
+func withPackage(spec cluster.Spec, p install.Package) cluster.Spec {
+	spec.Packages = slices.Clone(spec.Packages)
+	for i, old := range spec.Packages {
+		if old.Manifest.Name == p.Manifest.Name {
+			spec.Packages[i] = p
+		}
+	}
+	return spec
 }
 
 // killAfter is a Runner that kills the BPA (cancels its context) once the step named step has

@@ -2,13 +2,9 @@ package cluster
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,94 +40,99 @@ type PatchResult struct {
 	Nodes []NodePatch
 }
 
-// Patch installs pkg in place on the hosts of the cluster that run it (etcd and kube-apiserver
-// on the control plane, anything else on every host), one node at a time, control plane first:
-// it cordons the node, drains it, installs (bpa/install: health-checked, rolled back on
-// failure), waits for the node to be Ready and uncordons it. A control-plane node is only
-// started on while every etcd member is healthy, so quorum holds. When a node fails, the node
-// is back on its previous version and serving, and Patch stops there with an error naming the
-// node and why; the nodes after it are untouched. Nodes at the version already are skipped, so
-// Patch resumes after a crash.
-func (b *BringUp) Patch(ctx context.Context, spec Spec, pkg install.Package) (*PatchResult, error) {
-	if err := spec.validate(); err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
-	}
-	if pkg.Manifest == nil {
-		return nil, fmt.Errorf("cluster %s: patch: a package without a manifest", spec.Name)
-	}
-	spec = spec.withDefaults()
-	bundle, err := pki.Ensure(ctx, b.secrets, PKISecret(spec.Name), spec.PKISpec())
+// Patch rolls package name of spec.Packages (a new version of one the cluster runs) through the
+// hosts its manifest selects, one host at a time, control plane first. On each host it first
+// checks that the package passes its health check on every other host that runs it (so a patch
+// never has two hosts of a package down: an etcd patch keeps quorum); when the manifest says
+// patch.drain, it cordons and drains the node; it writes the package's configuration files and
+// installs (bpa/install: health-checked, rolled back on failure); then, for a drained node,
+// waits for the node to be Ready and uncordons it. When a host fails, it is back on its
+// previous version and serving, and Patch stops there with an error naming the host and why;
+// the hosts after it are untouched. Hosts at the version already are skipped, so Patch resumes
+// after a crash.
+func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResult, error) {
+	spec, bundle, err := b.prepare(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		return nil, err
 	}
-	kc, err := bundle.AdminKubeconfig()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	i := slices.IndexFunc(spec.Packages, func(p install.Package) bool { return p.Manifest.Name == name })
+	if i < 0 {
+		return nil, fmt.Errorf("cluster %s: patch: the cluster's packages have no %s", spec.Name, name)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: admin kubeconfig: %w", spec.Name, err)
+	pkg := spec.Packages[i]
+	m := pkg.Manifest
+	var cs kubernetes.Interface
+	if m.Patch.Drain {
+		if cs, err = adminClient(bundle); err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
+		}
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
-	}
-	etcd, err := newEtcdChecker(bundle, spec)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
-	}
-
-	hosts := spec.controlPlane()
-	if name := pkg.Manifest.Name; name != Etcd && name != APIServer {
+	var hosts []Host // control plane first
+	for _, cp := range []bool{true, false} {
 		for _, h := range spec.Hosts {
-			if !h.ControlPlane {
+			if h.ControlPlane == cp && m.Hosts.Selects(h.ControlPlane) {
 				hosts = append(hosts, h)
 			}
 		}
 	}
 	res := &PatchResult{}
-	m := pkg.Manifest
 	for _, h := range hosts {
-		np := NodePatch{Host: h.Name, To: m.Version}
+		fail := func(err error) (*PatchResult, error) {
+			return res, fmt.Errorf("cluster %s: patch %s %s stopped at host %s: %w", spec.Name, m.Name, m.Version, h.Name, err)
+		}
+		files, err := configFiles(spec, bundle, h, m)
+		if err != nil {
+			return fail(err)
+		}
+		pkg.ConfigDigest = configDigest(files)
 		st, err := b.installer.Installed(ctx, h.SSH, m.Name)
 		if err != nil {
-			return res, fmt.Errorf("cluster %s: patch %s %s: node %s: %w", spec.Name, m.Name, m.Version, h.Name, err)
+			return fail(err)
 		}
-		np.From = st.Current
-		if st.Current == m.Version && st.Active == m.Version && !cordonedByBPA(ctx, cs, h.Name) {
+		np := NodePatch{Host: h.Name, From: st.Current, To: m.Version}
+		if st.Current == m.Version && st.Active == m.Version && st.Config == pkg.ConfigDigest && (cs == nil || !cordonedByBPA(ctx, cs, h.Name)) {
 			np.Skipped = true
 			res.Nodes = append(res.Nodes, np)
 			continue
 		}
-		err = b.patchNode(ctx, cs, etcd, h, pkg, &np)
+		for _, o := range hosts {
+			if o.Name == h.Name {
+				continue
+			}
+			if err := b.installer.Healthy(ctx, o.SSH, m.Name); err != nil {
+				return fail(fmt.Errorf("not starting while %s is unhealthy on %s (a patch takes down one host of a package at a time): %w", m.Name, o.Name, err))
+			}
+		}
+		err = b.patchHost(ctx, cs, h, pkg, files, &np)
 		res.Nodes = append(res.Nodes, np)
 		if err != nil {
-			return res, fmt.Errorf("cluster %s: patch %s %s stopped at node %s: %w", spec.Name, m.Name, m.Version, h.Name, err)
+			return fail(err)
 		}
 	}
 	return res, nil
 }
 
-// patchNode patches one node; see Patch.
-func (b *BringUp) patchNode(ctx context.Context, cs kubernetes.Interface, etcd *etcdChecker, h Host, pkg install.Package, np *NodePatch) error {
+// patchHost patches one host; cs is nil unless the package drains nodes. See Patch.
+func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host, pkg install.Package, files []file, np *NodePatch) error {
 	m := pkg.Manifest
-	if h.ControlPlane {
-		if err := etcd.allHealthy(ctx); err != nil {
-			return fmt.Errorf("not starting: etcd would lose quorum: %w", err)
+	if cs != nil {
+		if err := cordon(ctx, cs, h.Name, m.Name+"-"+m.Version); err != nil {
+			return err
+		}
+		if err := drain(ctx, cs, h.Name); err != nil {
+			return err
 		}
 	}
-	mark := m.Name + "-" + m.Version
-	if err := cordon(ctx, cs, h.Name, mark); err != nil {
-		return err
-	}
-	if err := drain(ctx, cs, h.Name); err != nil {
-		return err
+	for _, f := range files {
+		if _, err := b.installer.WriteFile(ctx, h.SSH, f.path, f.data, f.mode); err != nil {
+			return err
+		}
 	}
 	rep, err := b.installer.Install(ctx, h.SSH, pkg)
 	np.Report = rep
 	if err != nil {
 		var herr *install.HealthError
-		if errors.As(err, &herr) && herr.RollbackErr == nil && herr.RolledBackTo != "" {
+		if cs != nil && errors.As(err, &herr) && herr.RollbackErr == nil && herr.RolledBackTo != "" {
 			np.To = herr.RolledBackTo
 			// Back on the version it had, the node serves again.
 			if uerr := uncordon(ctx, cs, h.Name); uerr != nil {
@@ -140,10 +141,26 @@ func (b *BringUp) patchNode(ctx context.Context, cs kubernetes.Interface, etcd *
 		}
 		return err
 	}
+	if cs == nil {
+		return nil
+	}
 	if err := waitNodeReady(ctx, cs, h.Name); err != nil {
 		return err
 	}
 	return uncordon(ctx, cs, h.Name)
+}
+
+// adminClient is a client of the cluster's API server as its admin.
+func adminClient(bundle *pki.Bundle) (kubernetes.Interface, error) {
+	kc, err := bundle.AdminKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("admin kubeconfig: %w", err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // cordonedByBPA tells whether the BPA cordoned node for a patch and has not uncordoned it yet
@@ -260,53 +277,4 @@ func retryable(err error) error {
 		return err
 	}
 	return nil
-}
-
-// etcdChecker asks every etcd member of a cluster for its health, as the API server does (with
-// its etcd client certificate).
-type etcdChecker struct {
-	client  *http.Client
-	members []Host
-}
-
-func newEtcdChecker(bundle *pki.Bundle, spec Spec) (*etcdChecker, error) {
-	cp := spec.controlPlane()
-	files, err := bundle.ControlPlaneFiles(cp[0].Name)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := tls.X509KeyPair(files["pki/apiserver-etcd-client.crt"], files["pki/apiserver-etcd-client.key"])
-	if err != nil {
-		return nil, fmt.Errorf("etcd client certificate: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(files["pki/etcd/ca.crt"]) {
-		return nil, errors.New("etcd CA certificate: no certificate in it")
-	}
-	return &etcdChecker{
-		client:  &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}},
-		members: cp,
-	}, nil
-}
-
-// allHealthy returns an error naming the members that are not healthy.
-func (e *etcdChecker) allHealthy(ctx context.Context) error {
-	var errs []error
-	for _, m := range e.members {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+hostPort(m.IP, 2379)+"/health", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := e.client.Do(req)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("member %s: %w", m.Name, err))
-			continue
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
-			errs = append(errs, fmt.Errorf("member %s: %s %s", m.Name, resp.Status, strings.TrimSpace(string(body))))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -48,6 +48,10 @@ type Package struct {
 	Digest string
 	// Archive opens the archive; it is read once per host.
 	Archive sshexec.Source
+	// ConfigDigest identifies the package's configuration files on the host (the caller writes
+	// them before Install). An active version whose configuration changed since it was
+	// started is restarted with it and health-checked again. Empty: no configuration.
+	ConfigDigest string
 }
 
 // Report is what an install did on a host, step by step.
@@ -80,6 +84,10 @@ type HealthError struct {
 	RolledBackTo string
 	// RollbackErr is set when restoring the previous version failed too.
 	RollbackErr error
+	// Reconfigured is true when the version was running already and failed after a restart
+	// for a configuration change: nothing was rolled back (the previous version would run on
+	// the same configuration).
+	Reconfigured bool
 }
 
 func (e *HealthError) Error() string {
@@ -88,6 +96,8 @@ func (e *HealthError) Error() string {
 		msg += ": " + e.Output
 	}
 	switch {
+	case e.Reconfigured:
+		msg += "; it was restarted for a configuration change, and nothing was rolled back: fix the configuration"
 	case e.RollbackErr != nil:
 		msg += fmt.Sprintf("; rolling back failed: %v", e.RollbackErr)
 	case e.RolledBackTo != "":
@@ -98,8 +108,12 @@ func (e *HealthError) Error() string {
 	return msg
 }
 
-// healthFailed is the exit status of an activation whose health check did not pass.
-const healthFailed = 3
+// Exit statuses of an activation whose health check did not pass: a new version (rolled back)
+// and a running version restarted for its configuration (not).
+const (
+	healthFailed      = 3
+	reconfigureFailed = 4
+)
 
 var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -129,8 +143,12 @@ func (i *Installer) Install(ctx context.Context, target sshexec.Target, pkg Pack
 			continue
 		}
 		var exit *sshexec.ExitError
-		if step.Name == "activate" && errors.As(err, &exit) && exit.Status == healthFailed {
+		if step.Name == "activate" && errors.As(err, &exit) && (exit.Status == healthFailed || exit.Status == reconfigureFailed) {
 			herr := &HealthError{Host: target.Name, Package: m.Name, Version: m.Version, Output: lastLines(res.Stderr, 5)}
+			if exit.Status == reconfigureFailed {
+				herr.Reconfigured = true
+				return rep, herr
+			}
 			herr.RolledBackTo, herr.RollbackErr = i.rollback(ctx, target, m.Name, &rep)
 			return rep, herr
 		}
@@ -158,6 +176,8 @@ type State struct {
 	// Current is the version in use, Previous the one kept for rollback, Active the one that
 	// last passed its health check; "" when none.
 	Current, Previous, Active string
+	// Config is the ConfigDigest the package was last started with.
+	Config string
 }
 
 // Installed reads the state of package name on target.
@@ -165,17 +185,45 @@ func (i *Installer) Installed(ctx context.Context, target sshexec.Target, name s
 	p := i.pkgDir(name)
 	res, err := i.runner.Run(ctx, target, sshexec.Step{
 		Name:    "state " + name,
-		Command: fmt.Sprintf("for f in current previous; do v=$(readlink %s/$f) || true; echo \"${v#versions/}\"; done; cat %s/.active 2>/dev/null || echo", quote(p), quote(p)),
+		Command: fmt.Sprintf("for f in current previous; do v=$(readlink %[1]s/$f) || true; echo \"${v#versions/}\"; done; for f in .active .config; do cat %[1]s/$f 2>/dev/null || echo; done", quote(p)),
 		Timeout: time.Minute,
 	})
 	if err != nil {
 		return State{}, fmt.Errorf("read state of package %s: %w", name, err)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		return State{}, fmt.Errorf("host %s: read state of package %s: unexpected output %q", target.Name, name, res.Stdout)
 	}
-	return State{Current: lines[0], Previous: lines[1], Active: lines[2]}, nil
+	return State{Current: lines[0], Previous: lines[1], Active: lines[2], Config: lines[3]}, nil
+}
+
+// Healthy runs the health check of the current version of package name on target once: nil
+// when the version is active (it passed its health check when started) and passes it again.
+func (i *Installer) Healthy(ctx context.Context, target sshexec.Target, name string) error {
+	st, err := i.Installed(ctx, target, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st.Current == "":
+		return fmt.Errorf("host %s: package %s is not installed", target.Name, name)
+	case st.Active != st.Current:
+		return fmt.Errorf("host %s: package %s %s did not pass its health check when it was last started", target.Name, name, st.Current)
+	}
+	m, err := i.readManifest(ctx, target, name, st.Current)
+	if err != nil || m.Hooks.HealthCheck == "" {
+		return err
+	}
+	res, err := i.runner.Run(ctx, target, sshexec.Step{
+		Name:    "health " + name,
+		Command: fmt.Sprintf("cd %s/current && %s ./hooks/%s", quote(i.pkgDir(name)), hookEnv(m), quote(m.Hooks.HealthCheck)),
+		Timeout: 2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("host %s: package %s %s fails its health check: %w: %s", target.Name, name, st.Current, err, lastLines(res.Stderr, 3))
+	}
+	return nil
 }
 
 // WriteFile writes data to path on target with mode (e.g. 0o600), atomically, through the
@@ -235,17 +283,23 @@ mv "$tmp/root" "$D"`, p, d, pkg.Digest, m.Name, m.Version),
 	if h := m.Hooks.PreInstall; h != "" {
 		steps = append(steps, hookStep("pre-install", d, m, h))
 	}
+	cfg := quote(pkg.ConfigDigest)
 	steps = append(steps, sshexec.Step{
-		Name:  "activate",
-		Check: fmt.Sprintf(`[ "$(cat %s/.active 2>/dev/null)" = %s ] && [ "$(readlink %s/current)" = versions/%s ]`, p, v, p, v),
+		Name: "activate",
+		Check: fmt.Sprintf(`[ "$(cat %[1]s/.active 2>/dev/null)" = %[2]s ] && [ "$(readlink %[1]s/current)" = versions/%[2]s ] && [ "$(cat %[1]s/.config 2>/dev/null)" = %[3]s ]`,
+			p, v, cfg),
 		Command: fmt.Sprintf(`set -eu
 P=%[1]s; V=%[2]s
 cur=$(readlink "$P/current" || true)
+failed=%[4]d
 if [ "$cur" != "versions/$V" ]; then
 	if [ -n "$cur" ]; then ln -sfn "$cur" "$P/.previous.new"; mv -T "$P/.previous.new" "$P/previous"; fi
 	ln -sfn "versions/$V" "$P/.current.new"; mv -T "$P/.current.new" "$P/current"
+elif [ "$(cat "$P/.active" 2>/dev/null)" = "$V" ]; then
+	failed=%[5]d # running already: restarted for its configuration
 fi
-%[3]s`, p, v, i.startScript(m, pkg.Manifest.Version)),
+%[3]s
+echo %[6]s >"$P/.config.new"; mv -f "$P/.config.new" "$P/.config"`, p, v, i.startScript(m, pkg.Manifest.Version), healthFailed, reconfigureFailed, cfg),
 		Timeout: time.Duration(m.HealthCheck.Timeout())*time.Second + 3*time.Minute,
 	})
 	if h := m.Hooks.PostInstall; h != "" {
@@ -288,7 +342,7 @@ func (i *Installer) startScript(m *packages.Manifest, version string) string {
 until out=$(cd %[2]s/current && %[3]s ./hooks/%[4]s 2>&1); do
 	if [ "$(date +%%s)" -ge "$end" ]; then
 		echo "health check did not pass within %[1]ds: $out" >&2
-		exit %[5]d
+		exit ${failed:-%[5]d}
 	fi
 	sleep %[6]d
 done

@@ -54,6 +54,13 @@ const (
 	saPub = "sa.pub"
 )
 
+// Names of the cluster-wide client certificates of Kubernetes' components.
+const (
+	controllerManager = "controller-manager"
+	scheduler         = "scheduler"
+	kubeProxy         = "kube-proxy"
+)
+
 // Prefixes of the per-host leaves' stored keys: <prefix><host name>.crt and .key.
 const (
 	etcdServerPrefix = "etcd-server."
@@ -156,6 +163,10 @@ func leavesOf(spec Spec) ([]leaf, error) {
 		{"apiserver-kubelet-client", clusterCA, leafSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{masters}, usages: client}},
 		{"front-proxy-client", frontProxyCA, leafSpec{cn: "front-proxy-client", usages: client}},
 		{"admin", clusterCA, leafSpec{cn: "kubernetes-admin", orgs: []string{masters}, usages: client}},
+		// The users Kubernetes' default RBAC policy binds for its own components.
+		{controllerManager, clusterCA, leafSpec{cn: "system:kube-controller-manager", usages: client}},
+		{scheduler, clusterCA, leafSpec{cn: "system:kube-scheduler", usages: client}},
+		{kubeProxy, clusterCA, leafSpec{cn: "system:kube-proxy", usages: client}},
 	}
 	for _, m := range spec.ControlPlane {
 		out = append(out,

@@ -3,6 +3,7 @@ package pki
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 
@@ -69,6 +70,39 @@ func (b *Bundle) NodeFiles(node string) (map[string][]byte, error) {
 		"pki/node-client.crt": b.get(nodePrefix + node + ".crt"),
 		"pki/node-client.key": b.get(nodePrefix + node + ".key"),
 	}, nil
+}
+
+// HostFiles returns every file of the PKI a host may be given, by path relative to
+// /etc/kubernetes: NodeFiles and the kubeconfigs kubelet.conf (the node's) and kube-proxy.conf
+// (user system:kube-proxy); on a control-plane member also ControlPlaneFiles and the kubeconfigs
+// controller-manager.conf and scheduler.conf (users system:kube-controller-manager and
+// system:kube-scheduler). Files ending in ".key" or ".conf" hold private keys.
+func (b *Bundle) HostFiles(host string) (map[string][]byte, error) {
+	files, err := b.NodeFiles(host)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfigs := map[string][2]string{
+		"kubelet.conf":    {"system:node:" + host, nodePrefix + host},
+		"kube-proxy.conf": {"system:kube-proxy", kubeProxy},
+	}
+	if b.spec.has(host, true) {
+		cp, err := b.ControlPlaneFiles(host)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(files, cp)
+		kubeconfigs["controller-manager.conf"] = [2]string{"system:kube-controller-manager", controllerManager}
+		kubeconfigs["scheduler.conf"] = [2]string{"system:kube-scheduler", scheduler}
+	}
+	for name, kc := range kubeconfigs {
+		data, err := b.kubeconfig(kc[0], kc[1])
+		if err != nil {
+			return nil, err
+		}
+		files[name] = data
+	}
+	return files, nil
 }
 
 // AdminKubeconfig returns a kubeconfig for user kubernetes-admin (group system:masters, all

@@ -323,6 +323,62 @@ func TestNodeFiles(t *testing.T) {
 	}
 }
 
+// TestHostFiles: a worker gets its node files and the node's and kube-proxy's kubeconfigs; a
+// control-plane member also its control-plane files and the controller-manager's and
+// scheduler's kubeconfigs, each for the user Kubernetes' default RBAC binds.
+func TestHostFiles(t *testing.T) {
+	b := ensure(t, newSpy(), testSpec(), t0)
+	users := map[string]string{
+		"kubelet.conf": "system:node:", "kube-proxy.conf": "system:kube-proxy",
+		"controller-manager.conf": "system:kube-controller-manager", "scheduler.conf": "system:kube-scheduler",
+	}
+	for _, tc := range []struct {
+		host        string
+		controlPane bool
+	}{{"worker-0", false}, {"cp-1", true}} {
+		t.Run(tc.host, func(t *testing.T) {
+			files, err := b.HostFiles(tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := b.NodeFiles(tc.host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			confs := []string{"kubelet.conf", "kube-proxy.conf"}
+			if tc.controlPane {
+				cp, err := b.ControlPlaneFiles(tc.host)
+				if err != nil {
+					t.Fatal(err)
+				}
+				maps.Copy(want, cp)
+				confs = append(confs, "controller-manager.conf", "scheduler.conf")
+			}
+			if got, wantPaths := slices.Sorted(maps.Keys(files)), sorted(append(slices.Collect(maps.Keys(want)), confs...)...); !slices.Equal(got, wantPaths) {
+				t.Fatalf("paths %v, want %v", got, wantPaths)
+			}
+			for _, name := range confs {
+				cfg, err := clientcmd.Load(files[name])
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+				c := parseCert(t, name, auth.ClientCertificateData)
+				wantCN := users[name]
+				if name == "kubelet.conf" {
+					wantCN += tc.host
+				}
+				if c.Subject.CommonName != wantCN {
+					t.Errorf("%s: user %q, want %q", name, c.Subject.CommonName, wantCN)
+				}
+				if _, err := c.Verify(x509.VerifyOptions{Roots: pool(t, "ca.crt", files["pki/ca.crt"]), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: t0}); err != nil {
+					t.Errorf("%s: verify as a client against the cluster CA: %v", name, err)
+				}
+			}
+		})
+	}
+}
+
 func TestKubeconfigs(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -395,8 +451,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 			t.Errorf("stored key %q is empty", k)
 		}
 	}
-	// 3 CAs + 5 cluster-wide leaves + 2 per control-plane member + 1 per host; 2 keys each; sa.key and sa.pub.
-	if got, want := len(stored), 2*(3+5+2*3+5)+2; got != want {
+	// 3 CAs + 8 cluster-wide leaves + 2 per control-plane member + 1 per host; 2 keys each; sa.key and sa.pub.
+	if got, want := len(stored), 2*(3+8+2*3+5)+2; got != want {
 		t.Errorf("stored %d keys, want %d", got, want)
 	}
 
@@ -500,6 +556,7 @@ func TestEnsureIssuesOnlyWhatChanged(t *testing.T) {
 			want: func() []string {
 				var out []string
 				for _, base := range []string{"apiserver", "apiserver-etcd-client", "apiserver-kubelet-client", "front-proxy-client", "admin",
+					"controller-manager", "scheduler", "kube-proxy",
 					"etcd-server.cp-0", "etcd-server.cp-1", "etcd-server.cp-2", "etcd-peer.cp-0", "etcd-peer.cp-1", "etcd-peer.cp-2",
 					"node.cp-0", "node.cp-1", "node.cp-2", "node.worker-0", "node.worker-1"} {
 					out = append(out, base+".crt", base+".key")

@@ -33,6 +33,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -199,9 +200,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: HostKeyPrefix},
 		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
 	r := &applicationcluster.Reconciler{
-		Client:  mgr.GetClient(),
-		Runner:  exec,
-		Secrets: store,
+		Client:    mgr.GetClient(),
+		Installer: install.New(exec),
+		Secrets:   store,
 		Charts: func(cfg *rest.Config) (applicationcluster.ChartInstaller, error) {
 			return charts.New(cfg, charts.Options{Log: ctrl.Log.WithName("helm")})
 		},

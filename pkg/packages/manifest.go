@@ -41,6 +41,20 @@ type Manifest struct {
 	Hooks Hooks `json:"hooks,omitempty"`
 	// HealthCheck bounds the health-check hook.
 	HealthCheck HealthCheck `json:"healthCheck,omitempty"`
+
+	// What the BPA does with the package in a cluster (cluster.go): on which hosts, after
+	// which packages, with which per-host files, and how it is patched.
+
+	// Hosts selects the hosts of a cluster that run the package; HostsAll when empty.
+	Hosts HostSelector `json:"hosts,omitempty"`
+	// After names the packages this one is installed after, cluster-wide: each of them is
+	// installed and healthy on all of its hosts first. A cluster whose packages do not
+	// include one of them is refused.
+	After []string `json:"after,omitempty"`
+	// Config are the files the BPA writes on each host before the package is activated.
+	Config []ConfigFile `json:"config,omitempty"`
+	// Patch says how a new version replaces this one on a running cluster.
+	Patch Patch `json:"patch,omitempty"`
 }
 
 // File is one payload file.
@@ -153,7 +167,7 @@ func (m *Manifest) Validate() error {
 	if m.HealthCheck.TimeoutSeconds < 0 || m.HealthCheck.PeriodSeconds < 0 {
 		return fmt.Errorf("manifest: healthCheck: timeoutSeconds and periodSeconds must not be negative")
 	}
-	return nil
+	return m.validateCluster()
 }
 
 // Perm parses the file's mode.

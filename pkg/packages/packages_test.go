@@ -78,13 +78,37 @@ func TestBuildRefuses(t *testing.T) {
 		mutate func(m *packages.Manifest, dir string)
 		want   string
 	}{
-		"bad name":       {func(m *packages.Manifest, _ string) { m.Name = "Tool" }, "manifest: name"},
-		"bad version":    {func(m *packages.Manifest, _ string) { m.Version = "" }, "manifest: version"},
-		"bad unit":       {func(m *packages.Manifest, _ string) { m.Units = []string{"../x.service"} }, "manifest: units[0]"},
-		"missing unit":   {func(m *packages.Manifest, _ string) { m.Units = []string{"other.service"} }, "units/other.service"},
-		"missing hook":   {func(m *packages.Manifest, _ string) { m.Hooks.PostInstall = "post-install" }, "hooks/post-install"},
-		"bad hook name":  {func(m *packages.Manifest, _ string) { m.Hooks.PostInstall = "../x" }, "hooks.postInstall"},
-		"negative check": {func(m *packages.Manifest, _ string) { m.HealthCheck.TimeoutSeconds = -1 }, "healthCheck"},
+		"bad name":         {func(m *packages.Manifest, _ string) { m.Name = "Tool" }, "manifest: name"},
+		"bad version":      {func(m *packages.Manifest, _ string) { m.Version = "" }, "manifest: version"},
+		"bad unit":         {func(m *packages.Manifest, _ string) { m.Units = []string{"../x.service"} }, "manifest: units[0]"},
+		"missing unit":     {func(m *packages.Manifest, _ string) { m.Units = []string{"other.service"} }, "units/other.service"},
+		"missing hook":     {func(m *packages.Manifest, _ string) { m.Hooks.PostInstall = "post-install" }, "hooks/post-install"},
+		"bad hook name":    {func(m *packages.Manifest, _ string) { m.Hooks.PostInstall = "../x" }, "hooks.postInstall"},
+		"negative check":   {func(m *packages.Manifest, _ string) { m.HealthCheck.TimeoutSeconds = -1 }, "healthCheck"},
+		"bad hosts":        {func(m *packages.Manifest, _ string) { m.Hosts = "workers" }, `manifest: hosts "workers"`},
+		"after itself":     {func(m *packages.Manifest, _ string) { m.After = []string{"tool"} }, "after[0] \"tool\": a package cannot come after itself"},
+		"after twice":      {func(m *packages.Manifest, _ string) { m.After = []string{"a", "a"} }, "after[1] \"a\": listed twice"},
+		"after a bad name": {func(m *packages.Manifest, _ string) { m.After = []string{"A"} }, "after[0] \"A\": not a package name"},
+		"relative config":  {func(m *packages.Manifest, _ string) { m.Config = []packages.ConfigFile{{Path: "etc/x", Template: "x"}} }, `config[0].path "etc/x"`},
+		"config in packages": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/opt/edgefleet/packages/tool/x", Template: "x"}}
+		}, "inside the packages' directory"},
+		"config twice": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x"}, {Path: "/etc/x", PKI: "pki/ca.crt"}}
+		}, `config[1].path "/etc/x": listed twice`},
+		"config of two sources": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x", PKI: "pki/ca.crt"}}
+		}, "config[0] (/etc/x): want exactly one of template and pki"},
+		"config without a source": {func(m *packages.Manifest, _ string) { m.Config = []packages.ConfigFile{{Path: "/etc/x"}} }, "want exactly one"},
+		"a key readable by all": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/k", PKI: "pki/sa.key", Mode: "0644"}}
+		}, `config[0].mode "0644": pki/sa.key holds a private key`},
+		"a template that does not parse": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "{{.Node.Name"}}
+		}, "config[0].template (/etc/x)"},
+		"a template naming an unknown value": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "--ip={{.Node.Address}}"}}
+		}, "can't evaluate field Address"},
 		"symlink in files": {func(_ *packages.Manifest, dir string) {
 			_ = os.Symlink("/etc/passwd", filepath.Join(dir, "files", "passwd"))
 		}, "only regular files"},
@@ -198,5 +222,41 @@ func TestReadRefusesWhatTheManifestDoesNotSay(t *testing.T) {
 	}
 	if _, err := packages.Read(strings.NewReader("not gzip")); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Errorf("plain text: %v", err)
+	}
+}
+
+// TestRender: a template sees the cluster, its host and every host, with hostPort and join.
+func TestRender(t *testing.T) {
+	c := packages.ConfigFile{Path: "/etc/x/env", Template: `NAME={{.Node.Name}} ETCD={{range $i, $m := .ControlPlane}}{{if $i}},{{end}}https://{{hostPort $m.IP 2379}}{{end}} POD={{.Node.PodCIDR}} DNS={{.Cluster.DNSServiceIP}}{{with .Node.ProviderID}} ID={{.}}{{end}}`}
+	v := packages.Values{
+		Cluster: packages.ClusterValues{DNSServiceIP: "10.96.0.10"},
+		Node:    packages.NodeValues{Name: "w-0", PodCIDR: "10.244.20.0/24"},
+		ControlPlane: []packages.NodeValues{
+			{Name: "cp-0", IP: "10.0.0.10"}, {Name: "cp-1", IP: "fd00::11"},
+		},
+	}
+	got, err := c.Render(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "NAME=w-0 ETCD=https://10.0.0.10:2379,https://[fd00::11]:2379 POD=10.244.20.0/24 DNS=10.96.0.10"; string(got) != want {
+		t.Errorf("rendered\n %q\nwant\n %q", got, want)
+	}
+	if got, err := (packages.ConfigFile{Path: "/etc/k", PKI: "pki/ca.crt"}).Render(v); err != nil || got != nil {
+		t.Errorf("a PKI file rendered %q, %v; want nothing (the BPA fills it in)", got, err)
+	}
+	for _, tc := range []struct {
+		c    packages.ConfigFile
+		want uint32
+	}{
+		{packages.ConfigFile{Template: "x"}, 0o644},
+		{packages.ConfigFile{Template: "x", Mode: "0640"}, 0o640},
+		{packages.ConfigFile{PKI: "pki/ca.crt"}, 0o644},
+		{packages.ConfigFile{PKI: "pki/etcd/server.key"}, 0o600},
+		{packages.ConfigFile{PKI: "kubelet.conf"}, 0o600},
+	} {
+		if got := tc.c.Perm(); got != tc.want {
+			t.Errorf("%+v: mode %o, want %o", tc.c, got, tc.want)
+		}
 	}
 }

@@ -3,8 +3,10 @@ package testenv
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,7 +58,7 @@ func BuildPackageIn(dir, name, version string, edit func(dir string) error) (Bui
 		return BuiltPackage{}, fmt.Errorf("copy recipe %s: %w", recipe, err)
 	}
 	raw, err := os.ReadFile(filepath.Join(src, "binaries"))
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) { // a package of scripts and units lists none
 		return BuiltPackage{}, fmt.Errorf("package %s: %w", name, err)
 	}
 	if err := os.MkdirAll(filepath.Join(src, packages.FilesDir, "bin"), 0o755); err != nil {

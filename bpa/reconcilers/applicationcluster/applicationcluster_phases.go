@@ -41,9 +41,6 @@ type work struct {
 	recheck bool
 }
 
-// roles are the packages a cluster needs, by manifest name, in the order they are patched.
-var roles = []string{cluster.Etcd, cluster.APIServer, cluster.NodeAgent}
-
 // run is the reconcile: packages, hosts, install or patch, kubeconfig, charts.
 func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	pkgs, err := w.packages(ctx)
@@ -63,9 +60,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		Name:              w.ac.Name,
 		KubernetesVersion: w.ac.Spec.KubernetesVersion,
 		ServiceCIDR:       w.ac.Spec.Network.ServiceCIDRs[0],
+		PodCIDR:           w.ac.Spec.Network.PodCIDRs[0],
 		APIEndpoint:       w.ac.Spec.Network.ControlPlaneEndpoint.Host,
 		Hosts:             hosts,
-		Packages:          cluster.Packages{Etcd: pkgs[cluster.Etcd], APIServer: pkgs[cluster.APIServer], NodeAgent: pkgs[cluster.NodeAgent]},
+		Packages:          pkgs,
 	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again
@@ -74,7 +72,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		w.st.Phase = sitev1.BootstrapFailed
 		return ctrl.Result{}, nil // the message of the failure stays; a new spec brings us back
 	}
-	bu := cluster.New(w.r.Runner, w.r.Secrets)
+	bu := cluster.New(w.r.Installer, w.r.Secrets)
 	if patching := w.patches(pkgs); len(patching) > 0 {
 		return w.patch(ctx, bu, spec, patching)
 	}
@@ -117,13 +115,14 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 	w.before.Status.Bootstrap = cur.Status.Bootstrap.DeepCopy()
 }
 
-// packages reads the cluster's packages from the site cache, by role.
-func (w *work) packages(ctx context.Context) (map[string]install.Package, error) {
+// packages reads the cluster's packages from the site cache, in install order (their
+// manifests' after lists).
+func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	set := &sitev1.ArtifactSet{}
 	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
 		return nil, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
 	}
-	pkgs := map[string]install.Package{}
+	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
 		url := cachedURL(set, ref.SHA256)
 		if url == "" {
@@ -133,21 +132,13 @@ func (w *work) packages(ctx context.Context) (map[string]install.Package, error)
 		if err != nil {
 			return nil, err
 		}
-		name := p.Manifest.Name
-		if !slices.Contains(roles, name) {
-			return nil, fmt.Errorf("package %s %s (%s): the BPA installs packages named %s", name, p.Manifest.Version, ref.SHA256, strings.Join(roles, ", "))
-		}
-		if _, dup := pkgs[name]; dup {
-			return nil, fmt.Errorf("spec.packages has two %s packages", name)
-		}
-		pkgs[name] = p
+		pkgs = append(pkgs, p)
 	}
-	for _, role := range roles {
-		if _, ok := pkgs[role]; !ok {
-			return nil, fmt.Errorf("spec.packages has no %s package", role)
-		}
+	ordered, err := cluster.Ordered(pkgs)
+	if err != nil {
+		return nil, fmt.Errorf("spec.packages: %w", err)
 	}
-	return pkgs, nil
+	return ordered, nil
 }
 
 func cachedURL(set *sitev1.ArtifactSet, digest string) string {
@@ -208,13 +199,13 @@ func (w *work) hosts(ctx context.Context) ([]cluster.Host, []string, error) {
 	return hosts, waiting, nil
 }
 
-// patches are the roles whose package changed since it was rolled out, in patch order.
-func (w *work) patches(pkgs map[string]install.Package) []string {
-	var out []string
-	for _, role := range roles {
-		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == role })
-		if i >= 0 && w.st.Packages[i].SHA256 != pkgs[role].Digest {
-			out = append(out, role)
+// patches are the packages whose version changed since they were rolled out, in install order.
+func (w *work) patches(pkgs []install.Package) []install.Package {
+	var out []install.Package
+	for _, p := range pkgs {
+		i := slices.IndexFunc(w.st.Packages, func(ip sitev1.InstalledPackage) bool { return ip.Name == p.Manifest.Name })
+		if i >= 0 && w.st.Packages[i].SHA256 != p.Digest {
+			out = append(out, p)
 		}
 	}
 	return out
@@ -224,7 +215,7 @@ func (w *work) patches(pkgs map[string]install.Package) []string {
 // already; new hosts get the new versions when installed after), one package after the other.
 // A package whose health check fails is rolled back on its node and the patch stops: the
 // package is marked failed and not tried again until spec.packages changes.
-func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec, roles []string) (ctrl.Result, error) {
+func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec, pkgs []install.Package) (ctrl.Result, error) {
 	cfg, err := w.adminConfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -244,10 +235,10 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		}
 	}
 	spec.Hosts = nodes
-	for _, role := range roles {
-		pkg := pkgOf(spec.Packages, role)
-		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time", role, pkg.Manifest.Version))
-		_, err := bu.Patch(ctx, spec, pkg)
+	for _, pkg := range pkgs {
+		m := pkg.Manifest
+		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time", m.Name, m.Version))
+		_, err := bu.Patch(ctx, spec, m.Name)
 		if herr := (*install.HealthError)(nil); errors.As(err, &herr) {
 			w.st.Phase, w.st.FailedPackage = sitev1.BootstrapFailed, pkg.Digest
 			w.st.Message = "patch failed and was rolled back: " + err.Error()
@@ -256,35 +247,24 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == role })
-		w.st.Packages[i] = sitev1.InstalledPackage{Name: role, Version: pkg.Manifest.Version, SHA256: pkg.Digest}
+		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == m.Name })
+		w.st.Packages[i] = sitev1.InstalledPackage{Name: m.Name, Version: m.Version, SHA256: pkg.Digest}
 	}
-	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts and charts on the next pass
+	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts, new packages and charts on the next pass
 }
 
-func pkgOf(p cluster.Packages, role string) install.Package {
-	switch role {
-	case cluster.Etcd:
-		return p.Etcd
-	case cluster.APIServer:
-		return p.APIServer
-	}
-	return p.NodeAgent
-}
-
-func installed(pkgs map[string]install.Package) []sitev1.InstalledPackage {
+func installed(pkgs []install.Package) []sitev1.InstalledPackage {
 	var out []sitev1.InstalledPackage
-	for _, role := range roles {
-		p := pkgs[role]
-		out = append(out, sitev1.InstalledPackage{Name: role, Version: p.Manifest.Version, SHA256: p.Digest})
+	for _, p := range pkgs {
+		out = append(out, sitev1.InstalledPackage{Name: p.Manifest.Name, Version: p.Manifest.Version, SHA256: p.Digest})
 	}
 	return out
 }
 
-func versions(pkgs map[string]install.Package) string {
+func versions(pkgs []install.Package) string {
 	var s []string
-	for _, role := range roles {
-		s = append(s, role+" "+pkgs[role].Manifest.Version)
+	for _, p := range pkgs {
+		s = append(s, p.Manifest.Name+" "+p.Manifest.Version)
 	}
 	return strings.Join(s, ", ")
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
@@ -27,8 +27,8 @@ import (
 type Reconciler struct {
 	// Client reads the site cluster and writes status.bootstrap and the kubeconfig Secret.
 	Client client.Client
-	// Runner runs steps on hosts over SSH (an sshexec.Executor).
-	Runner install.Runner
+	// Installer installs packages and writes files on hosts (an install.Installer over SSH).
+	Installer cluster.Installer
 	// Secrets holds the clusters' PKI and admin kubeconfigs.
 	Secrets secrets.Store
 	// Charts installs charts into application clusters.
@@ -58,6 +58,12 @@ type Reconciler struct {
 // status, which the local controller rewrites), its Machines (a host provisioned) and its
 // ArtifactSet (packages cached) bring it back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	switch {
+	case r.Client == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.HTTP == nil, r.Recorder == nil:
+		return errors.New("bpa-applicationcluster: Client, Installer, Secrets, Charts, HTTP and Recorder are required")
+	case r.Retry <= 0, r.Resync <= 0:
+		return errors.New("bpa-applicationcluster: Retry and Resync must be positive")
+	}
 	r.cache = newSiteCache(r.HTTP)
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
