@@ -278,14 +278,6 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			}
 		}
 	}
-	order := func(r *cluster.PatchResult) []string {
-		var hs []string
-		for _, n := range r.Nodes {
-			hs = append(hs, n.Host)
-		}
-		return hs
-	}
-
 	t.Run("a good patch rolls through every node, control plane first, one node at a time", func(t *testing.T) {
 		// Watch cordons: never more than one node at once.
 		w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
@@ -462,6 +454,15 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			t.Fatalf("err %v, want a *HostKeyError for %s", err, h.Name)
 		}
 	})
+}
+
+// order lists the hosts a patch went through, in order.
+func order(r *cluster.PatchResult) []string {
+	var hs []string
+	for _, n := range r.Nodes {
+		hs = append(hs, n.Host)
+	}
+	return hs
 }
 
 // withPackage is spec with p in place of its package of the same name.

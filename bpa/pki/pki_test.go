@@ -19,34 +19,10 @@ import (
 
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 )
 
-// fakeStore is an in-memory secrets store; spyStore counts the calls that reach it.
-type fakeStore struct {
-	data map[string]map[string][]byte
-}
-
-func (f *fakeStore) Get(_ context.Context, name string) (map[string][]byte, error) {
-	d, ok := f.data[name]
-	if !ok {
-		return nil, fmt.Errorf("fake store: %s: %w", name, secrets.ErrNotFound)
-	}
-	return cloneData(d), nil
-}
-
-func (f *fakeStore) Put(_ context.Context, name string, data map[string][]byte) error {
-	if f.data == nil {
-		f.data = map[string]map[string][]byte{}
-	}
-	f.data[name] = cloneData(data)
-	return nil
-}
-
-func (f *fakeStore) Delete(_ context.Context, name string) error {
-	delete(f.data, name)
-	return nil
-}
-
+// spyStore counts the calls that reach a fake store.
 type spyStore struct {
 	secrets.Store
 	gets, puts int
@@ -62,15 +38,7 @@ func (s *spyStore) Put(ctx context.Context, name string, data map[string][]byte)
 	return s.Store.Put(ctx, name, data)
 }
 
-func newSpy() *spyStore { return &spyStore{Store: &fakeStore{}} }
-
-func cloneData(d map[string][]byte) map[string][]byte {
-	out := make(map[string][]byte, len(d))
-	for k, v := range d {
-		out[k] = bytes.Clone(v)
-	}
-	return out
-}
+func newSpy() *spyStore { return &spyStore{Store: &secretsfake.Store{}} }
 
 // stored returns what the spy's store holds under name.
 func (s *spyStore) stored(t *testing.T, name string) map[string][]byte {

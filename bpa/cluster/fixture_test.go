@@ -1,0 +1,272 @@
+package cluster_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/bpa/install/fixture"
+	"github.com/edgefleet/edgefleet/pkg/packages"
+	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
+)
+
+// fakePkg is a package for fake hosts: its manifest says everything the BPA needs.
+func fakePkg(name, version string, hosts packages.HostSelector, after []string, config ...packages.ConfigFile) install.Package {
+	return install.Package{
+		Manifest: &packages.Manifest{
+			APIVersion: packages.APIVersion, Name: name, Version: version, Architecture: "amd64",
+			Hosts: hosts, After: after, Config: config, Hooks: packages.Hooks{HealthCheck: "health-check"},
+		},
+		Digest: fmt.Sprintf("%x", sha256.Sum256([]byte(name+" "+version))),
+	}
+}
+
+// fakeSpec is a cluster of two control-plane hosts and two workers, running a database on the
+// control plane, an API server after it, and a node agent on every host after that.
+func fakeSpec() cluster.Spec {
+	s := cluster.Spec{Name: "app", KubernetesVersion: "v1.36.3"}
+	for i, n := range []string{"cp-0", "cp-1", "w-0", "w-1"} {
+		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)})
+		s.Hosts = append(s.Hosts, cluster.Host{Name: n, IP: ip, SSH: sshexec.Target{Name: n, Addr: ip.String() + ":22"}, ControlPlane: i < 2})
+	}
+	s.Packages = []install.Package{
+		fakePkg("db", "1", packages.HostsControlPlane, nil,
+			packages.ConfigFile{Path: "/etc/db/server.key", PKI: "pki/etcd/server.key"},
+			packages.ConfigFile{Path: "/etc/db/env", Template: "MEMBERS={{range .ControlPlane}}{{.Name}} {{end}}"}),
+		fakePkg("api", "1", packages.HostsControlPlane, []string{"db"}),
+		fakePkg("agent", "1", packages.HostsAll, []string{"api"},
+			packages.ConfigFile{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}} VERSION={{.Cluster.KubernetesVersion}} PODS={{.Node.PodCIDR}}"},
+			packages.ConfigFile{Path: "/etc/agent/kubeconfig", PKI: "kubelet.conf"}),
+	}
+	return s
+}
+
+// installs are the "<host> <package>: activate" lines of a log, in order.
+func activations(log []string) []string {
+	var out []string
+	for _, l := range log {
+		if strings.HasSuffix(l, ": activate") {
+			out = append(out, strings.TrimSuffix(l, ": activate"))
+		}
+	}
+	return out
+}
+
+// TestBringUpOnFakeHosts takes bring-up through its transitions on fake hosts: a first install
+// level by level on the hosts each manifest selects, a run that finds everything done, a step
+// failing on one host (the level stops, the next run resumes), a health check failing, and a
+// configuration change that restarts exactly the packages whose files changed.
+func TestBringUpOnFakeHosts(t *testing.T) {
+	ctx := t.Context()
+	hosts := fixture.New()
+	bu := cluster.New(hosts, &secretsfake.Store{})
+	spec := fakeSpec()
+
+	t.Run("first install: level by level, where each manifest says", func(t *testing.T) {
+		if _, err := bu.Run(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		got := activations(hosts.Log())
+		// Each level's hosts run at once: compare per level, in level order.
+		levels := [][]string{{"cp-0 db", "cp-1 db"}, {"cp-0 api", "cp-1 api"}, {"cp-0 agent", "cp-1 agent", "w-0 agent", "w-1 agent"}}
+		if want := slices.Concat(levels...); len(got) != len(want) {
+			t.Fatalf("activated %v, want %v", got, want)
+		}
+		at := 0
+		for _, l := range levels {
+			if level := slices.Sorted(slices.Values(got[at : at+len(l)])); !slices.Equal(level, l) {
+				t.Errorf("activations %d..%d: %v, want %v (all: %v)", at, at+len(l), level, l, got)
+			}
+			at += len(l)
+		}
+		f, ok := hosts.File("w-1", "/etc/agent/env")
+		if want := "NODE=w-1 VERSION=v1.36.3 PODS=10.244.13.0/24"; !ok || string(f.Data) != want || f.Mode != 0o644 {
+			t.Errorf("w-1's /etc/agent/env: %q %o (%v), want %q 0644", f.Data, f.Mode, ok, want)
+		}
+		if f, ok := hosts.File("cp-1", "/etc/db/env"); !ok || string(f.Data) != "MEMBERS=cp-0 cp-1 " {
+			t.Errorf("cp-1's /etc/db/env: %q (%v)", f.Data, ok)
+		}
+		for _, p := range []struct{ host, path string }{{"cp-0", "/etc/db/server.key"}, {"w-0", "/etc/agent/kubeconfig"}} {
+			if f, ok := hosts.File(p.host, p.path); !ok || f.Mode != 0o600 || len(f.Data) == 0 {
+				t.Errorf("%s:%s: mode %o, %d bytes (%v); want a key written 0600", p.host, p.path, f.Mode, len(f.Data), ok)
+			}
+		}
+		if _, ok := hosts.File("w-0", "/etc/db/env"); ok {
+			t.Error("w-0 got the control plane's database configuration")
+		}
+	})
+
+	t.Run("again: nothing to do", func(t *testing.T) {
+		before := len(hosts.Log())
+		res, err := bu.Run(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ran := hosts.Log()[before:]; len(ran) != 0 || res.Files != 0 || len(res.Ran()) != 0 {
+			t.Errorf("ran %v, %d files written", ran, res.Files)
+		}
+	})
+
+	t.Run("a new package that fails to stage on one host stops there, and the next run resumes", func(t *testing.T) {
+		withExtra := spec
+		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("extra", "1", packages.HostsWorker, []string{"agent"}), fakePkg("last", "1", packages.HostsAll, []string{"extra"}))
+		hosts.FailStep("w-1", "extra", fixture.StepStage, 1, errors.New("connection reset"))
+		before := len(hosts.Log())
+		_, err := bu.Run(ctx, withExtra)
+		if err == nil || !strings.Contains(err.Error(), "host w-1: package extra 1") || !strings.Contains(err.Error(), "connection reset") {
+			t.Fatalf("err %v, want one naming w-1, extra and the cause", err)
+		}
+		ran := hosts.Log()[before:]
+		if !slices.Equal(activations(ran), []string{"w-0 extra"}) {
+			t.Errorf("activated %v, want only w-0 extra (the level stops; last comes after it)", activations(ran))
+		}
+		before = len(hosts.Log())
+		if _, err := bu.Run(ctx, withExtra); err != nil {
+			t.Fatal(err)
+		}
+		ran = hosts.Log()[before:]
+		if got := activations(ran); len(got) != 5 || got[0] != "w-1 extra" {
+			t.Errorf("the resumed run activated %v, want w-1 extra, then last on the four hosts", got)
+		}
+		if st := hosts.State("cp-0", "extra"); st.Current != "" {
+			t.Errorf("cp-0 has extra %+v, a worker package", st)
+		}
+	})
+
+	t.Run("a first install failing its health check has nothing to roll back to", func(t *testing.T) {
+		s := spec
+		s.Packages = append(slices.Clone(spec.Packages), fakePkg("flaky", "1", packages.HostsControlPlane, nil))
+		hosts.FailHealth("cp-1", "flaky", "1", 1)
+		_, err := bu.Run(ctx, s)
+		var herr *install.HealthError
+		if !errors.As(err, &herr) || herr.Host != "cp-1" || herr.RolledBackTo != "" || !strings.Contains(err.Error(), "no previous version") {
+			t.Fatalf("err %v, want cp-1's health check failing with nothing to roll back to", err)
+		}
+		if st := hosts.State("cp-1", "flaky"); st.Current != "" || st.Active != "" {
+			t.Errorf("cp-1 keeps flaky %+v", st)
+		}
+		if _, err := bu.Run(ctx, s); err != nil {
+			t.Fatalf("the next run: %v", err)
+		}
+	})
+
+	t.Run("a configuration change restarts the packages whose files changed, on their hosts", func(t *testing.T) {
+		s := spec
+		s.KubernetesVersion = "v1.36.4" // in the agent's environment only
+		before := len(hosts.Log())
+		if _, err := bu.Run(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		got := slices.Sorted(slices.Values(activations(hosts.Log()[before:])))
+		if want := []string{"cp-0 agent", "cp-1 agent", "w-0 agent", "w-1 agent"}; !slices.Equal(got, want) {
+			t.Errorf("restarted %v, want %v", got, want)
+		}
+		// A restart for configuration that fails its health check rolls nothing back.
+		s.KubernetesVersion = "v1.36.5"
+		hosts.FailHealth("w-0", "agent", "1", 1)
+		_, err := bu.Run(ctx, s)
+		var herr *install.HealthError
+		if !errors.As(err, &herr) || !herr.Reconfigured || herr.Host != "w-0" || !strings.Contains(err.Error(), "nothing was rolled back") {
+			t.Fatalf("err %v, want w-0's restart for its configuration failing, nothing rolled back", err)
+		}
+		if st := hosts.State("w-0", "agent"); st.Current != "1" || st.Active != "1" {
+			t.Errorf("w-0's agent %+v, want still 1", st)
+		}
+		if _, err := bu.Run(ctx, s); err != nil {
+			t.Fatalf("the next run: %v", err)
+		}
+	})
+}
+
+// TestPatchOnFakeHosts: a patch goes one host at a time, control plane first, only on the hosts
+// the package runs on; it does not start while another host of the package is unhealthy; a host
+// failing its health check is rolled back and the patch stops there; run again, it resumes.
+func TestPatchOnFakeHosts(t *testing.T) {
+	ctx := t.Context()
+	hosts := fixture.New()
+	bu := cluster.New(hosts, &secretsfake.Store{})
+	spec := fakeSpec()
+	if _, err := bu.Run(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	with := func(p install.Package) cluster.Spec { return withPackage(spec, p) }
+
+	t.Run("a database patch goes over the control plane, one host at a time", func(t *testing.T) {
+		old := spec.Packages[0].Manifest
+		db2 := fakePkg("db", "2", old.Hosts, old.After, old.Config...)
+		before := len(hosts.Log())
+		res, err := bu.Patch(ctx, with(db2), "db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := order(res); !slices.Equal(got, []string{"cp-0", "cp-1"}) {
+			t.Errorf("patched %v, want cp-0, cp-1", got)
+		}
+		if got := activations(hosts.Log()[before:]); !slices.Equal(got, []string{"cp-0 db", "cp-1 db"}) {
+			t.Errorf("activated %v", got)
+		}
+	})
+
+	agent2 := fakePkg("agent", "2", packages.HostsAll, []string{"api"}, spec.Packages[2].Manifest.Config...)
+	t.Run("a patch does not start while the package is unhealthy on another host", func(t *testing.T) {
+		hosts.FailHealth("w-1", "agent", "1", 1)
+		res, err := bu.Patch(ctx, with(agent2), "agent")
+		if err == nil || !strings.Contains(err.Error(), "stopped at host cp-0") || !strings.Contains(err.Error(), "unhealthy on w-1") {
+			t.Fatalf("err %v, want the patch refusing to start on cp-0 while w-1 is unhealthy", err)
+		}
+		if len(res.Nodes) != 0 {
+			t.Errorf("patched %v", order(res))
+		}
+		if st := hosts.State("cp-0", "agent"); st.Current != "1" {
+			t.Errorf("cp-0's agent %+v, want untouched", st)
+		}
+	})
+
+	t.Run("a host failing its health check is rolled back, and the patch stops there", func(t *testing.T) {
+		hosts.FailHealth("cp-1", "agent", "2", 1)
+		res, err := bu.Patch(ctx, with(agent2), "agent")
+		var herr *install.HealthError
+		if !errors.As(err, &herr) || herr.Host != "cp-1" || herr.RolledBackTo != "1" {
+			t.Fatalf("err %v, want cp-1 rolled back to 1", err)
+		}
+		if got := order(res); !slices.Equal(got, []string{"cp-0", "cp-1"}) {
+			t.Errorf("went through %v, want cp-0 then cp-1", got)
+		}
+		for host, want := range map[string]string{"cp-0": "2", "cp-1": "1", "w-0": "1", "w-1": "1"} {
+			if st := hosts.State(host, "agent"); st.Current != want || st.Active != want {
+				t.Errorf("%s: agent %+v, want %s", host, st, want)
+			}
+		}
+	})
+
+	t.Run("run again, the patch resumes", func(t *testing.T) {
+		res, err := bu.Patch(ctx, with(agent2), "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var skipped, patched []string
+		for _, n := range res.Nodes {
+			if n.Skipped {
+				skipped = append(skipped, n.Host)
+			} else {
+				patched = append(patched, n.Host)
+			}
+		}
+		if !slices.Equal(skipped, []string{"cp-0"}) || !slices.Equal(patched, []string{"cp-1", "w-0", "w-1"}) {
+			t.Errorf("skipped %v, patched %v; want cp-0 skipped, the others patched in order", skipped, patched)
+		}
+	})
+
+	t.Run("a package the cluster does not run", func(t *testing.T) {
+		if _, err := bu.Patch(ctx, spec, "nothing"); err == nil || !strings.Contains(err.Error(), "no nothing") {
+			t.Errorf("err %v, want one naming the package", err)
+		}
+	})
+}
