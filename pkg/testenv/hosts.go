@@ -200,7 +200,7 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if _, err := os.Stat(filepath.Join(rootfs, "lib", "systemd", "systemd")); err != nil {
 		return nil, fmt.Errorf("test hosts: %s holds no systemd: %w", rootfs, err)
 	}
-	for _, tool := range []string{"ip", "unshare", "nsenter", "chroot", "mount"} {
+	for _, tool := range []string{"ip", "unshare", "nsenter", "mount", "pivot_root"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("test hosts: %s: %w", tool, err)
 		}
@@ -377,8 +377,8 @@ func (h *Host) AuthorizeKey(line string) error {
 }
 
 // bootScript runs as PID 1 of the host's new namespaces: it mounts the overlay and the API
-// filesystems, then becomes systemd in the chroot. The mounts live in the host's mount
-// namespace only (private propagation) and vanish with it.
+// filesystems, makes the overlay its root (pivot_root) and becomes systemd. The mounts live in
+// the host's mount namespace only (private propagation) and vanish with it.
 const bootScript = `set -eu
 rootfs=$1 dir=$2 cgroups=$3 m=$2/merged
 mount -t overlay overlay -o "lowerdir=$rootfs,upperdir=$dir/upper,workdir=$dir/work" "$m"
@@ -438,7 +438,15 @@ ln -s /proc/self/fd/2 "$m/dev/stderr"
 mkdir "$m/dev/pts" "$m/dev/shm" "$m/dev/mqueue"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$m/dev/pts"
 ln -s pts/ptmx "$m/dev/ptmx"
-exec chroot "$m" /usr/bin/env -i container=edgefleet-test-host /lib/systemd/systemd
+# pivot_root, not chroot: a process joining this mount namespace (setns) starts at the
+# namespace's root, so after a chroot runc exec landed in the machine's root instead of the
+# container's (stat /tiny: no such file or directory), and so would kubectl exec and exec probes.
+# /mnt is empty in the image.
+cd "$m"
+pivot_root . mnt
+umount -l /mnt
+cd /
+exec /usr/bin/env -i container=edgefleet-test-host /lib/systemd/systemd
 `
 
 // launchScript puts itself into the host's cgroups (one per line of $1, one per hierarchy),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -29,8 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// nodeImage is the one image of TestNodeStackRunsAPod: containerd's sandbox (pause) image and
-// the pod's container, imported from an archive, never pulled.
+// nodeImage is the one image of the node stack tests: containerd's sandbox (pause) image and
+// the pods' container, imported from an archive, never pulled.
 const nodeImage = "edgefleet.test/tiny:1"
 
 // TestNodeStackRunsAPod runs the real node stack in a real test host (needs root): Debian 12's
@@ -39,6 +40,61 @@ const nodeImage = "edgefleet.test/tiny:1"
 // now. It waits for the Node to be Ready, imports a locally built image into containerd, runs a
 // Pod on the node and reaches its HTTP server. Nothing is faked.
 func TestNodeStackRunsAPod(t *testing.T) {
+	c := startNodeCluster(t, 1, "kubectl")
+	ctx := t.Context()
+	h := c.hosts.Hosts[0]
+	c.installNode(h, netip.MustParsePrefix("10.88.0.0/24"))
+	start := time.Now()
+	c.startUnits(h, "kubelet")
+	c.waitNodeReady(h, start)
+
+	// A Pod on the node (no scheduler runs: nodeName is set), its image never pulled.
+	ns := c.cp.Namespace(t)
+	if err := c.cp.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns}, Spec: tinyPodSpec("-http", ":8080")}
+	pod.Spec.NodeName = h.Name
+	start = time.Now()
+	if err := c.cp.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	c.waitPodRunning(pod)
+	t.Logf("pod created to Running: %s (pod IP %s)", time.Since(start).Round(time.Millisecond), pod.Status.PodIP)
+	if out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/"); err != nil || !strings.Contains(string(out), "hello from tiny") {
+		t.Errorf("the pod's HTTP server from %s: %q (%v)", h.Name, out, err)
+	}
+
+	// kubectl shows the node with containerd as its runtime.
+	out, err := c.kubectl("get", "nodes", "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kubectl get nodes -o wide:\n%s", out)
+	if !strings.Contains(string(out), "containerd://") {
+		t.Errorf("kubectl get nodes -o wide shows no containerd runtime")
+	}
+	logHostMemory(t, h)
+}
+
+// nodeCluster is what the node stack tests share: a real control plane (envtest), reachable
+// from the test hosts through a forwarder on their gateway, and booted hosts to make nodes of.
+type nodeCluster struct {
+	t     *testing.T
+	bin   string // the repository's bin/
+	cp    *ControlPlane
+	hosts *HostNet
+	api   *forwarder // to the API server, on the hosts' gateway
+	image []byte     // a docker archive of nodeImage
+
+	mu       sync.Mutex
+	onFailed map[*Host][][]string // what to run in a host when the test fails, to understand it
+	execs    int                  // container execs so far, for unique exec IDs
+}
+
+// startNodeCluster starts a control plane and n hosts and boots them. Besides kubelet and the
+// node's Debian packages, bin/ must hold tools (hack/tools.sh builds them).
+func startNodeCluster(t *testing.T, n int, tools ...string) *nodeCluster {
 	if os.Geteuid() != 0 {
 		t.Skip("test hosts need root")
 	}
@@ -47,201 +103,276 @@ func TestNodeStackRunsAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(root, "bin")
-	for _, f := range []string{"kubelet", "kubectl", "node-debs"} {
+	tools = append([]string{"kubelet", "node-debs"}, tools...)
+	for _, f := range tools {
 		if _, err := os.Stat(filepath.Join(bin, f)); err != nil {
-			t.Fatalf("%v: run hack/tools.sh kubelet kubectl node-debs first", err)
+			t.Fatalf("%v: run hack/tools.sh %s first", err, strings.Join(tools, " "))
 		}
 	}
 	ctx := t.Context()
-	cp := StartT(t, Options{Name: "nodestack"})
-	hn := NewHosts(t, 1, HostOptions{})
-	h := hn.Hosts[0]
-	// The API server listens on loopback; the host reaches it through the gateway.
-	apiURL, err := url.Parse(cp.Config.Host)
+	c := &nodeCluster{t: t, bin: bin, onFailed: map[*Host][][]string{}}
+	c.cp = StartT(t, Options{Name: "nodestack"})
+	c.hosts = NewHosts(t, n, HostOptions{})
+	// The API server listens on loopback; the hosts reach it through the gateway.
+	apiURL, err := url.Parse(c.cp.Config.Host)
 	if err != nil || apiURL.Host == "" {
-		t.Fatalf("API server address %q: %v", cp.Config.Host, err)
+		t.Fatalf("API server address %q: %v", c.cp.Config.Host, err)
 	}
-	apiFwd, err := startForwarder(hn.Gateway.String(), apiURL.Host)
-	if err != nil {
+	if c.api, err = startForwarder(c.hosts.Gateway.String(), apiURL.Host); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(apiFwd.close)
-	if err := h.Provision(UserData{}); err != nil {
-		t.Fatal(err)
+	t.Cleanup(c.api.close)
+	for _, h := range c.hosts.Hosts {
+		if err := h.Provision(UserData{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Boot(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := h.Boot(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.WaitSSH(ctx); err != nil {
-		t.Fatal(err)
+	for _, h := range c.hosts.Hosts {
+		if _, err := h.WaitSSH(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Runs before the hosts are stopped: what a failure needs to be understood.
 	t.Cleanup(func() {
-		if !t.Failed() || !h.Running() {
+		if !t.Failed() {
 			return
 		}
-		dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, c := range [][]string{
-			{"systemctl", "--no-pager", "status", "containerd", "kubelet"},
-			{"journalctl", "--no-pager", "-n", "80", "-u", "containerd"},
-			{"journalctl", "--no-pager", "-n", "150", "-u", "kubelet"},
-			{"sh", "-c", "cat /proc/self/mountinfo | grep -E 'cgroup|containerd'"},
-		} {
-			out, err := h.Exec(dctx, c...)
-			t.Logf("%s (%v):\n%s", strings.Join(c, " "), err, out)
+		for _, h := range c.hosts.Hosts {
+			if !h.Running() {
+				continue
+			}
+			for _, cmd := range c.onFailed[h] {
+				out, err := h.Exec(dctx, cmd...)
+				t.Logf("%s: %s (%v):\n%s", h.Name, strings.Join(cmd, " "), err, out)
+			}
 		}
 	})
+	if c.image, err = buildNodeImage(ctx, root, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
-	// containerd, runc, CNI plugins: Debian 12's packages, unpacked into the running host.
+// logOnFailure has cmd run in host h, its output logged, if the test fails.
+func (c *nodeCluster) logOnFailure(h *Host, cmd ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onFailed[h] = append(c.onFailed[h], cmd)
+}
+
+// hostFile is a file to write into a running host.
+type hostFile struct {
+	path string
+	data []byte
+	mode os.FileMode
+}
+
+// writeFiles writes files into the running host h (through /proc/<pid1>/root).
+func (c *nodeCluster) writeFiles(h *Host, files ...hostFile) {
+	for _, f := range files {
+		p := filepath.Join(fmt.Sprintf("/proc/%d/root", h.init), f.path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			c.t.Fatalf("%s: write %s: %v", h.Name, f.path, err)
+		}
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			c.t.Fatalf("%s: write %s: %v", h.Name, f.path, err)
+		}
+	}
+}
+
+// binary is a file of bin/, to copy into a host.
+func (c *nodeCluster) binary(name string) []byte {
+	b, err := os.ReadFile(filepath.Join(c.bin, name))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return b
+}
+
+// kubeconfig is the kubeconfig of a new user of the control plane, for a host: a client
+// certificate for user (and groups) made now by the control plane's CA, the server the
+// forwarder on the hosts' gateway, whose certificate is verified as the "localhost" it was made
+// for.
+func (c *nodeCluster) kubeconfig(user string, groups ...string) []byte {
+	raw, err := c.cp.Kubeconfig(user, groups...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		c.t.Fatalf("kubeconfig of %s: %v", user, err)
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = "https://" + c.api.addr
+		cl.TLSServerName = "localhost"
+	}
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		c.t.Fatalf("kubeconfig of %s: %v", user, err)
+	}
+	return out
+}
+
+// kubectl runs bin/kubectl as the control plane's admin.
+func (c *nodeCluster) kubectl(args ...string) ([]byte, error) {
+	admin, err := c.cp.AdminKubeconfig()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(c.t.Context(), filepath.Join(c.bin, "kubectl"), append([]string{"--kubeconfig", "/dev/stdin"}, args...)...)
+	cmd.Stdin = bytes.NewReader(admin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return out, nil
+}
+
+// exec runs a command in host h and fails the test if it fails.
+func (c *nodeCluster) exec(h *Host, args ...string) []byte {
+	out, err := h.Exec(c.t.Context(), args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// startUnits starts systemd units in host h (after a daemon-reload: their unit files may be
+// new); a failed test logs their status and journal.
+func (c *nodeCluster) startUnits(h *Host, units ...string) {
+	c.exec(h, "systemctl", "daemon-reload")
+	c.exec(h, append([]string{"systemctl", "start"}, units...)...)
+	for _, u := range units {
+		c.logOnFailure(h, "systemctl", "--no-pager", "status", u)
+		c.logOnFailure(h, "journalctl", "--no-pager", "-n", "150", "-u", u)
+	}
+}
+
+// installNode installs the node stack in host h: Debian 12's containerd, runc and CNI plugins
+// (+ iptables) unpacked, a pod network of a bridge with the host-local addresses of podCIDR,
+// kubelet with a client certificate for system:node:<host>, and nodeImage imported. containerd
+// runs; kubelet does not yet.
+func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
+	t := c.t
 	start := time.Now()
-	debs, err := filepath.Glob(filepath.Join(bin, "node-debs", "*.deb"))
+	debs, err := filepath.Glob(filepath.Join(c.bin, "node-debs", "*.deb"))
 	if err != nil || len(debs) == 0 {
-		t.Fatalf("no .deb in %s (%v)", filepath.Join(bin, "node-debs"), err)
+		t.Fatalf("no .deb in %s (%v)", filepath.Join(c.bin, "node-debs"), err)
 	}
 	hostRoot := fmt.Sprintf("/proc/%d/root", h.init)
 	for _, d := range debs {
 		// --keep-directory-symlink: the rootfs's /lib, /bin, /sbin are symlinks into /usr.
-		if out, err := exec.CommandContext(ctx, "sh", "-c", `dpkg-deb --fsys-tarfile "$1" | tar -x --keep-directory-symlink -C "$2"`,
+		if out, err := exec.CommandContext(t.Context(), "sh", "-c", `dpkg-deb --fsys-tarfile "$1" | tar -x --keep-directory-symlink -C "$2"`,
 			"unpack", d, hostRoot).CombinedOutput(); err != nil {
 			t.Fatalf("unpack %s into %s: %v: %s", filepath.Base(d), h.Name, err, out)
 		}
 	}
-	kubelet, err := os.ReadFile(filepath.Join(bin, "kubelet"))
-	if err != nil {
-		t.Fatal(err)
+	// Unpacking skips the maintainer scripts; iptables' postinst makes the update-alternatives
+	// links (iptables, iptables-save, iptables-restore → their -nft variants) that kube-proxy
+	// and the CNI plugins call.
+	iptables, err := filepath.Glob(filepath.Join(c.bin, "node-debs", "iptables_*.deb"))
+	if err != nil || len(iptables) != 1 {
+		t.Fatalf("iptables in %s: %v (%v)", filepath.Join(c.bin, "node-debs"), iptables, err)
 	}
-	kubeconfig, err := nodeKubeconfig(cp, h.Name, apiFwd.addr)
-	if err != nil {
-		t.Fatal(err)
+	if out, err := exec.CommandContext(t.Context(), "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -xO ./postinst >"$2/root/iptables.postinst"`,
+		"postinst", iptables[0], hostRoot).CombinedOutput(); err != nil {
+		t.Fatalf("iptables' postinst: %v: %s", err, out)
 	}
-	if err := cp.Client.Create(ctx, &rbacv1.ClusterRoleBinding{
+	c.exec(h, "sh", "/root/iptables.postinst", "configure")
+	if err := c.cp.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-node-" + h.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:node:" + h.Name}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-		mode os.FileMode
-	}{
+	c.writeFiles(h,
 		// The rootfs has no /etc/hosts; containerd copies it into every pod.
-		{"/etc/hosts", []byte("127.0.0.1 localhost\n" + h.IP.String() + " " + h.Name + "\n"), 0o644},
-		{"/usr/local/bin/kubelet", kubelet, 0o755},
-		{"/etc/containerd/config.toml", []byte(containerdConfig), 0o644},
-		{"/etc/cni/net.d/10-edgefleet.conflist", []byte(cniConfig), 0o644},
-		{"/etc/kubernetes/kubelet.yaml", []byte(kubeletConfig(h.IP.String())), 0o644},
-		{"/etc/kubernetes/kubelet.kubeconfig", kubeconfig, 0o600},
-		{"/etc/systemd/system/kubelet.service", []byte(kubeletUnit(h.Name, h.IP.String())), 0o644},
-	} {
-		if err := writeHostFile(hostRoot, f.path, f.data, f.mode); err != nil {
-			t.Fatalf("%s: %v", h.Name, err)
-		}
-	}
-	if _, err := h.Exec(ctx, "systemctl", "daemon-reload"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Exec(ctx, "systemctl", "start", "containerd"); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := h.Exec(ctx, "ctr", "version"); err != nil {
-		t.Fatalf("containerd does not answer: %v", err)
-	} else {
-		t.Logf("installed containerd, runc, CNI plugins and kubelet in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
-	}
+		hostFile{"/etc/hosts", []byte("127.0.0.1 localhost\n" + h.IP.String() + " " + h.Name + "\n"), 0o644},
+		hostFile{"/usr/local/bin/kubelet", c.binary("kubelet"), 0o755},
+		hostFile{"/etc/containerd/config.toml", []byte(containerdConfig), 0o644},
+		hostFile{"/etc/cni/net.d/10-edgefleet.conflist", []byte(cniConfig(podCIDR)), 0o644},
+		hostFile{"/etc/kubernetes/kubelet.yaml", []byte(kubeletConfig(h.IP.String())), 0o644},
+		hostFile{"/etc/kubernetes/kubelet.kubeconfig", c.kubeconfig("system:node:"+h.Name, "system:nodes"), 0o600},
+		hostFile{"/etc/systemd/system/kubelet.service", []byte(systemdUnit("kubelet", "containerd.service",
+			"/usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --hostname-override="+h.Name+" --node-ip="+h.IP.String()+" --v=2")), 0o644},
+		hostFile{"/root/image.tar", c.image, 0o600},
+	)
+	c.logOnFailure(h, "sh", "-c", "cat /proc/self/mountinfo | grep -E 'cgroup|containerd'")
+	c.startUnits(h, "containerd")
+	out := c.exec(h, "ctr", "version")
+	t.Logf("installed containerd, runc, CNI plugins and kubelet in %s in %s:\n%s", h.Name, time.Since(start).Round(time.Millisecond), out)
+	// The image, imported into the k8s.io namespace (the CRI's).
+	c.exec(h, "ctr", "-n", "k8s.io", "images", "import", "/root/image.tar")
+}
 
-	// The image: built here, imported into the k8s.io namespace (the CRI's).
-	archive, err := buildNodeImage(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := writeHostFile(hostRoot, "/root/image.tar", archive, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.Exec(ctx, "ctr", "-n", "k8s.io", "images", "import", "/root/image.tar"); err != nil {
-		t.Fatal(err)
-	}
-
-	// kubelet → Node Ready, as the kubelet reports it.
-	start = time.Now()
-	if _, err := h.Exec(ctx, "systemctl", "start", "kubelet"); err != nil {
-		t.Fatal(err)
-	}
+// waitNodeReady waits for host h's Node to be Ready, as its kubelet (started at start)
+// reports it.
+func (c *nodeCluster) waitNodeReady(h *Host, start time.Time) {
+	ctx := c.t.Context()
 	if err := waitFor(ctx, 3*time.Minute, func() (bool, string) {
 		var node corev1.Node
-		if err := cp.Client.Get(ctx, client.ObjectKey{Name: h.Name}, &node); err != nil {
+		if err := c.cp.Client.Get(ctx, client.ObjectKey{Name: h.Name}, &node); err != nil {
 			return false, err.Error()
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s %s: %s", c.Status, c.Reason, c.Message)
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
 			}
 		}
 		return false, "no Ready condition"
 	}); err != nil {
-		t.Fatalf("node %s: %v (API server forwarder: %s)", h.Name, err, apiFwd.lastError())
+		c.t.Fatalf("node %s: %v (API server forwarder: %s)", h.Name, err, c.api.lastError())
 	}
-	t.Logf("kubelet start to Node Ready: %s", time.Since(start).Round(time.Millisecond))
+	c.t.Logf("node %s: kubelet start to Node Ready: %s", h.Name, time.Since(start).Round(time.Millisecond))
+}
 
-	// A Pod on the node (no scheduler runs: nodeName is set), its image never pulled.
-	ns := cp.Namespace(t)
-	if err := cp.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}); err != nil {
-		t.Fatal(err)
-	}
-	noToken := false
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeName:                     h.Name,
-			AutomountServiceAccountToken: &noToken,
-			EnableServiceLinks:           &noToken,
-			Containers: []corev1.Container{{
-				Name:            "tiny",
-				Image:           nodeImage,
-				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"-http", ":8080"},
-			}},
-		},
-	}
-	start = time.Now()
-	if err := cp.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+// waitPodRunning waits for pod to run, updating it.
+func (c *nodeCluster) waitPodRunning(pod *corev1.Pod) {
+	ctx := c.t.Context()
 	if err := waitFor(ctx, 2*time.Minute, func() (bool, string) {
-		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		if err := c.cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err.Error()
 		}
-		var states []string
-		for _, c := range pod.Status.ContainerStatuses {
-			states = append(states, fmt.Sprintf("%s: %+v", c.Name, c.State))
-		}
-		return pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %s, %s", pod.Status.Phase, strings.Join(states, "; "))
+		return pod.Status.Phase == corev1.PodRunning, podState(pod)
 	}); err != nil {
-		t.Fatalf("pod %s: %v", pod.Name, err)
+		c.t.Fatalf("pod %s: %v", pod.Name, err)
 	}
-	t.Logf("pod created to Running: %s (pod IP %s)", time.Since(start).Round(time.Millisecond), pod.Status.PodIP)
-	if out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/"); err != nil || !strings.Contains(string(out), "hello from tiny") {
-		t.Errorf("the pod's HTTP server from %s: %q (%v)", h.Name, out, err)
-	}
+}
 
-	// kubectl shows the node with containerd as its runtime.
-	admin, err := cp.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
+// podState is a pod's phase, node and containers' states, for messages.
+func podState(pod *corev1.Pod) string {
+	states := []string{fmt.Sprintf("phase %s on %q", pod.Status.Phase, pod.Spec.NodeName)}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+			states = append(states, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
+		}
 	}
-	kubectl := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", "/dev/stdin", "get", "nodes", "-o", "wide")
-	kubectl.Stdin = bytes.NewReader(admin)
-	out, err := kubectl.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl get nodes: %v: %s", err, out)
+	for _, cs := range pod.Status.ContainerStatuses {
+		states = append(states, fmt.Sprintf("%s: %+v", cs.Name, cs.State))
 	}
-	t.Logf("kubectl get nodes -o wide:\n%s", out)
-	if !strings.Contains(string(out), "containerd://") {
-		t.Errorf("kubectl get nodes -o wide shows no containerd runtime")
+	return strings.Join(states, "; ")
+}
+
+// tinyPodSpec is a pod of one container of nodeImage, run with args, never pulled; it needs no
+// service account token and no service links.
+func tinyPodSpec(args ...string) corev1.PodSpec {
+	no := false
+	return corev1.PodSpec{
+		AutomountServiceAccountToken: &no,
+		EnableServiceLinks:           &no,
+		Containers: []corev1.Container{{
+			Name:            "tiny",
+			Image:           nodeImage,
+			ImagePullPolicy: corev1.PullNever,
+			Args:            args,
+		}},
 	}
-	logHostMemory(t, h)
 }
 
 // containerdConfig is containerd 1.6's configuration: the CRI's sandbox image is the imported
@@ -262,9 +393,11 @@ const containerdConfig = `version = 2
     conf_dir = "/etc/cni/net.d"
 `
 
-// cniConfig is the pod network: a bridge with host-local addresses inside the host's network
-// namespace (the loopback plugin is called by containerd itself).
-const cniConfig = `{
+// cniConfig is the pod network: a bridge with host-local addresses of podCIDR inside the host's
+// network namespace, the bridge the pods' gateway (the loopback plugin is called by containerd
+// itself).
+func cniConfig(podCIDR netip.Prefix) string {
+	return `{
   "cniVersion": "1.0.0",
   "name": "edgefleet",
   "plugins": [{
@@ -272,13 +405,20 @@ const cniConfig = `{
     "bridge": "cni0",
     "isGateway": true,
     "ipMasq": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "` + podCIDR.String() + `"}]], "routes": [{"dst": "0.0.0.0/0"}]}
   }]
 }
 `
+}
 
 // kubeletConfig is kubelet's configuration: cgroup v1 allowed, cgroupfs like containerd, no
 // anonymous access and no credentials accepted on its own API (nothing here calls it).
+//
+// The hosts' disk is the machine's, shared with everything else on it: kubelet's default
+// thresholds (evict below 15 % free for images, 10 % for the node; collect images above 85 %
+// used) are about what others leave, and with 12 % free kubelet reported DiskPressure and
+// evicted the pods. Absolute thresholds of a little free space instead, and no image garbage
+// collection (the images are imported, never pulled again).
 func kubeletConfig(ip string) string {
 	return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -297,55 +437,23 @@ authorization:
 rotateCertificates: false
 serverTLSBootstrap: false
 resolvConf: ""
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1Gi
+  imagefs.available: 1Gi
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 `
 }
 
-// kubeletUnit is kubelet's systemd unit in the host.
-func kubeletUnit(hostname, ip string) string {
-	return `[Unit]
-Description=kubelet
-After=containerd.service
-Requires=containerd.service
-
-[Service]
-ExecStart=/usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --hostname-override=` + hostname + ` --node-ip=` + ip + ` --v=2
-Restart=no
-`
-}
-
-// nodeKubeconfig is the kubeconfig of node name: a client certificate for system:node:<name>
-// (group system:nodes) made now by the control plane's CA, pointed at addr, verifying the API
-// server's certificate as the "localhost" it was made for.
-func nodeKubeconfig(cp *ControlPlane, name, addr string) ([]byte, error) {
-	raw, err := cp.Kubeconfig("system:node:"+name, "system:nodes")
-	if err != nil {
-		return nil, err
+// systemdUnit is the unit of a service running cmd, started after (and requiring) the unit
+// after when it is not empty. It is not restarted: a failure shows.
+func systemdUnit(description, after, cmd string) string {
+	deps := ""
+	if after != "" {
+		deps = "After=" + after + "\nRequires=" + after + "\n"
 	}
-	cfg, err := clientcmd.Load(raw)
-	if err != nil {
-		return nil, fmt.Errorf("node kubeconfig: %w", err)
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + addr
-		c.TLSServerName = "localhost"
-	}
-	out, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return nil, fmt.Errorf("node kubeconfig: %w", err)
-	}
-	return out, nil
-}
-
-// writeHostFile writes a file into a running host's root (hostRoot, /proc/<pid1>/root).
-func writeHostFile(hostRoot, path string, data []byte, mode os.FileMode) error {
-	p := filepath.Join(hostRoot, path)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.WriteFile(p, data, mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return "[Unit]\nDescription=" + description + "\n" + deps + "\n[Service]\nExecStart=" + cmd + "\nRestart=no\n"
 }
 
 // buildNodeImage builds testdata/tiny (static) and returns a docker-archive of nodeImage: one
@@ -444,7 +552,7 @@ func logHostMemory(t *testing.T, h *Host) {
 			}
 		}
 		n, _ := strconv.ParseInt(strings.TrimSpace(string(usage)), 10, 64)
-		t.Logf("memory of host %s (containerd, kubelet, systemd, sshd, the pod): %d MiB with page cache, %s resident", h.Name, n>>20, rss)
+		t.Logf("memory of host %s (its cgroup: everything it runs): %d MiB with page cache, %s resident", h.Name, n>>20, rss)
 	}
 }
 
