@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -206,10 +207,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		Charts: func(cfg *rest.Config) (applicationcluster.ChartInstaller, error) {
 			return charts.New(cfg, charts.Options{Log: ctrl.Log.WithName("helm")})
 		},
-		HTTP:     &http.Client{Timeout: 30 * time.Minute},
-		Recorder: mgr.GetEventRecorder("bpa"),
-		Retry:    opts.Retry,
-		Resync:   opts.Resync,
+		ClusterClient: func(cfg *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) },
+		HTTP:          &http.Client{Timeout: 30 * time.Minute},
+		Recorder:      mgr.GetEventRecorder("bpa"),
+		Retry:         opts.Retry,
+		Resync:        opts.Resync,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -53,7 +54,8 @@ type ControlPlane struct {
 	guard   *guard
 }
 
-// Scheme returns a scheme with the built-in Kubernetes kinds and edgefleet's kinds.
+// Scheme returns a scheme with the built-in Kubernetes kinds, edgefleet's kinds and
+// Cluster-API's core kinds.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
@@ -64,6 +66,9 @@ func Scheme() *runtime.Scheme {
 	}
 	if err := sitev1.AddToScheme(s); err != nil {
 		panic(fmt.Sprintf("testenv: add site scheme: %v", err))
+	}
+	if err := clusterv1.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("testenv: add Cluster-API scheme: %v", err))
 	}
 	return s
 }

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -41,9 +40,19 @@ type work struct {
 	recheck bool
 }
 
+// specError is a spec the BPA cannot carry out as it is (packages that cannot go together): it
+// fails the cluster until the spec changes, rather than being retried.
+type specError struct{ error }
+
+func (e *specError) Unwrap() error { return e.error }
+
 // run is the reconcile: packages, hosts, install or patch, kubeconfig, charts.
 func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	pkgs, err := w.packages(ctx)
+	if serr := (*specError)(nil); errors.As(err, &serr) {
+		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()+"; fix the Release's packages"
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -136,7 +145,7 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	}
 	ordered, err := cluster.Ordered(pkgs)
 	if err != nil {
-		return nil, fmt.Errorf("spec.packages: %w", err)
+		return nil, &specError{fmt.Errorf("spec.packages: %w", err)}
 	}
 	return ordered, nil
 }
@@ -220,9 +229,9 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := w.r.ClusterClient(cfg)
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("client of cluster %s: %w", w.ac.Name, err)
 	}
 	var nodes []cluster.Host
 	for _, h := range spec.Hosts {

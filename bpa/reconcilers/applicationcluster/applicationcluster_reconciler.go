@@ -8,6 +8,8 @@ import (
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +35,9 @@ type Reconciler struct {
 	Secrets secrets.Store
 	// Charts installs charts into application clusters.
 	Charts Charts
+	// ClusterClient makes a client of an application cluster from its admin config
+	// (kubernetes.NewForConfig).
+	ClusterClient func(*rest.Config) (kubernetes.Interface, error)
 	// HTTP reads the site cache.
 	HTTP *http.Client
 	// Recorder emits an event when the phase changes.
@@ -59,8 +64,8 @@ type Reconciler struct {
 // ArtifactSet (packages cached) bring it back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	switch {
-	case r.Client == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.HTTP == nil, r.Recorder == nil:
-		return errors.New("bpa-applicationcluster: Client, Installer, Secrets, Charts, HTTP and Recorder are required")
+	case r.Client == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.ClusterClient == nil, r.HTTP == nil, r.Recorder == nil:
+		return errors.New("bpa-applicationcluster: Client, Installer, Secrets, Charts, ClusterClient, HTTP and Recorder are required")
 	case r.Retry <= 0, r.Resync <= 0:
 		return errors.New("bpa-applicationcluster: Retry and Resync must be positive")
 	}

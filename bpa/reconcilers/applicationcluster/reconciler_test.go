@@ -1,0 +1,321 @@
+package applicationcluster_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/install/fixture"
+	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
+	"github.com/edgefleet/edgefleet/pkg/packages"
+	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+var (
+	site  *testenv.ControlPlane
+	hosts = fixture.New()
+	cache = &siteCache{archives: map[string][]byte{}}
+	// nodes is the application cluster as the reconciler's client of it sees it: a fake.
+	nodes = kubefake.NewClientset()
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true},
+		func(_ context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+			site = cp
+			srv := httptest.NewServer(cache)
+			r := &applicationcluster.Reconciler{
+				Client:    mgr.GetClient(),
+				Installer: hosts,
+				Secrets:   &secretsfake.Store{},
+				Charts: func(*rest.Config) (applicationcluster.ChartInstaller, error) {
+					return nil, fmt.Errorf("no charts in these tests")
+				},
+				ClusterClient: func(*rest.Config) (kubernetes.Interface, error) { return nodes, nil },
+				HTTP:          srv.Client(),
+				Recorder:      mgr.GetEventRecorder("bpa"),
+				Retry:         200 * time.Millisecond,
+				Resync:        time.Hour,
+			}
+			cache.url = srv.URL
+			return r.SetupWithManager(mgr, controller.Options{})
+		}))
+}
+
+// siteCache serves package archives by digest, as the site cache does.
+type siteCache struct {
+	mu       sync.Mutex
+	url      string
+	archives map[string][]byte
+}
+
+func (c *siteCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	b, ok := c.archives[strings.TrimPrefix(r.URL.Path, "/")]
+	c.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
+// add builds a package (a health check, nothing else but its manifest) and serves it; it
+// returns its digest.
+func (c *siteCache) add(t *testing.T, m packages.Manifest) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.Architecture, m.Hooks.HealthCheck = "amd64", "health-check"
+	var b bytes.Buffer
+	if _, err := packages.Build(&b, m, dir); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	digest := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	c.archives[digest] = b.Bytes()
+	c.mu.Unlock()
+	return digest
+}
+
+// cached writes the ArtifactSet of cluster ac with every package of its spec cached.
+func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
+	t.Helper()
+	ctx := t.Context()
+	set := &sitev1.ArtifactSet{ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: ac.Name}}
+	if err := site.Client.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
+		set.Spec.Artifacts = ac.Spec.Packages
+		if err := site.Client.Create(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set.Spec.Artifacts = ac.Spec.Packages
+	if err := site.Client.Update(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	set.Status.Artifacts = nil
+	for _, p := range ac.Spec.Packages {
+		set.Status.Artifacts = append(set.Status.Artifacts, sitev1.CachedArtifact{SHA256: p.SHA256, Phase: sitev1.ArtifactCached, URL: c.url + "/" + p.SHA256})
+	}
+	if err := site.Client.Status().Update(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitBootstrap waits for the cluster's status.bootstrap to pass check at the spec's generation,
+// and returns it.
+func waitBootstrap(t *testing.T, ac *sitev1.ApplicationCluster, what string, check func(*sitev1.BootstrapStatus) bool) *sitev1.BootstrapStatus {
+	t.Helper()
+	var last *sitev1.BootstrapStatus
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		cur := &sitev1.ApplicationCluster{}
+		if err := site.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), cur); err != nil {
+			t.Fatal(err)
+		}
+		if last = cur.Status.Bootstrap; last != nil && last.ObservedGeneration == cur.Generation && check(last) {
+			return last
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("status.bootstrap never showed %s; last: %+v", what, last)
+	return nil
+}
+
+// TestReconcilerPhases takes one cluster through the BPA's phases on fake hosts: Waiting for its
+// control-plane host, Installing to Installed, a patch that fails its health check (Failed, not
+// retried), a new version that patches (Installed), and packages that cannot go together
+// (Failed, naming them).
+func TestReconcilerPhases(t *testing.T) {
+	ctx := t.Context()
+	ns := site.Namespace(t)
+	db := cache.add(t, packages.Manifest{Name: "db", Version: "1", Hosts: packages.HostsControlPlane})
+	agent := func(v string) string {
+		return cache.add(t, packages.Manifest{Name: "agent", Version: v, After: []string{"db"},
+			Config: []packages.ConfigFile{{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}}"}}})
+	}
+	agent1, agent2, agent3 := agent("1"), agent("2"), agent("3")
+	ac := &sitev1.ApplicationCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		Spec: sitev1.ApplicationClusterSpec{
+			KubernetesVersion: "v1.36.3",
+			OSImage:           sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
+			Packages:          []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent1, Name: "agent"}},
+			Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10", Port: 6443}},
+		},
+	}
+	for i, h := range []struct {
+		name string
+		role sitev1.HostRole
+	}{{"cp-0", sitev1.RoleControlPlane}, {"w-0", sitev1.RoleWorker}} {
+		ac.Spec.Hosts = append(ac.Spec.Hosts, sitev1.ClusterHost{
+			Name: h.name, Role: h.role, BootMACAddress: fmt.Sprintf("52:54:00:00:00:%02x", i), Address: fmt.Sprintf("10.0.0.%d", 10+i),
+			BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/" + h.name, CredentialsName: h.name + "-bmc"},
+		})
+	}
+	if err := site.Client.Create(ctx, ac); err != nil {
+		t.Fatal(err)
+	}
+	cache.cached(t, ac)
+	if err := site.Client.Create(ctx, &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		Spec:       clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "site.edgefleet.io", Kind: "EdgeCluster", Name: "app"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("waiting for the control-plane host", func(t *testing.T) {
+		st := waitBootstrap(t, ac, "Waiting", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapWaiting })
+		if !strings.Contains(st.Message, "waiting for control-plane hosts to be provisioned: cp-0") {
+			t.Errorf("message %q", st.Message)
+		}
+		if len(hosts.Log()) != 0 {
+			t.Errorf("ran %v before any host was provisioned", hosts.Log())
+		}
+	})
+
+	t.Run("installed once the hosts are provisioned", func(t *testing.T) {
+		for _, h := range ac.Spec.Hosts {
+			m := &clusterv1.Machine{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: "app"}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: "app", ProviderID: "metal3://" + ns + "/" + h.Name,
+					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr("app-" + h.Name)},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "site.edgefleet.io", Kind: "EdgeMachine", Name: "app-" + h.Name},
+				},
+			}
+			if err := site.Client.Create(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nodes.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := waitBootstrap(t, ac, "Installed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
+		if st.Message != "2 nodes run db 1, agent 1" || st.Nodes != 2 {
+			t.Errorf("status %+v", st)
+		}
+		// Hosts are reached under their Machines' names: host keys are pinned per machine.
+		if got := activations(hosts.Log()); !slices.Equal(got, []string{"app-cp-0 db", "app-cp-0 agent", "app-w-0 agent"}) && !slices.Equal(got, []string{"app-cp-0 db", "app-w-0 agent", "app-cp-0 agent"}) {
+			t.Errorf("activated %v, want db on cp-0, then agent on both", got)
+		}
+		if f, ok := hosts.File("app-w-0", "/etc/agent/env"); !ok || string(f.Data) != "NODE=w-0" {
+			t.Errorf("w-0's /etc/agent/env %q (%v)", f.Data, ok)
+		}
+		secret := &corev1.Secret{}
+		if err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-kubeconfig"}, secret); err != nil || len(secret.Data["value"]) == 0 {
+			t.Errorf("Cluster-API's kubeconfig Secret: %v", err)
+		}
+	})
+
+	setPackages := func(t *testing.T, refs ...sitev1.ArtifactRef) {
+		t.Helper()
+		cur := &sitev1.ApplicationCluster{}
+		if err := site.Client.Get(ctx, client.ObjectKeyFromObject(ac), cur); err != nil {
+			t.Fatal(err)
+		}
+		base := cur.DeepCopy()
+		cur.Spec.Packages = refs
+		cache.cached(t, cur)
+		if err := site.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("a patch failing its health check fails the cluster and is not retried", func(t *testing.T) {
+		hosts.FailHealth("app-w-0", "agent", "2", 1)
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent2, Name: "agent"})
+		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+		if st.FailedPackage != agent2 || !strings.Contains(st.Message, "patch failed and was rolled back") || !strings.Contains(st.Message, "stopped at host w-0") || !strings.Contains(st.Message, "package agent 2 failed its health check") {
+			t.Errorf("status %+v", st)
+		}
+		// Anything that brings the cluster back (here its ArtifactSet changing) finds it failed.
+		before := len(hosts.Log())
+		set := &sitev1.ArtifactSet{}
+		if err := site.Client.Get(ctx, client.ObjectKeyFromObject(ac), set); err != nil {
+			t.Fatal(err)
+		}
+		if err := site.Client.Patch(ctx, set, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"poke":"1"}}}`))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // a few retry intervals
+		if ran := hosts.Log()[before:]; len(ran) != 0 {
+			t.Errorf("a failed patch was tried again: %v", ran)
+		}
+		if s := hosts.State("app-w-0", "agent"); s.Current != "1" {
+			t.Errorf("w-0's agent %+v, want rolled back to 1", s)
+		}
+	})
+
+	t.Run("a new version patches, and the cluster is Installed again", func(t *testing.T) {
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"})
+		st := waitBootstrap(t, ac, "Installed at agent 3", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapInstalled && st.Message == "2 nodes run db 1, agent 3"
+		})
+		if st.FailedPackage != "" || !slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "agent" && p.Version == "3" }) {
+			t.Errorf("status %+v", st)
+		}
+		for _, h := range []string{"app-cp-0", "app-w-0"} {
+			if s := hosts.State(h, "agent"); s.Current != "3" || s.Active != "3" {
+				t.Errorf("%s's agent %+v, want 3", h, s)
+			}
+		}
+	})
+
+	t.Run("packages that cannot go together fail the cluster, naming them", func(t *testing.T) {
+		lonely := cache.add(t, packages.Manifest{Name: "lonely", Version: "1", After: []string{"nowhere"}})
+		before := len(hosts.Log())
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: lonely, Name: "lonely"})
+		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+		if !strings.Contains(st.Message, "lonely comes after nowhere, which the cluster's packages do not include") {
+			t.Errorf("message %q", st.Message)
+		}
+		if ran := hosts.Log()[before:]; len(ran) != 0 {
+			t.Errorf("ran %v for a spec it refuses", ran)
+		}
+	})
+}
+
+// activations are the "<host> <package>" of the log's activate steps, in order.
+func activations(log []string) []string {
+	var out []string
+	for _, l := range log {
+		if h, ok := strings.CutSuffix(l, ": activate"); ok {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
