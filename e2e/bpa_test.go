@@ -74,6 +74,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		digest["node-agent 0.3.0 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.3.0", func(dir string) {
 			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'node agent 0.3.0 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
 		}))
+		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
 		release(ctx, "bpa-1", "etcd", "kube-apiserver", "node-agent")
 	})
 
@@ -224,8 +225,31 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 	})
 
+	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
+		release(ctx, "bpa-2-hello", "etcd", "kube-apiserver", "node-agent 0.2.0", "edge-hello")
+		Eventually(func(g Gomega) {
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]}))
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		// Its manifest says hosts: worker; the first three hosts are the control plane.
+		for i, h := range hn.Hosts {
+			if i < 3 {
+				out, err := h.Exec(ctx, "ls", "-A", "/opt/edgefleet/packages")
+				Expect(err).NotTo(HaveOccurred())
+				Expect(strings.Fields(string(out))).NotTo(ContainElement("edge-hello"), "%s is control plane", h.Name)
+				continue
+			}
+			Expect(installed(ctx, h, "edge-hello")).To(Equal("1.0.0 1.0.0"), h.Name)
+			out, err := h.Exec(ctx, "cat", "/run/edge-hello/greeting")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(out)).To(HavePrefix(fmt.Sprintf("hello from %s (%s), pods in ", h.Name, h.IP)))
+		}
+	})
+
 	It("stops a patch whose health check fails, rolls that node back, and says so", func(ctx context.Context) {
-		release(ctx, "bpa-3", "etcd", "kube-apiserver", "node-agent 0.3.0 broken")
+		release(ctx, "bpa-3", "etcd", "kube-apiserver", "node-agent 0.3.0 broken", "edge-hello")
 		var b *sitev1.BootstrapStatus
 		Eventually(func(g Gomega) {
 			b = siteD.bootstrap(g, ctx)
@@ -233,7 +257,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapFailed), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		Expect(b.FailedPackage).To(Equal(digest["node-agent 0.3.0 broken"]))
-		Expect(b.Message).To(ContainSubstring("stopped at node host-0"))
+		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
 		Expect(b.Message).To(ContainSubstring("node agent 0.3.0 is broken"))
 		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]}))
 		for _, h := range hn.Hosts {
