@@ -8,10 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -119,7 +117,7 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 		if err := cordon(ctx, cs, h.Name, m.Name+"-"+m.Version); err != nil {
 			return err
 		}
-		if err := drain(ctx, cs, h.Name); err != nil {
+		if err := (drainer{cs: cs, timeout: drainTimeout, poll: time.Second}).drain(ctx, h.Name); err != nil {
 			return err
 		}
 	}
@@ -198,50 +196,6 @@ func uncordon(ctx context.Context, cs kubernetes.Interface, node string) error {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}},"spec":{"unschedulable":null}}`, CordonedAnnotation)
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("uncordon: %w", err)
-	}
-	return nil
-}
-
-// drainTimeout bounds waiting for a node's pods to go.
-const drainTimeout = 5 * time.Minute
-
-// drain evicts the pods of node (not DaemonSet pods, not mirror pods, as kubectl drain) and
-// waits until they are gone.
-func drain(ctx context.Context, cs kubernetes.Interface, node string) error {
-	sel := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	evictable := func() ([]corev1.Pod, error) {
-		pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			return nil, fmt.Errorf("drain: list pods: %w", err)
-		}
-		var out []corev1.Pod
-		for _, p := range pods.Items {
-			if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-				continue
-			}
-			if c := metav1.GetControllerOf(&p); c != nil && c.Kind == "DaemonSet" {
-				continue
-			}
-			out = append(out, p)
-		}
-		return out, nil
-	}
-	pods, err := evictable()
-	if err != nil {
-		return err
-	}
-	for _, p := range pods {
-		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-		if err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("drain: evict pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, drainTimeout, true, func(context.Context) (bool, error) {
-		left, err := evictable()
-		return len(left) == 0, err
-	})
-	if err != nil {
-		return fmt.Errorf("drain: pods still on node %s after %s: %w", node, drainTimeout, err)
 	}
 	return nil
 }
