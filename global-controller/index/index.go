@@ -3,13 +3,11 @@ package index
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // Field index names.
@@ -87,15 +85,11 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 }
 
 // ReleaseDigests lists the sha256 of every artifact a Release names, once each, in the order
-// OS image, packages, charts.
+// OS image, packages, charts, images.
 func ReleaseDigests(r *fleetv1.Release) []string {
-	out := []string{r.Spec.OSImage.SHA256}
-	for _, refs := range [][]sitev1.ArtifactRef{r.Spec.Packages, r.Spec.Charts} {
-		for _, a := range refs {
-			if !slices.Contains(out, a.SHA256) {
-				out = append(out, a.SHA256)
-			}
-		}
+	var out []string
+	for _, a := range r.Spec.Artifacts() {
+		out = append(out, a.SHA256)
 	}
 	return out
 }

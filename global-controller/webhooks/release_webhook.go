@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // Artifacts tells whether content is in the artifact store.
@@ -39,17 +40,16 @@ func (v *ReleaseValidator) ValidateCreate(ctx context.Context, rel *fleetv1.Rele
 		path   *field.Path
 		digest string
 	}{{spec.Child("osImage", "sha256"), rel.Spec.OSImage.SHA256}}
-	for i, p := range rel.Spec.Packages {
-		refs = append(refs, struct {
-			path   *field.Path
-			digest string
-		}{spec.Child("packages").Index(i).Child("sha256"), p.SHA256})
-	}
-	for i, c := range rel.Spec.Charts {
-		refs = append(refs, struct {
-			path   *field.Path
-			digest string
-		}{spec.Child("charts").Index(i).Child("sha256"), c.SHA256})
+	for _, list := range []struct {
+		name string
+		refs []sitev1.ArtifactRef
+	}{{"packages", rel.Spec.Packages}, {"charts", rel.Spec.Charts}, {"images", rel.Spec.Images}} {
+		for i, a := range list.refs {
+			refs = append(refs, struct {
+				path   *field.Path
+				digest string
+			}{spec.Child(list.name).Index(i).Child("sha256"), a.SHA256})
+		}
 	}
 	var errs field.ErrorList
 	for _, r := range refs {

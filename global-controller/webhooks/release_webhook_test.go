@@ -112,6 +112,12 @@ func TestReleaseWithMissingArtifactsIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "spec.packages[1].sha256") || !strings.Contains(err.Error(), "sha256:"+pkg2) || strings.Contains(err.Error(), "packages[0]") {
 		t.Fatalf("release naming a missing package: got %v, want refused naming spec.packages[1].sha256 only", err)
 	}
+	// A container image archive counts as much as a package.
+	missingImage := release(ns, img, pkg1)
+	missingImage.Spec.Images = []sitev1.ArtifactRef{{SHA256: pkg2, Name: "container-image-archive pause"}}
+	if err := global.Client.Create(t.Context(), missingImage); err == nil || !strings.Contains(err.Error(), "spec.images[0].sha256") || !strings.Contains(err.Error(), "sha256:"+pkg2) {
+		t.Fatalf("release naming a missing image: got %v, want refused naming spec.images[0].sha256", err)
+	}
 	store.set(func(d *digests) { d.down = true })
 	if err := global.Client.Create(t.Context(), release(ns, img)); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("release with the store down: got %v, want refused", err)

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
@@ -49,6 +51,21 @@ type ReleaseSpec struct {
 	// +listMapKey=sha256
 	// +kubebuilder:validation:MaxItems=64
 	Charts []sitev1.ArtifactRef `json:"charts,omitempty"`
+
+	// Images are container image archives (docker or OCI image archives, artifact kind
+	// container-image-archive) imported into every node's container runtime before workloads
+	// need them: nothing is pulled from a registry.
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Images []sitev1.ArtifactRef `json:"images,omitempty"`
+}
+
+// Artifacts lists the artifacts the release names, once each: OS image, packages, charts,
+// images.
+func (s *ReleaseSpec) Artifacts() []sitev1.ArtifactRef {
+	return sitev1.UniqueArtifacts(append([]sitev1.ArtifactRef{{SHA256: s.OSImage.SHA256, Name: "os-image"}}, slices.Concat(s.Packages, s.Charts, s.Images)...))
 }
 
 // ReleaseStatus says whether the release can be rolled out.

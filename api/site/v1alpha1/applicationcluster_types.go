@@ -116,6 +116,14 @@ type ApplicationClusterSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Charts []ArtifactRef `json:"charts,omitempty"`
 
+	// Images are container image archives the bootstrap provider imports into every node's
+	// container runtime (through the package whose manifest has an importImage hook).
+	// +optional
+	// +listType=map
+	// +listMapKey=sha256
+	// +kubebuilder:validation:MaxItems=64
+	Images []ArtifactRef `json:"images,omitempty"`
+
 	// Hosts are the bare-metal machines of the cluster. Adding one scales out, removing one
 	// scales in (see HostRemovalPolicy).
 	// +required

@@ -97,6 +97,11 @@ func (in *ApplicationClusterSpec) DeepCopyInto(out *ApplicationClusterSpec) {
 		*out = make([]ArtifactRef, len(*in))
 		copy(*out, *in)
 	}
+	if in.Images != nil {
+		in, out := &in.Images, &out.Images
+		*out = make([]ArtifactRef, len(*in))
+		copy(*out, *in)
+	}
 	if in.Hosts != nil {
 		in, out := &in.Hosts, &out.Hosts
 		*out = make([]ClusterHost, len(*in))

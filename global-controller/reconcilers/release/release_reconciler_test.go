@@ -23,7 +23,7 @@ func digest(c byte) string { return strings.Repeat(string(c), 64) }
 // artifact store's reference check names the release for each of its digests and no other.
 func TestReleaseReadyOnceEveryArtifactIsStored(t *testing.T) {
 	ns := global.Namespace(t)
-	os, pkg, chart := digest('a'), digest('b'), digest('c')
+	os, pkg, chart, image := digest('a'), digest('b'), digest('c'), digest('e')
 	store.add(os)
 	store.add(chart)
 	rel := &fleetv1.Release{
@@ -33,6 +33,7 @@ func TestReleaseReadyOnceEveryArtifactIsStored(t *testing.T) {
 			OSImage:           sitev1.OSImage{SHA256: os},
 			Packages:          []sitev1.ArtifactRef{{SHA256: pkg, Name: "kubelet"}},
 			Charts:            []sitev1.ArtifactRef{{SHA256: chart, Name: "cni"}},
+			Images:            []sitev1.ArtifactRef{{SHA256: image, Name: "pause"}},
 		},
 	}
 	if err := global.Client.Create(t.Context(), rel); err != nil {
@@ -53,10 +54,12 @@ func TestReleaseReadyOnceEveryArtifactIsStored(t *testing.T) {
 	}
 	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+pkg))
 	store.add(pkg)
+	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+image))
+	store.add(image)
 	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, ""))
 
 	want := "Release/" + ns + "/edge-1.36.3"
-	for _, d := range []string{os, pkg, chart} {
+	for _, d := range []string{os, pkg, chart, image} {
 		testenv.Eventually(t, 10*time.Second, func() error {
 			by, err := refs.ReferencesTo(t.Context(), d)
 			if err != nil {

@@ -83,9 +83,9 @@ func hasControlPlane(hosts []sitev1.ClusterHost) bool {
 
 // content is what a site's cluster runs: from its Release, or from spec.cluster itself.
 type content struct {
-	kubernetesVersion string
-	osImage           sitev1.OSImage
-	packages, charts  []sitev1.ArtifactRef
+	kubernetesVersion        string
+	osImage                  sitev1.OSImage
+	packages, charts, images []sitev1.ArtifactRef
 }
 
 // inlineContent is the content of a spec.cluster that names no release; ok is false when it
@@ -104,6 +104,7 @@ func releaseContent(r *fleetv1.Release) content {
 		osImage:           r.Spec.OSImage,
 		packages:          slices.Clone(r.Spec.Packages),
 		charts:            slices.Clone(r.Spec.Charts),
+		images:            slices.Clone(r.Spec.Images),
 	}
 }
 
@@ -127,6 +128,7 @@ func desiredSpec(c *fleetv1.SiteCluster, what content, hosts []sitev1.ClusterHos
 		OSImage:             what.osImage,
 		Packages:            what.packages,
 		Charts:              what.charts,
+		Images:              what.images,
 		Hosts:               hosts,
 		Network:             network,
 		HostRemovalPolicy:   policy,

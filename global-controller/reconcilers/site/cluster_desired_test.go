@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -229,5 +230,25 @@ func TestSummary(t *testing.T) {
 	}
 	if got := hostReport(nil, "w-0"); got != nil {
 		t.Errorf("hostReport without a cluster = %+v, want nil", got)
+	}
+}
+
+// TestReleaseContentCarriesEveryKindOfArtifact: what a Release names reaches the site's
+// ApplicationCluster — packages, charts and container images alike.
+func TestReleaseContentCarriesEveryKindOfArtifact(t *testing.T) {
+	ref := func(c byte, name string) []sitev1.ArtifactRef {
+		return []sitev1.ArtifactRef{{SHA256: strings.Repeat(string(c), 64), Name: name}}
+	}
+	r := &fleetv1.Release{Spec: fleetv1.ReleaseSpec{
+		KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
+		Packages: ref('a', "kubelet"), Charts: ref('b', "coredns"), Images: ref('c', "pause"),
+	}}
+	spec := desiredSpec(siteCluster(), releaseContent(r), []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane}}, 0, nil)
+	if spec.KubernetesVersion != "v1.36.3" || spec.OSImage != r.Spec.OSImage || !equality.Semantic.DeepEqual(
+		[][]sitev1.ArtifactRef{spec.Packages, spec.Charts, spec.Images}, [][]sitev1.ArtifactRef{r.Spec.Packages, r.Spec.Charts, r.Spec.Images}) {
+		t.Errorf("spec %+v, want the release's content", spec)
+	}
+	if got := len(spec.Artifacts()); got != 4 {
+		t.Errorf("the cluster needs %d artifacts cached, want 4 (OS image, package, chart, image)", got)
 	}
 }

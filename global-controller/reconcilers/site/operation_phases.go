@@ -3,7 +3,6 @@ package site
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -215,7 +214,7 @@ func (r *Reconciler) preCachePhase(ctx context.Context, s *scope, op *fleetv1.Si
 		} else if !managed(set) {
 			return fmt.Errorf("ArtifactSet %s/%s exists on the site but was not created by the global controller", set.Namespace, set.Name)
 		}
-		set.Spec.Artifacts = releaseArtifacts(release)
+		set.Spec.Artifacts = release.Spec.Artifacts()
 		return nil
 	}); err != nil {
 		s.dirty = true
@@ -229,17 +228,6 @@ func (r *Reconciler) preCachePhase(ctx context.Context, s *scope, op *fleetv1.Si
 		return fleetv1.OperationPreCached, fmt.Sprintf("the site cache holds the %d artifact(s) of release %s", len(set.Spec.Artifacts), op.Release), nil
 	}
 	return fleetv1.OperationPreCaching, fmt.Sprintf("the site cache has %d of %d artifact(s): %s", set.Status.Cached, len(set.Spec.Artifacts), ready.Message), nil
-}
-
-// releaseArtifacts lists a release's artifacts once each: OS image, packages, charts.
-func releaseArtifacts(r *fleetv1.Release) []sitev1.ArtifactRef {
-	out := []sitev1.ArtifactRef{{SHA256: r.Spec.OSImage.SHA256, Name: "os-image of release " + r.Name}}
-	for _, a := range slices.Concat(r.Spec.Packages, r.Spec.Charts) {
-		if !slices.ContainsFunc(out, func(b sitev1.ArtifactRef) bool { return b.SHA256 == a.SHA256 }) {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // removePreCache deletes the pre-cache ArtifactSet once the operation that needs it is over:

@@ -29,12 +29,7 @@ func (r *Reconciler) reconcileImage(ctx context.Context, ac *sitev1.ApplicationC
 	}
 	set := &sitev1.ArtifactSet{ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: ac.Name}}
 	_, err := controllerutil.CreateOrPatch(ctx, r.Client, set, func() error {
-		set.Spec.Artifacts = []sitev1.ArtifactRef{{SHA256: img.SHA256, Name: "os-image of " + ac.Name}}
-		for _, a := range slices.Concat(ac.Spec.Packages, ac.Spec.Charts) {
-			if a.SHA256 != img.SHA256 {
-				set.Spec.Artifacts = append(set.Spec.Artifacts, a)
-			}
-		}
+		set.Spec.Artifacts = ac.Spec.Artifacts()
 		return controllerutil.SetControllerReference(ac, set, r.Client.Scheme())
 	})
 	if err != nil {
