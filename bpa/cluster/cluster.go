@@ -66,6 +66,9 @@ type Spec struct {
 	// Packages are what the cluster runs: any packages, each installed as its manifest says
 	// (docs/packages.md).
 	Packages []install.Package
+	// Images are container image archives imported on every host that runs a package with an
+	// importImage hook (the container runtime), right after that package.
+	Images []install.Image
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -86,6 +89,7 @@ type Installer interface {
 	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
+	ImportImage(ctx context.Context, target sshexec.Target, m *packages.Manifest, img install.Image) (sshexec.Result, error)
 	WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error)
 }
 
@@ -100,6 +104,8 @@ type Result struct {
 	Reports []install.Report
 	// Files is how many files were written (not found in place already).
 	Files int
+	// Images is how many image imports ran (were not found done).
+	Images int
 }
 
 // Ran lists "<host>/<package>: <step>" for every install step that ran (was not found done).
@@ -166,56 +172,71 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallel)
 	errs := make([]error, len(jobs))
-	reps := make([]*install.Report, len(jobs))
-	written := make([]int, len(jobs))
+	done := make([]installed, len(jobs))
 	for i, j := range jobs {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			var rep install.Report
-			written[i], rep, errs[i] = b.install(ctx, spec, bundle, j.host, j.pkg)
-			reps[i] = &rep
+			done[i], errs[i] = b.install(ctx, spec, bundle, j.host, j.pkg)
 		})
 	}
 	wg.Wait()
-	for i, rep := range reps {
-		if len(rep.Steps) > 0 {
-			res.Reports = append(res.Reports, *rep)
+	for _, d := range done {
+		if len(d.report.Steps) > 0 {
+			res.Reports = append(res.Reports, d.report)
 		}
-		res.Files += written[i]
+		res.Files += d.files
+		res.Images += d.images
 	}
 	return errors.Join(errs...)
 }
 
-// install writes the configuration files of pkg on host h and installs it there; it returns
-// how many files it wrote.
-func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h Host, pkg install.Package) (int, install.Report, error) {
+// installed is what installing a package on a host did.
+type installed struct {
+	report        install.Report
+	files, images int
+}
+
+// install writes the configuration files of pkg on host h, installs it there and, when it
+// imports images, imports the cluster's images.
+func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h Host, pkg install.Package) (installed, error) {
+	var did installed
 	m := pkg.Manifest
 	fail := func(err error) error { return fmt.Errorf("host %s: package %s %s: %w", h.Name, m.Name, m.Version, err) }
 	files, err := configFiles(spec, bundle, h, m)
 	if err != nil {
-		return 0, install.Report{}, fail(err)
+		return did, fail(err)
 	}
-	written := 0
 	for _, f := range files {
 		r, err := b.installer.WriteFile(ctx, h.SSH, f.path, f.data, f.mode)
 		if err != nil {
-			return written, install.Report{}, fail(err)
+			return did, fail(err)
 		}
 		if !r.Skipped {
-			written++
+			did.files++
 		}
 	}
 	pkg.ConfigDigest = configDigest(files)
-	rep, err := b.installer.Install(ctx, h.SSH, pkg)
-	if err != nil {
+	if did.report, err = b.installer.Install(ctx, h.SSH, pkg); err != nil {
 		var herr *install.HealthError
 		if errors.As(err, &herr) {
-			return written, rep, err // names the host, the package and the version already
+			return did, err // names the host, the package and the version already
 		}
-		return written, rep, fail(err)
+		return did, fail(err)
 	}
-	return written, rep, nil
+	if m.Hooks.ImportImage == "" {
+		return did, nil
+	}
+	for _, img := range spec.Images {
+		r, err := b.installer.ImportImage(ctx, h.SSH, m, img)
+		if err != nil {
+			return did, err // names the host, the image and the package
+		}
+		if !r.Skipped {
+			did.images++
+		}
+	}
+	return did, nil
 }
 
 // file is a configuration file for a host.
@@ -450,6 +471,10 @@ func (s Spec) validate() error {
 	}
 	if len(s.Packages) == 0 {
 		errs = append(errs, errors.New("packages: none"))
+	}
+	importers := slices.ContainsFunc(s.Packages, func(p install.Package) bool { return p.Manifest != nil && p.Manifest.Hooks.ImportImage != "" })
+	if len(s.Images) > 0 && !importers {
+		errs = append(errs, fmt.Errorf("images: %d container images, but no package imports images (an importImage hook in its manifest, as a container runtime's has)", len(s.Images)))
 	}
 	if _, err := Levels(s.Packages); err != nil {
 		errs = append(errs, err)

@@ -157,6 +157,43 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 	})
 
+	t.Run("images go into every host of the package that imports them, once, after it", func(t *testing.T) {
+		s := spec
+		runtime := fakePkg("runtime", "1", packages.HostsAll, []string{"agent"})
+		runtime.Manifest.Hooks.ImportImage = "import-image"
+		s.Packages = append(slices.Clone(spec.Packages), runtime)
+		for _, n := range []string{"pause", "app"} {
+			s.Images = append(s.Images, install.Image{Name: n, Digest: fmt.Sprintf("%x", sha256.Sum256([]byte(n)))})
+		}
+		hosts.FailStep("w-0", "app", fixture.StepImport, 1, errors.New("ctr: unexpected EOF"))
+		before := len(hosts.Log())
+		_, err := bu.Run(ctx, s)
+		if err == nil || !strings.Contains(err.Error(), "host w-0: image app (sha256:") || !strings.Contains(err.Error(), "ctr: unexpected EOF") {
+			t.Fatalf("err %v, want w-0's import of app failing, naming both", err)
+		}
+		ran := hosts.Log()[before:]
+		for i, l := range ran {
+			if strings.Contains(l, ": import ") && !slices.Contains(ran[:i], strings.Fields(l)[0]+" runtime: activate") {
+				t.Errorf("%s before the runtime was active there", l)
+			}
+		}
+		res, err := bu.Run(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Images != 1 {
+			t.Errorf("the next run imported %d images, want 1 (app on w-0)", res.Images)
+		}
+		for _, h := range s.Hosts {
+			if got := hosts.Images(h.SSH.Name, "runtime"); len(got) != 2 {
+				t.Errorf("%s imported %d images, want pause and app", h.Name, len(got))
+			}
+		}
+		if hosts.Images("w-0", "agent") != nil {
+			t.Error("a package without an importImage hook imported images")
+		}
+	})
+
 	t.Run("a configuration change restarts the packages whose files changed, on their hosts", func(t *testing.T) {
 		s := spec
 		s.KubernetesVersion = "v1.36.4" // in the agent's environment only

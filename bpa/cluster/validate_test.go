@@ -53,6 +53,9 @@ func TestRunRefusesABadSpec(t *testing.T) {
 		{"no packages", func(s *cluster.Spec) { s.Packages = nil }, "packages: none"},
 		{"two of one name", func(s *cluster.Spec) { s.Packages = append(s.Packages, manifestPkg("etcd")) }, "two etcd packages"},
 		{"after a missing package", func(s *cluster.Spec) { s.Packages = s.Packages[1:] }, "kube-apiserver comes after etcd, which the cluster's packages do not include"},
+		{"images without an importer", func(s *cluster.Spec) {
+			s.Images = []install.Image{{Name: "pause", Digest: strings.Repeat("a", 64)}}
+		}, "images: 1 container images, but no package imports images"},
 		{"two writers of a file", func(s *cluster.Spec) {
 			s.Packages = append(s.Packages, writes("a", "/etc/x", "pki/ca.crt"), writes("b", "/etc/x", "pki/sa.pub"))
 		}, "a and b both write /etc/x"},

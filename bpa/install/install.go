@@ -226,6 +226,59 @@ func (i *Installer) Healthy(ctx context.Context, target sshexec.Target, name str
 	return nil
 }
 
+// Image is a container image archive to import on hosts.
+type Image struct {
+	// Name says which image it is, in errors and to the hook (IMAGE_NAME).
+	Name string
+	// Digest is the archive's sha256, lower-case hex.
+	Digest string
+	// Archive opens the archive; it is read once per host.
+	Archive sshexec.Source
+}
+
+// ImagesDir holds, per package, a marker for each image its importImage hook imported.
+const ImagesDir = "/var/lib/edgefleet/images"
+
+// ImportImage imports img on target through the importImage hook of the active version of
+// package m (which must name one): the archive is streamed over SSH, its sha256 checked on the
+// host, then given to the hook; a marker records the import, so an image is imported once per
+// host. An archive that does not match its digest, or that the hook refuses, is an error naming
+// the image; nothing is recorded then, and the next call tries again.
+func (i *Installer) ImportImage(ctx context.Context, target sshexec.Target, m *packages.Manifest, img Image) (sshexec.Result, error) {
+	fail := func(res sshexec.Result, err error) (sshexec.Result, error) {
+		return res, fmt.Errorf("host %s: image %s (sha256:%s) into package %s: %w", target.Name, img.Name, img.Digest, m.Name, err)
+	}
+	switch {
+	case m.Hooks.ImportImage == "":
+		return fail(sshexec.Result{Host: target.Name}, errors.New("the package has no importImage hook"))
+	case !digestRE.MatchString(img.Digest):
+		return fail(sshexec.Result{Host: target.Name}, errors.New("want a digest of 64 lower-case hex digits"))
+	case img.Archive == nil:
+		return fail(sshexec.Result{Host: target.Name}, errors.New("no archive to read"))
+	}
+	marker := quote(path.Join(ImagesDir, m.Name, img.Digest))
+	res, err := i.runner.Run(ctx, target, sshexec.Step{
+		Name:  "import " + img.Name,
+		Check: "[ -e " + marker + " ]",
+		Command: fmt.Sprintf(`set -eu
+D=%[1]s; want=%[2]s
+mkdir -p "$D"
+tmp=$(mktemp "$D/.import.XXXXXX")
+trap 'rm -f "$tmp"' EXIT
+cat >"$tmp"
+got=$(sha256sum "$tmp" | cut -d' ' -f1)
+if [ "$got" != "$want" ]; then echo "received an archive of sha256 $got" >&2; exit 2; fi
+(cd %[3]s/current && %[4]s IMAGE_NAME=%[5]s IMAGE_SHA256="$want" ./hooks/%[6]s <"$tmp")
+touch %[7]s`, quote(path.Join(ImagesDir, m.Name)), img.Digest, quote(i.pkgDir(m.Name)), hookEnv(m), quote(img.Name), quote(m.Hooks.ImportImage), marker),
+		Stdin:   img.Archive,
+		Timeout: 10 * time.Minute,
+	})
+	if err != nil {
+		return fail(res, fmt.Errorf("%w: %s", err, lastLines(res.Stderr, 3)))
+	}
+	return res, nil
+}
+
 // WriteFile writes data to path on target with mode (e.g. 0o600), atomically, through the
 // command's standard input; it does nothing when the file already holds data with that mode.
 func (i *Installer) WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error) {

@@ -40,6 +40,7 @@ func demoPackage(t *testing.T, version string, healthy bool) install.Package {
 		"hooks/pre-install":            {"#!/bin/sh\nset -e\nmkdir -p /var/lib/edgefleet-demo\necho \"$PACKAGE_VERSION\" >>/var/lib/edgefleet-demo/pre-install\n", 0o755},
 		"hooks/post-install":           {"#!/bin/sh\nset -e\necho \"$PACKAGE_VERSION $PACKAGE_CONFIG\" >>/var/lib/edgefleet-demo/post-install\n", 0o755},
 		"hooks/health-check":           {health, 0o755},
+		"hooks/import-image":           {"#!/bin/sh\nset -e\nmkdir -p /var/lib/edgefleet-demo/images\ncat >\"/var/lib/edgefleet-demo/images/$IMAGE_NAME\"\n", 0o755},
 	} {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -53,7 +54,7 @@ func demoPackage(t *testing.T, version string, healthy bool) install.Package {
 	m, err := packages.Build(&buf, packages.Manifest{
 		Name: "demo", Version: version, Architecture: "all",
 		Units:       []string{"edgefleet-demo.service"},
-		Hooks:       packages.Hooks{PreInstall: "pre-install", PostInstall: "post-install", HealthCheck: "health-check"},
+		Hooks:       packages.Hooks{PreInstall: "pre-install", PostInstall: "post-install", HealthCheck: "health-check", ImportImage: "import-image"},
 		HealthCheck: packages.HealthCheck{TimeoutSeconds: 3},
 	}, dir)
 	if err != nil {
@@ -221,6 +222,32 @@ func TestOnARealHost(t *testing.T) {
 			t.Errorf("changed 2.4: %v", err)
 		}
 		running(t, "2.4")
+	})
+
+	t.Run("an image goes through the package's import hook once; a corrupted archive is refused, naming it", func(t *testing.T) {
+		m := demoPackage(t, "2.4", true).Manifest // what runs
+		data := []byte("an image archive\n")
+		sum := sha256.Sum256(data)
+		img := install.Image{Name: "pause", Digest: hex.EncodeToString(sum[:]), Archive: sshexec.Bytes(data)}
+		res, err := in.ImportImage(ctx, target, m, img)
+		if err != nil || res.Skipped {
+			t.Fatalf("import: skipped %v, %v", res.Skipped, err)
+		}
+		if got := onHost(t, "cat /var/lib/edgefleet-demo/images/pause"); got != strings.TrimSpace(string(data)) {
+			t.Errorf("the hook got %q", got)
+		}
+		if res, err := in.ImportImage(ctx, target, m, img); err != nil || !res.Skipped {
+			t.Errorf("import again: skipped %v, %v; want found done", res.Skipped, err)
+		}
+		bad := install.Image{Name: "app", Digest: img.Digest, Archive: sshexec.Bytes([]byte("another archive"))}
+		bad.Digest = strings.Repeat("e", 64)
+		_, err = in.ImportImage(ctx, target, m, bad)
+		if err == nil || !strings.Contains(err.Error(), "image app (sha256:eeee") || !strings.Contains(err.Error(), "received an archive of sha256") {
+			t.Fatalf("err %v, want the corrupted archive refused, naming the image", err)
+		}
+		if got := onHost(t, "ls -A /var/lib/edgefleet-demo/images "+install.ImagesDir+"/demo | tr '\\n' ' '"); strings.Contains(got, "app") || strings.Contains(got, "eeee") || strings.Contains(got, ".import") {
+			t.Errorf("the refused import left %q", got)
+		}
 	})
 
 	t.Run("files are written once, with their mode", func(t *testing.T) {

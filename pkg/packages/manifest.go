@@ -80,6 +80,11 @@ type Hooks struct {
 	// HealthCheck runs after the units restarted, until it exits 0 or HealthCheck.TimeoutSeconds
 	// pass; then the package counts as failed and the previous version is restored.
 	HealthCheck string `json:"healthCheck,omitempty"`
+	// ImportImage imports one container image archive, given on its standard input (its name
+	// and sha256 in IMAGE_NAME and IMAGE_SHA256), into what the package runs: a container
+	// runtime's image store. The BPA runs it for each image of the cluster on every host that
+	// runs the package, once the package is active there, and once per image.
+	ImportImage string `json:"importImage,omitempty"`
 }
 
 // HealthCheck bounds the health-check hook.
@@ -159,7 +164,7 @@ func (m *Manifest) Validate() error {
 		}
 		units[u] = true
 	}
-	for field, h := range map[string]string{"preInstall": m.Hooks.PreInstall, "postInstall": m.Hooks.PostInstall, "healthCheck": m.Hooks.HealthCheck} {
+	for field, h := range map[string]string{"preInstall": m.Hooks.PreInstall, "postInstall": m.Hooks.PostInstall, "healthCheck": m.Hooks.HealthCheck, "importImage": m.Hooks.ImportImage} {
 		if h != "" && !hookRE.MatchString(h) {
 			return fmt.Errorf("manifest: hooks.%s %q: want a file name under hooks/", field, h)
 		}
@@ -185,7 +190,7 @@ func (f File) Perm() (uint32, error) {
 // hooks lists the hook file names the manifest names.
 func (m *Manifest) hooks() []string {
 	var hs []string
-	for _, h := range []string{m.Hooks.PreInstall, m.Hooks.PostInstall, m.Hooks.HealthCheck} {
+	for _, h := range []string{m.Hooks.PreInstall, m.Hooks.PostInstall, m.Hooks.HealthCheck, m.Hooks.ImportImage} {
 		if h != "" {
 			hs = append(hs, h)
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"path"
@@ -65,6 +66,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		w.st.Message = "waiting for control-plane hosts to be provisioned: " + strings.Join(waiting, ", ")
 		return ctrl.Result{RequeueAfter: w.r.Retry}, nil
 	}
+	images, err := w.images(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	spec := cluster.Spec{
 		Name:              w.ac.Name,
 		KubernetesVersion: w.ac.Spec.KubernetesVersion,
@@ -73,6 +78,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		APIEndpoint:       w.ac.Spec.Network.ControlPlaneEndpoint.Host,
 		Hosts:             hosts,
 		Packages:          pkgs,
+		Images:            images,
 	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again
@@ -148,6 +154,28 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 		return nil, &specError{fmt.Errorf("spec.packages: %w", err)}
 	}
 	return ordered, nil
+}
+
+// images are the cluster's container image archives, streamed from the site cache to each
+// host that imports them.
+func (w *work) images(ctx context.Context) ([]install.Image, error) {
+	if len(w.ac.Spec.Images) == 0 {
+		return nil, nil
+	}
+	set := &sitev1.ArtifactSet{}
+	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
+		return nil, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
+	}
+	var out []install.Image
+	for _, ref := range w.ac.Spec.Images {
+		url := cachedURL(set, ref.SHA256)
+		if url == "" {
+			return nil, fmt.Errorf("image %s (%s) is not cached at the site yet", ref.SHA256, ref.Name)
+		}
+		name := cmp.Or(ref.Name, ref.SHA256)
+		out = append(out, install.Image{Name: name, Digest: ref.SHA256, Archive: func() (io.ReadCloser, error) { return w.r.cache.open(ctx, url) }})
+	}
+	return out, nil
 }
 
 func cachedURL(set *sitev1.ArtifactSet, digest string) string {

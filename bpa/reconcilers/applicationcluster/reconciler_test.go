@@ -100,15 +100,20 @@ func (c *siteCache) add(t *testing.T, m packages.Manifest) string {
 	if _, err := packages.Build(&b, m, dir); err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b.Bytes())
+	return c.addBytes(b.Bytes())
+}
+
+// addBytes serves b and returns its digest.
+func (c *siteCache) addBytes(b []byte) string {
+	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:])
 	c.mu.Lock()
-	c.archives[digest] = b.Bytes()
+	c.archives[digest] = b
 	c.mu.Unlock()
 	return digest
 }
 
-// cached writes the ArtifactSet of cluster ac with every package of its spec cached.
+// cached writes the ArtifactSet of cluster ac with every package and image of its spec cached.
 func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
 	t.Helper()
 	ctx := t.Context()
@@ -119,12 +124,12 @@ func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
 			t.Fatal(err)
 		}
 	}
-	set.Spec.Artifacts = ac.Spec.Packages
+	set.Spec.Artifacts = slices.Concat(ac.Spec.Packages, ac.Spec.Images)
 	if err := site.Client.Update(ctx, set); err != nil {
 		t.Fatal(err)
 	}
 	set.Status.Artifacts = nil
-	for _, p := range ac.Spec.Packages {
+	for _, p := range set.Spec.Artifacts {
 		set.Status.Artifacts = append(set.Status.Artifacts, sitev1.CachedArtifact{SHA256: p.SHA256, Phase: sitev1.ArtifactCached, URL: c.url + "/" + p.SHA256})
 	}
 	if err := site.Client.Status().Update(ctx, set); err != nil {
@@ -165,6 +170,7 @@ func TestReconcilerPhases(t *testing.T) {
 			Config: []packages.ConfigFile{{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}}"}}})
 	}
 	agent1, agent2, agent3 := agent("1"), agent("2"), agent("3")
+	var setSpec func(*testing.T, func(*sitev1.ApplicationClusterSpec))
 	ac := &sitev1.ApplicationCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
 		Spec: sitev1.ApplicationClusterSpec{
@@ -241,12 +247,16 @@ func TestReconcilerPhases(t *testing.T) {
 
 	setPackages := func(t *testing.T, refs ...sitev1.ArtifactRef) {
 		t.Helper()
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) { s.Packages = refs })
+	}
+	setSpec = func(t *testing.T, change func(*sitev1.ApplicationClusterSpec)) {
+		t.Helper()
 		cur := &sitev1.ApplicationCluster{}
 		if err := site.Client.Get(ctx, client.ObjectKeyFromObject(ac), cur); err != nil {
 			t.Fatal(err)
 		}
 		base := cur.DeepCopy()
-		cur.Spec.Packages = refs
+		change(&cur.Spec)
 		cache.cached(t, cur)
 		if err := site.Client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
@@ -289,6 +299,23 @@ func TestReconcilerPhases(t *testing.T) {
 		for _, h := range []string{"app-cp-0", "app-w-0"} {
 			if s := hosts.State(h, "agent"); s.Current != "3" || s.Active != "3" {
 				t.Errorf("%s's agent %+v, want 3", h, s)
+			}
+		}
+	})
+
+	t.Run("images go through the package that imports them", func(t *testing.T) {
+		runtime := cache.add(t, packages.Manifest{Name: "runtime", Version: "1", After: []string{"db"}, Hooks: packages.Hooks{ImportImage: "health-check"}})
+		pause := cache.addBytes([]byte("an image archive"))
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Packages = []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent3, Name: "agent"}, {SHA256: runtime, Name: "runtime"}}
+			s.Images = []sitev1.ArtifactRef{{SHA256: pause, Name: "pause"}}
+		})
+		waitBootstrap(t, ac, "Installed with the runtime", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapInstalled && strings.Contains(st.Message, "runtime 1")
+		})
+		for _, h := range []string{"app-cp-0", "app-w-0"} {
+			if got := hosts.Images(h, "runtime"); !slices.Equal(got, []string{pause}) {
+				t.Errorf("%s imported %v, want the pause image", h, got)
 			}
 		}
 	})
