@@ -138,7 +138,10 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			sitev1.InstalledPackage{Name: "node-agent", Version: "0.1.0", SHA256: digest["node-agent"]}))
 		Expect(b.Charts).To(HaveLen(1))
 		Expect(b.Charts[0]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("hello"), "Namespace": Equal("hello"),
-			"Version": Equal("0.1.0"), "Revision": Equal(int32(1)), "State": Equal("deployed")}))
+			"Version": Equal("0.1.0"), "Revision": Equal(int32(1)), "State": Equal("deployed"),
+			// The simulated nodes run no pod: the status says so rather than "deployed" alone.
+			"PodsReady": Equal(int32(0)), "PodsDesired": Equal(int32(1)), "Message": ContainSubstring("not ready: Deployment hello/hello-hello: 0 of 1 ready")}))
+		Expect(b.Message).To(HaveSuffix("1 charts deployed, their pods 0/1 ready"))
 
 		// The application cluster answers through the kubeconfig the BPA gave Cluster-API.
 		cs := appClient(ctx)

@@ -85,6 +85,8 @@ type Status struct {
 	// Fingerprint is the last revision's FingerprintLabel, empty when it was not made by an
 	// Installer.
 	Fingerprint string
+	// Pods of the deployed revision's workloads: how many are ready of how many wanted.
+	Pods Pods
 }
 
 // Options configure an Installer.
@@ -174,7 +176,11 @@ func (i *Installer) Apply(ctx context.Context, r Release) (Status, error) {
 	last := history.last()
 	switch {
 	case last != nil && last.Info.Status == releasecommon.StatusDeployed && last.Labels[FingerprintLabel] == fp:
-		return history.status(r.Name, r.Namespace), nil
+		st, err := i.withPods(ctx, history, r.Name, r.Namespace)
+		if err != nil {
+			return st, fail(err)
+		}
+		return st, nil
 	case last != nil && interrupted(last.Info.Status):
 		if err := i.markInterrupted(cfg, last); err != nil {
 			return history.status(r.Name, r.Namespace), fail(err)
@@ -193,7 +199,7 @@ func (i *Installer) Apply(ctx context.Context, r Release) (Status, error) {
 	} else {
 		err = i.upgrade(cfg, r, ch, values, fp)
 	}
-	st, stErr := i.status(r.Name, r.Namespace)
+	st, stErr := i.status(ctx, r.Name, r.Namespace)
 	if err != nil {
 		return st, fail(err)
 	}
@@ -209,10 +215,10 @@ func (i *Installer) Status(ctx context.Context, name, namespace string) (Status,
 	if err := ctx.Err(); err != nil {
 		return Status{}, fmt.Errorf("chart release %s/%s: %w", namespace, name, err)
 	}
-	return i.status(name, namespace)
+	return i.status(ctx, name, namespace)
 }
 
-func (i *Installer) status(name, namespace string) (Status, error) {
+func (i *Installer) status(ctx context.Context, name, namespace string) (Status, error) {
 	cfg, err := i.configuration(namespace)
 	if err != nil {
 		return Status{}, fmt.Errorf("chart release %s/%s: %w", namespace, name, err)
@@ -221,7 +227,26 @@ func (i *Installer) status(name, namespace string) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("chart release %s/%s: %w", namespace, name, err)
 	}
-	return h.status(name, namespace), nil
+	st, err := i.withPods(ctx, h, name, namespace)
+	if err != nil {
+		return st, fmt.Errorf("chart release %s/%s: %w", namespace, name, err)
+	}
+	return st, nil
+}
+
+// withPods is the status of history h with the pods of its deployed revision counted.
+func (i *Installer) withPods(ctx context.Context, h history, name, namespace string) (Status, error) {
+	st := h.status(name, namespace)
+	for _, rel := range h {
+		if rel.Version == st.DeployedRevision {
+			pods, err := i.pods(ctx, rel)
+			if err != nil {
+				return st, fmt.Errorf("pods: %w", err)
+			}
+			st.Pods = pods
+		}
+	}
+	return st, nil
 }
 
 func (r Release) validate() error {

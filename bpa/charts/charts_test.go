@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -258,7 +259,7 @@ func TestApplyLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st != got {
+			if !reflect.DeepEqual(st, got) {
 				t.Errorf("Apply returned %+v, Status reads %+v", st, got)
 			}
 			if got.Revision != s.wantRev || got.DeployedRevision != s.wantDep || string(got.State) != s.want {
@@ -456,5 +457,40 @@ func TestWait(t *testing.T) {
 			}
 			t.Logf("Apply took %v: %s", took, st.Message)
 		})
+	}
+}
+
+// TestStatusCountsPods: a deployed release reports its workloads' pods, not only that helm
+// deployed it — none ready in a cluster without kubelets, all once the Deployment says so.
+func TestStatusCountsPods(t *testing.T) {
+	inst := newInstaller(t)
+	ns := missingNamespace(t)
+	st, err := inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: testenv.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := charts.Pods{Ready: 0, Desired: 3, NotReady: []string{"Deployment " + ns + "/pods-hello: 0 of 3 ready"}}
+	if st.State != charts.StateDeployed || !reflect.DeepEqual(st.Pods, want) {
+		t.Fatalf("status %s, pods %+v; want deployed, pods %+v", st.State, st.Pods, want)
+	}
+	d := &appsv1.Deployment{}
+	if err := cp.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pods-hello"}, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Status.Replicas, d.Status.ReadyReplicas = 3, 3 // as its controller and kubelets would
+	if err := cp.Client.Status().Update(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	st, err = inst.Status(t.Context(), "pods", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (charts.Pods{Ready: 3, Desired: 3}); !reflect.DeepEqual(st.Pods, want) {
+		t.Errorf("pods %+v, want %+v", st.Pods, want)
+	}
+	// The steady state (an Apply with nothing to do) reports them too.
+	st, err = inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: testenv.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
+	if err != nil || st.Pods.Ready != 3 {
+		t.Errorf("apply again: pods %+v (%v), want 3 ready", st.Pods, err)
 	}
 }

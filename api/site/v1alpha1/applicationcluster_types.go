@@ -401,9 +401,17 @@ type ChartRelease struct {
 	// State is Helm's status of the release: deployed, failed, pending-install, ...
 	// +optional
 	State string `json:"state,omitempty"`
-	// Message is Helm's description of the last change, or the error met.
+	// Message is Helm's description of the last change, or the error met; with the workloads
+	// short of ready pods when there are.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// PodsReady and PodsDesired count the pods of the deployed revision's workloads
+	// (Deployments, StatefulSets, DaemonSets): "deployed" says helm stored the objects, these
+	// say whether the chart runs.
+	// +optional
+	PodsReady int32 `json:"podsReady,omitempty"`
+	// +optional
+	PodsDesired int32 `json:"podsDesired,omitempty"`
 }
 
 // NodeCounts counts nodes; a count left out is zero.

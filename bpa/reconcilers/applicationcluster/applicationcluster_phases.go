@@ -107,7 +107,11 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	w.st.Phase = sitev1.BootstrapInstalled
 	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
 	if len(w.st.Charts) > 0 {
-		w.st.Message += fmt.Sprintf("; %d charts deployed", len(w.st.Charts))
+		var ready, desired int32
+		for _, c := range w.st.Charts {
+			ready, desired = ready+c.PodsReady, desired+c.PodsDesired
+		}
+		w.st.Message += fmt.Sprintf("; %d charts deployed, their pods %d/%d ready", len(w.st.Charts), ready, desired)
 	}
 	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,9 +85,13 @@ func (w *work) chart(ctx context.Context, inst ChartInstaller, set *sitev1.Artif
 	report.Name, report.Namespace = meta.Name, meta.Namespace
 	st, err := inst.Apply(ctx, charts.Release{Name: meta.Name, Namespace: meta.Namespace, Chart: archive, Values: values[meta.Name]})
 	report.Version, report.Revision, report.State, report.Message = st.Version, int32(st.Revision), string(st.State), st.Message
+	report.PodsReady, report.PodsDesired = st.Pods.Ready, st.Pods.Desired
 	if err != nil {
 		report.Message = err.Error()
 		return report, err
+	}
+	if len(st.Pods.NotReady) > 0 {
+		report.Message += "; not ready: " + strings.Join(st.Pods.NotReady, ", ")
 	}
 	return report, nil
 }
