@@ -656,6 +656,40 @@ func (h *Host) cgroupDirs() []string {
 	return h.net.cgroups.dirs(filepath.Join(hostCgroupParent, h.cgroupName()))
 }
 
+// Memory is what the host's memory cgroup holds, everything the host runs: its usage with the
+// page cache and its processes' resident memory, in bytes (cgroup v1; on a machine with cgroup v2
+// only, memory.current and anon of memory.stat).
+func (h *Host) Memory() (usage, resident int64, err error) {
+	for _, d := range h.cgroupDirs() {
+		usageFile, rssKey := "memory.usage_in_bytes", "total_rss"
+		if _, err := os.Stat(filepath.Join(d, usageFile)); err != nil {
+			if usageFile, rssKey = "memory.current", "anon"; !fileExists(filepath.Join(d, usageFile)) {
+				continue
+			}
+		}
+		raw, err := os.ReadFile(filepath.Join(d, usageFile))
+		if err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %w", h.Name, err)
+		}
+		if usage, err = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %s: %w", h.Name, usageFile, err)
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "memory.stat"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %w", h.Name, err)
+		}
+		for _, l := range strings.Split(string(stat), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == rssKey {
+				resident, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		return usage, resident, nil
+	}
+	return 0, 0, fmt.Errorf("test host %s: no memory cgroup", h.Name)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
 // freeSubnet picks a 10.233.N.0/24 no route of the root namespace covers yet.
 func freeSubnet() (netip.Prefix, error) {
 	out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
