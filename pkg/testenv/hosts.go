@@ -491,6 +491,12 @@ func (h *Host) Boot() (err error) {
 		return fmt.Errorf("test host %s: boot: %w", h.Name, err)
 	}
 	port := fmt.Sprintf("h%d", h.index)
+	// After a Stop the kernel tears the old network namespace down in the background (longer
+	// with pods' namespaces and veths in it): its end of the switch port may still be there
+	// ("RTNETLINK answers: File exists" when the new one is added). It goes now.
+	if err := inNetns(h.net.sw.cmd.Process.Pid, "sh", "-c", `ip link del "$0" 2>/dev/null || true`, port); err != nil {
+		return fmt.Errorf("test host %s: link: %w", h.Name, err)
+	}
 	for _, c := range [][]string{
 		{"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "address", h.MAC.String(), "netns", strconv.Itoa(h.init)},
 		{"ip", "link", "set", port, "master", "br0"},

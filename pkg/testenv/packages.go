@@ -140,8 +140,11 @@ func copyFromDebs(dir, debDir string) error {
 	}
 	for _, pkg := range order {
 		debs, err := filepath.Glob(filepath.Join(debDir, pkg+"_*.deb"))
-		if err != nil || len(debs) != 1 {
-			return fmt.Errorf("debs: %d .deb files of %s in %s (%v): run hack/tools.sh node-debs", len(debs), pkg, debDir, err)
+		if err != nil {
+			return fmt.Errorf("debs: %w", err)
+		}
+		if len(debs) != 1 {
+			return fmt.Errorf("debs: %d .deb files of %s in %s: run hack/tools.sh node-debs", len(debs), pkg, debDir)
 		}
 		if err := extractDeb(debs[0], dir, want[pkg]); err != nil {
 			return err
@@ -188,7 +191,7 @@ func extractDeb(deb, dir string, files map[string]string) error {
 func extractTar(tr *tar.Reader, dir string, files map[string]string) error {
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
 			return err
