@@ -186,6 +186,9 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if opts.Names != nil && len(opts.Names) != n {
 		return nil, fmt.Errorf("test hosts: %d names for %d hosts", len(opts.Names), n)
 	}
+	if err := raiseInotifyInstances(); err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
 	rootfs := opts.Rootfs
 	if rootfs == "" {
 		root, err := RepoRoot()
@@ -695,6 +698,35 @@ func (h *Host) Memory() (usage, resident int64, err error) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// minInotifyInstances is the fewest inotify instances a user may hold that the hosts need.
+const minInotifyInstances = 8192
+
+// raiseInotifyInstances raises the machine's fs.inotify.max_user_instances to
+// minInotifyInstances when it is lower. The limit counts per user, and every host's processes are
+// root's: the hosts share one budget where machines would have one each (Debian's default 128).
+// Each host's systemd holds about five instances, kube-apiserver six, kubelet, containerd and
+// kube-proxy some; with other tests' hosts and API servers on the machine, kube-proxy failed to
+// start in a host ("failed complete: too many open files": its configuration file's watcher).
+// Raising a limit takes nothing from anyone; it is never lowered.
+func raiseInotifyInstances() error {
+	const f = "/proc/sys/fs/inotify/max_user_instances"
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		return fmt.Errorf("inotify limit: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return fmt.Errorf("inotify limit: %s: %w", f, err)
+	}
+	if n >= minInotifyInstances {
+		return nil
+	}
+	if err := os.WriteFile(f, []byte(strconv.Itoa(minInotifyInstances)), 0o644); err != nil {
+		return fmt.Errorf("raise %s from %d to %d (the hosts' processes share root's inotify instances): %w", f, n, minInotifyInstances, err)
+	}
+	return nil
+}
 
 // freeSubnet picks a 10.233.N.0/24 no route of the root namespace covers yet.
 func freeSubnet() (netip.Prefix, error) {
