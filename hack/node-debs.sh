@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Downloads the Debian packages of a node's container runtime — containerd, runc, the CNI plugins
-# and iptables — and the packages they need that the test hosts' rootfs lacks, as .deb files.
-# Tests unpack them into a running test host (dpkg-deb --fsys-tarfile | tar -x), so the rootfs
-# itself (and its hash) stays as it is.
+# Downloads the Debian packages of a node's container runtime — containerd, runc and the CNI
+# plugins — and the packages they need that the test hosts' rootfs lacks, as .deb files.
+# hack/packages' containerd recipe takes its binaries from them (testenv.BuildPackage); the
+# rootfs itself stays as it is (iptables is part of it: the node's OS, not the runtime).
 #
 #   hack/node-debs.sh CACHE_DIR ROOTFS    download into CACHE_DIR/node-debs-bookworm-<hash> unless it
 #                                         exists; print its path
@@ -16,7 +16,7 @@ set -euo pipefail
 cache=${1:?usage: hack/node-debs.sh CACHE_DIR ROOTFS}
 rootfs=${2:?usage: hack/node-debs.sh CACHE_DIR ROOTFS}
 suite=bookworm
-packages=(containerd runc containernetworking-plugins iptables)
+packages=(containerd runc containernetworking-plugins)
 
 hash=$(printf '%s\n' "$suite" "${packages[@]}" "$(basename "$(readlink -f "$rootfs")")" | sha256sum | cut -c1-12)
 out=$cache/node-debs-$suite-$hash

@@ -13,12 +13,15 @@ set -euo pipefail
 cache=${1:?usage: hack/rootfs.sh CACHE_DIR}
 suite=bookworm
 mirror=${EDGEFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd-sysv,openssh-server,iproute2,dbus,curl
+# iptables: a node's packet filter (kube-proxy's iptables mode, the pod network's masquerade rule);
+# installed, its postinst points iptables, iptables-save and iptables-restore at the -nft variants.
+packages=systemd-sysv,openssh-server,iproute2,dbus,curl,iptables
 # customize hooks, in the finished chroot ($1):
 #  - no SSH host keys in the image: each host makes its own on first boot (ssh-keygen -A in an
 #    ExecStartPre of ssh.service), so no two hosts share a key and the image holds no private key;
 #  - key-only root login, no DNS lookups of clients;
-#  - mask the units that have nothing to do in a container without consoles or udev.
+#  - mask the units that have nothing to do in a container without consoles or udev;
+#  - an /etc/hosts (mmdebstrap makes none; containerd copies it into every pod sandbox).
 hooks=(
 	'rm -f "$1"/etc/ssh/ssh_host_*'
 	'mkdir -p "$1"/etc/systemd/system/ssh.service.d'
@@ -26,6 +29,7 @@ hooks=(
 	'printf "PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUseDNS no\n" >"$1"/etc/ssh/sshd_config.d/edgefleet.conf'
 	'for u in getty@tty1.service console-getty.service serial-getty@console.service systemd-udevd.service systemd-udev-trigger.service systemd-udev-settle.service systemd-networkd-wait-online.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer getty.target; do ln -sf /dev/null "$1/etc/systemd/system/$u"; done'
 	'rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id; : >"$1"/etc/machine-id'
+	'printf "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n" >"$1"/etc/hosts'
 )
 
 # The cache key: what goes into the image, not how this script gets there.

@@ -118,10 +118,10 @@ const (
 var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Install installs pkg on target and makes it current; see the package documentation.
-func (i *Installer) Install(ctx context.Context, target sshexec.Target, pkg Package) (Report, error) {
+func (i *Installer) Install(ctx context.Context, target sshexec.Target, pkg Package) (rep Report, err error) {
 	start := time.Now()
 	m := pkg.Manifest
-	rep := Report{Host: target.Name}
+	rep = Report{Host: target.Name}
 	if m == nil {
 		return rep, errors.New("install: package without a manifest")
 	}

@@ -130,6 +130,9 @@ func TestOnARealHost(t *testing.T) {
 		if want := all[:4]; !slices.Equal(rep.Ran(), want) {
 			t.Errorf("ran %v, want %v", rep.Ran(), want)
 		}
+		if rep.Duration <= 0 {
+			t.Errorf("report's duration %s", rep.Duration)
+		}
 		state(t, install.State{Current: "1.0", Active: "1.0"})
 		running(t, "1.0")
 		rep, err = in.Install(ctx, target, demoPackage(t, "1.0", true))

@@ -186,6 +186,9 @@ func NewHostNet(n int, opts HostOptions) (_ *HostNet, err error) {
 	if opts.Names != nil && len(opts.Names) != n {
 		return nil, fmt.Errorf("test hosts: %d names for %d hosts", len(opts.Names), n)
 	}
+	if err := raiseInotifyInstances(); err != nil {
+		return nil, fmt.Errorf("test hosts: %w", err)
+	}
 	rootfs := opts.Rootfs
 	if rootfs == "" {
 		root, err := RepoRoot()
@@ -491,6 +494,12 @@ func (h *Host) Boot() (err error) {
 		return fmt.Errorf("test host %s: boot: %w", h.Name, err)
 	}
 	port := fmt.Sprintf("h%d", h.index)
+	// After a Stop the kernel tears the old network namespace down in the background (longer
+	// with pods' namespaces and veths in it): its end of the switch port may still be there
+	// ("RTNETLINK answers: File exists" when the new one is added). It goes now.
+	if err := inNetns(h.net.sw.cmd.Process.Pid, "sh", "-c", `ip link del "$0" 2>/dev/null || true`, port); err != nil {
+		return fmt.Errorf("test host %s: link: %w", h.Name, err)
+	}
 	for _, c := range [][]string{
 		{"ip", "link", "add", port, "type", "veth", "peer", "name", "eth0", "address", h.MAC.String(), "netns", strconv.Itoa(h.init)},
 		{"ip", "link", "set", port, "master", "br0"},
@@ -654,6 +663,69 @@ func (h *Host) cgroupName() string {
 // cgroupDirs are the host's cgroup in every hierarchy.
 func (h *Host) cgroupDirs() []string {
 	return h.net.cgroups.dirs(filepath.Join(hostCgroupParent, h.cgroupName()))
+}
+
+// Memory is what the host's memory cgroup holds, everything the host runs: its usage with the
+// page cache and its processes' resident memory, in bytes (cgroup v1; on a machine with cgroup v2
+// only, memory.current and anon of memory.stat).
+func (h *Host) Memory() (usage, resident int64, err error) {
+	for _, d := range h.cgroupDirs() {
+		usageFile, rssKey := "memory.usage_in_bytes", "total_rss"
+		if _, err := os.Stat(filepath.Join(d, usageFile)); err != nil {
+			if usageFile, rssKey = "memory.current", "anon"; !fileExists(filepath.Join(d, usageFile)) {
+				continue
+			}
+		}
+		raw, err := os.ReadFile(filepath.Join(d, usageFile))
+		if err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %w", h.Name, err)
+		}
+		if usage, err = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %s: %w", h.Name, usageFile, err)
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "memory.stat"))
+		if err != nil {
+			return 0, 0, fmt.Errorf("test host %s: %w", h.Name, err)
+		}
+		for _, l := range strings.Split(string(stat), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == rssKey {
+				resident, _ = strconv.ParseInt(f[1], 10, 64)
+			}
+		}
+		return usage, resident, nil
+	}
+	return 0, 0, fmt.Errorf("test host %s: no memory cgroup", h.Name)
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// minInotifyInstances is the fewest inotify instances a user may hold that the hosts need.
+const minInotifyInstances = 8192
+
+// raiseInotifyInstances raises the machine's fs.inotify.max_user_instances to
+// minInotifyInstances when it is lower. The limit counts per user, and every host's processes are
+// root's: the hosts share one budget where machines would have one each (Debian's default 128).
+// Each host's systemd holds about five instances, kube-apiserver six, kubelet, containerd and
+// kube-proxy some; with other tests' hosts and API servers on the machine, kube-proxy failed to
+// start in a host ("failed complete: too many open files": its configuration file's watcher).
+// Raising a limit takes nothing from anyone; it is never lowered.
+func raiseInotifyInstances() error {
+	const f = "/proc/sys/fs/inotify/max_user_instances"
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		return fmt.Errorf("inotify limit: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		return fmt.Errorf("inotify limit: %s: %w", f, err)
+	}
+	if n >= minInotifyInstances {
+		return nil
+	}
+	if err := os.WriteFile(f, []byte(strconv.Itoa(minInotifyInstances)), 0o644); err != nil {
+		return fmt.Errorf("raise %s from %d to %d (the hosts' processes share root's inotify instances): %w", f, n, minInotifyInstances, err)
+	}
+	return nil
 }
 
 // freeSubnet picks a 10.233.N.0/24 no route of the root namespace covers yet.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -12,27 +11,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// nodeImage is the one image of the node stack tests: containerd's sandbox (pause) image and
-// the pods' container, imported from an archive, never pulled.
-const nodeImage = "edgefleet.test/tiny:1"
 
 // TestNodeStackRunsAPod runs the real node stack in a real test host (needs root): Debian 12's
 // containerd, runc and CNI plugins unpacked into the host, kubelet v1.36.3 built from source on
@@ -85,7 +74,7 @@ type nodeCluster struct {
 	cp    *ControlPlane
 	hosts *HostNet
 	api   *forwarder // to the API server, on the hosts' gateway
-	image []byte     // a docker archive of nodeImage
+	image []byte     // a docker archive of NodeImage (also containerd's sandbox image here)
 
 	mu       sync.Mutex
 	onFailed map[*Host][][]string // what to run in a host when the test fails, to understand it
@@ -152,7 +141,7 @@ func startNodeCluster(t *testing.T, n int, tools ...string) *nodeCluster {
 			}
 		}
 	})
-	if c.image, err = buildNodeImage(ctx, root, t.TempDir()); err != nil {
+	if c.image, err = BuildNodeImage(ctx, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -254,8 +243,8 @@ func (c *nodeCluster) startUnits(h *Host, units ...string) {
 }
 
 // installNode installs the node stack in host h: Debian 12's containerd, runc and CNI plugins
-// (+ iptables) unpacked, a pod network of a bridge with the host-local addresses of podCIDR,
-// kubelet with a client certificate for system:node:<host>, and nodeImage imported. containerd
+// unpacked (iptables is in the hosts' image), a pod network of a bridge with the host-local addresses of podCIDR,
+// kubelet with a client certificate for system:node:<host>, and NodeImage imported. containerd
 // runs; kubelet does not yet.
 func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 	t := c.t
@@ -272,18 +261,6 @@ func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 			t.Fatalf("unpack %s into %s: %v: %s", filepath.Base(d), h.Name, err, out)
 		}
 	}
-	// Unpacking skips the maintainer scripts; iptables' postinst makes the update-alternatives
-	// links (iptables, iptables-save, iptables-restore → their -nft variants) that kube-proxy
-	// and the CNI plugins call.
-	iptables, err := filepath.Glob(filepath.Join(c.bin, "node-debs", "iptables_*.deb"))
-	if err != nil || len(iptables) != 1 {
-		t.Fatalf("iptables in %s: %v (%v)", filepath.Join(c.bin, "node-debs"), iptables, err)
-	}
-	if out, err := exec.CommandContext(t.Context(), "sh", "-c", `dpkg-deb --ctrl-tarfile "$1" | tar -xO ./postinst >"$2/root/iptables.postinst"`,
-		"postinst", iptables[0], hostRoot).CombinedOutput(); err != nil {
-		t.Fatalf("iptables' postinst: %v: %s", err, out)
-	}
-	c.exec(h, "sh", "/root/iptables.postinst", "configure")
 	if err := c.cp.Client.Create(t.Context(), &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-node-" + h.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node"},
@@ -292,8 +269,6 @@ func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 		t.Fatal(err)
 	}
 	c.writeFiles(h,
-		// The rootfs has no /etc/hosts; containerd copies it into every pod.
-		hostFile{"/etc/hosts", []byte("127.0.0.1 localhost\n" + h.IP.String() + " " + h.Name + "\n"), 0o644},
 		hostFile{"/usr/local/bin/kubelet", c.binary("kubelet"), 0o755},
 		hostFile{"/etc/containerd/config.toml", []byte(containerdConfig), 0o644},
 		hostFile{"/etc/cni/net.d/10-edgefleet.conflist", []byte(cniConfig(podCIDR)), 0o644},
@@ -359,7 +334,7 @@ func podState(pod *corev1.Pod) string {
 	return strings.Join(states, "; ")
 }
 
-// tinyPodSpec is a pod of one container of nodeImage, run with args, never pulled; it needs no
+// tinyPodSpec is a pod of one container of NodeImage, run with args, never pulled; it needs no
 // service account token and no service links.
 func tinyPodSpec(args ...string) corev1.PodSpec {
 	no := false
@@ -368,7 +343,7 @@ func tinyPodSpec(args ...string) corev1.PodSpec {
 		EnableServiceLinks:           &no,
 		Containers: []corev1.Container{{
 			Name:            "tiny",
-			Image:           nodeImage,
+			Image:           NodeImage,
 			ImagePullPolicy: corev1.PullNever,
 			Args:            args,
 		}},
@@ -386,7 +361,7 @@ func tinyPodSpec(args ...string) corev1.PodSpec {
 // Restricted, containerd clamps them to its own score (0).
 const containerdConfig = `version = 2
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "` + nodeImage + `"
+  sandbox_image = "` + NodeImage + `"
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
@@ -456,62 +431,6 @@ func systemdUnit(description, after, cmd string) string {
 	return "[Unit]\nDescription=" + description + "\n" + deps + "\n[Service]\nExecStart=" + cmd + "\nRestart=no\n"
 }
 
-// buildNodeImage builds testdata/tiny (static) and returns a docker-archive of nodeImage: one
-// layer holding /tiny, the entrypoint.
-func buildNodeImage(ctx context.Context, root, dir string) ([]byte, error) {
-	binPath := filepath.Join(dir, "tiny")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", binPath, "./pkg/testenv/testdata/tiny")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the image's binary: %w: %s", err, out)
-	}
-	binary, err := os.ReadFile(binPath)
-	if err != nil {
-		return nil, fmt.Errorf("image: %w", err)
-	}
-	var layerTar bytes.Buffer
-	tw := tar.NewWriter(&layerTar)
-	if err := tw.WriteHeader(&tar.Header{Name: "tiny", Mode: 0o755, Size: int64(len(binary)), Typeflag: tar.TypeReg}); err != nil {
-		return nil, fmt.Errorf("image layer: %w", err)
-	}
-	if _, err := tw.Write(binary); err != nil {
-		return nil, fmt.Errorf("image layer: %w", err)
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("image layer: %w", err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar.Bytes())), nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("image layer: %w", err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		return nil, fmt.Errorf("image: %w", err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, fmt.Errorf("image config: %w", err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config.Entrypoint = []string{"/tiny"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return nil, fmt.Errorf("image config: %w", err)
-	}
-	tag, err := name.NewTag(nodeImage)
-	if err != nil {
-		return nil, fmt.Errorf("image tag: %w", err)
-	}
-	var archive bytes.Buffer
-	if err := tarball.Write(tag, img, &archive); err != nil {
-		return nil, fmt.Errorf("image archive: %w", err)
-	}
-	return archive.Bytes(), nil
-}
-
 // waitFor polls check every 500 ms until it reports done, failing after timeout with check's
 // last word.
 func waitFor(ctx context.Context, timeout time.Duration, check func() (bool, string)) error {
@@ -530,30 +449,14 @@ func waitFor(ctx context.Context, timeout time.Duration, check func() (bool, str
 	}
 }
 
-// logHostMemory logs what the host's memory cgroup holds (cgroup v1: usage with page cache,
-// and the processes' resident memory).
+// logHostMemory logs what the host's memory cgroup holds.
 func logHostMemory(t *testing.T, h *Host) {
-	for _, d := range h.cgroupDirs() {
-		usage, err := os.ReadFile(filepath.Join(d, "memory.usage_in_bytes"))
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(d, "memory.stat"))
-		if err != nil {
-			t.Errorf("%s: %v", h.Name, err)
-			return
-		}
-		rss := "?"
-		for _, l := range strings.Split(string(stat), "\n") {
-			if f := strings.Fields(l); len(f) == 2 && f[0] == "total_rss" {
-				if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					rss = fmt.Sprintf("%d MiB", n>>20)
-				}
-			}
-		}
-		n, _ := strconv.ParseInt(strings.TrimSpace(string(usage)), 10, 64)
-		t.Logf("memory of host %s (its cgroup: everything it runs): %d MiB with page cache, %s resident", h.Name, n>>20, rss)
+	usage, rss, err := h.Memory()
+	if err != nil {
+		t.Errorf("%s: %v", h.Name, err)
+		return
 	}
+	t.Logf("memory of host %s (its cgroup: everything it runs): %d MiB with page cache, %d MiB resident", h.Name, usage>>20, rss>>20)
 }
 
 // forwarder forwards TCP connections from one address to another: the API server listens on

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"archive/tar"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,8 +31,9 @@ type BuiltPackage struct {
 // Open opens the archive.
 func (p BuiltPackage) Open() (io.ReadCloser, error) { return os.Open(p.Path) }
 
-// BuildPackage builds the test-bed package name at version from its recipe in hack/packages/<name>
-// and the binaries of bin/ its recipe lists. edit, when not nil, may change the recipe's copy
+// BuildPackage builds the test-bed package name at version from its recipe in hack/packages/<name>:
+// the recipe's own files, the binaries of bin/ its "binaries" file lists (into files/bin/) and
+// the files of Debian packages of bin/node-debs its "debs" file lists. edit, when not nil, may change the recipe's copy
 // before it is built (a test's broken variant, say).
 func BuildPackage(t testing.TB, name, version string, edit func(dir string)) BuiltPackage {
 	t.Helper()
@@ -73,6 +76,9 @@ func BuildPackageIn(dir, name, version string, edit func(dir string) error) (Bui
 			return BuiltPackage{}, err
 		}
 	}
+	if err := copyFromDebs(src, filepath.Join(root, "bin", "node-debs")); err != nil {
+		return BuiltPackage{}, fmt.Errorf("package %s: %w", name, err)
+	}
 	if edit != nil {
 		if err := edit(src); err != nil {
 			return BuiltPackage{}, fmt.Errorf("package %s: edit: %w", name, err)
@@ -102,4 +108,117 @@ func BuildPackageIn(dir, name, version string, edit func(dir string) error) (Bui
 		return BuiltPackage{}, err
 	}
 	return BuiltPackage{Path: out, Digest: hex.EncodeToString(sum.Sum(nil)), Manifest: built}, nil
+}
+
+// copyFromDebs copies the files the recipe in dir lists in its "debs" file out of the Debian
+// packages in debDir (hack/tools.sh node-debs) into dir: one "PACKAGE PATH DEST" line per file,
+// PATH the file's path in the package, DEST its path in the recipe (under files/); '#' starts a
+// comment. A file's mode is kept. Nothing to do without a "debs" file.
+func copyFromDebs(dir, debDir string) error {
+	raw, err := os.ReadFile(filepath.Join(dir, "debs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	want := map[string]map[string]string{} // package -> path in it -> destination
+	var order []string
+	for n, line := range strings.Split(string(raw), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if len(f) != 3 || !strings.HasPrefix(f[2], packages.FilesDir+"/") {
+			return fmt.Errorf("debs line %d: %q: want PACKAGE PATH files/DEST", n+1, line)
+		}
+		if want[f[0]] == nil {
+			want[f[0]] = map[string]string{}
+			order = append(order, f[0])
+		}
+		want[f[0]][strings.TrimPrefix(f[1], "/")] = f[2]
+	}
+	for _, pkg := range order {
+		debs, err := filepath.Glob(filepath.Join(debDir, pkg+"_*.deb"))
+		if err != nil {
+			return fmt.Errorf("debs: %w", err)
+		}
+		if len(debs) != 1 {
+			return fmt.Errorf("debs: %d .deb files of %s in %s: run hack/tools.sh node-debs", len(debs), pkg, debDir)
+		}
+		if err := extractDeb(debs[0], dir, want[pkg]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// extractDeb copies the files of the Debian package deb named in files (path in the package ->
+// destination under dir) into dir, with their modes.
+func extractDeb(deb, dir string, files map[string]string) error {
+	cmd := exec.Command("dpkg-deb", "--fsys-tarfile", deb)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(deb), err)
+	}
+	// The whole archive is read: dpkg-deb's decompressor would otherwise block on the pipe.
+	if err := extractTar(tar.NewReader(out), dir, files); err != nil {
+		_ = cmd.Process.Kill()
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		return fmt.Errorf("%s: %w", filepath.Base(deb), err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("dpkg-deb --fsys-tarfile %s: %w (%s)", filepath.Base(deb), err, stderr.String())
+	}
+	if len(files) > 0 {
+		var missing []string
+		for f := range files {
+			missing = append(missing, f)
+		}
+		return fmt.Errorf("%s has no %s", filepath.Base(deb), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// extractTar reads tr to its end, writing the files named in files (path -> destination under
+// dir) and removing them from files.
+func extractTar(tr *tar.Reader, dir string, files map[string]string) error {
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(hdr.Name, "./")
+		dest, ok := files[name]
+		if !ok {
+			continue
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			return fmt.Errorf("%s is not a regular file", hdr.Name)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(dest))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, os.FileMode(hdr.Mode)&0o755)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, tr); err != nil {
+			f.Close()
+			return fmt.Errorf("%s: %w", hdr.Name, err)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		delete(files, name)
+	}
 }

@@ -1,0 +1,532 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// pauseImage is the sandbox image the containerd recipe's configuration names. The test's
+// stand-in is testenv's tiny image, which without arguments waits as pause does.
+const pauseImage = "registry.k8s.io/pause:3.10"
+
+// nodeStackUnits are the units of the real node stack's packages, whose journals a failed test
+// logs.
+var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"}
+
+// TestRealNodeStack brings up a real cluster on three real hosts from packages only (needs
+// root): the BPA, unchanged, installs what the manifests say — etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler on the control-plane host; containerd (Debian 12's
+// containerd, runc and CNI plugins, repackaged), the pod network, kubelet and kube-proxy on
+// every host. Real kubelets report the Nodes Ready; the real scheduler puts a Deployment's two
+// replicas on the two workers; a pod on one worker reaches the pod on the other by its address
+// and both through a ClusterIP Service (kube-proxy), and its logs come back through the API
+// server from its kubelet.
+func TestRealNodeStack(t *testing.T) {
+	ctx := t.Context()
+	vault := testenv.StartVault(t)
+	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
+	signer, authorizedKey := testenv.SSHKey(t)
+	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
+	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
+
+	// The images the nodes run, imported by the containerd package: nothing is pulled.
+	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, pauseImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", func(dir string) {
+		if err := os.MkdirAll(filepath.Join(dir, "files", "images"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "files", "images", "tiny.tar"), image, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	})
+	spec := cluster.Spec{
+		Name:              "real",
+		KubernetesVersion: kubernetesVersion,
+		Packages: []install.Package{
+			pkg(testenv.BuildPackage(t, "etcd", "3.6.16", nil)),
+			pkg(testenv.BuildPackage(t, "kube-apiserver", "1.36.3", nil)),
+			pkg(testenv.BuildPackage(t, "kube-controller-manager", "1.36.3", nil)),
+			pkg(testenv.BuildPackage(t, "kube-scheduler", "1.36.3", nil)),
+			pkg(containerd),
+			pkg(testenv.BuildPackage(t, "pod-network", "0.1.0", nil)),
+			pkg(testenv.BuildPackage(t, "kubelet", "1.36.3", nil)),
+			pkg(testenv.BuildPackage(t, "kube-proxy", "1.36.3", nil)),
+		},
+	}
+	hosts := map[string]*testenv.Host{}
+	for i, h := range hn.Hosts {
+		hosts[h.Name] = h
+		spec.Hosts = append(spec.Hosts, cluster.Host{
+			Name: h.Name, IP: h.IP, SSH: sshexec.Target{Name: h.Name, Addr: h.SSHAddr()},
+			ControlPlane: i == 0, ProviderID: "metal3://site/" + h.Name,
+		})
+	}
+	workers := []string{hn.Hosts[1].Name, hn.Hosts[2].Name}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the test's context is done by now
+		defer cancel()
+		for _, h := range hn.Hosts {
+			out, _ := h.Exec(ctx, "systemctl", "--no-pager", "--failed")
+			t.Logf("%s: systemctl --failed:\n%s", h.Name, out)
+			for _, u := range nodeStackUnits {
+				out, _ := h.Exec(ctx, "journalctl", "--no-pager", "-n", "40", "-u", u)
+				if !strings.Contains(string(out), "-- No entries --") {
+					t.Logf("%s: journal of %s:\n%s", h.Name, u, out)
+				}
+			}
+			out, _ = h.Exec(ctx, "sh", "-c", "ip route; iptables-save -t nat | head -60")
+			t.Logf("%s: routes and nat rules:\n%s", h.Name, out)
+		}
+	})
+
+	levels, err := cluster.Levels(spec.Packages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range levels {
+		var names []string
+		for _, p := range l {
+			names = append(names, p.Manifest.Name)
+		}
+		t.Logf("level %d: %s", i, strings.Join(names, ", "))
+	}
+	start := time.Now()
+	res, err := cluster.New(install.New(exec), store).Run(ctx, spec)
+	if err != nil {
+		t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
+	}
+	t.Logf("bring-up: %d install steps and %d files in %s", len(res.Ran()), res.Files, time.Since(start).Round(time.Millisecond))
+	// activate: the units (re)started until the health check passed — for kubelet, from its
+	// start to its Node Ready.
+	for _, r := range res.Reports {
+		var activate time.Duration
+		for _, st := range r.Steps {
+			if st.Step == "activate" {
+				activate = st.Duration
+			}
+		}
+		t.Logf("  %s/%s %s: %s (activate: %s)", r.Host, r.Package, r.Version, r.Duration.Round(time.Millisecond), activate.Round(time.Millisecond))
+	}
+
+	kc, err := store.Get(ctx, cluster.AdminKubeconfigSecret(spec.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every node Ready as its kubelet reports it, on containerd; the control plane tainted.
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != len(spec.Hosts) {
+		t.Errorf("%d nodes, want %d", len(nodes.Items), len(spec.Hosts))
+	}
+	for _, n := range nodes.Items {
+		ready := false
+		for _, c := range n.Status.Conditions {
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		info := n.Status.NodeInfo
+		t.Logf("node %s: ready %v, kubelet %s, runtime %s, provider ID %s, taints %v, created %s", n.Name, ready, info.KubeletVersion,
+			info.ContainerRuntimeVersion, n.Spec.ProviderID, n.Spec.Taints, n.CreationTimestamp.Sub(start).Round(time.Millisecond))
+		if !ready || info.KubeletVersion != kubernetesVersion || !strings.HasPrefix(info.ContainerRuntimeVersion, "containerd://1.6.20") ||
+			n.Spec.ProviderID != "metal3://site/"+n.Name {
+			t.Errorf("node %s: ready %v, kubelet %q, runtime %q, provider ID %q; want Ready, %s, containerd://1.6.20…, metal3://site/%s",
+				n.Name, ready, info.KubeletVersion, info.ContainerRuntimeVersion, n.Spec.ProviderID, kubernetesVersion, n.Name)
+		}
+		tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == "node-role.kubernetes.io/control-plane" && t.Effect == corev1.TaintEffectNoSchedule
+		})
+		if cp := n.Name == hn.Hosts[0].Name; tainted != cp {
+			t.Errorf("node %s: control-plane taint %v, want %v", n.Name, tainted, cp)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// A namespace of the test; the controller manager gives it its default service account.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodestack"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the namespace's default service account (kube-controller-manager)", func() (bool, string) {
+		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// Two replicas, at most one per node: the scheduler puts them on the two workers (the
+	// control plane is tainted).
+	labels := map[string]string{"app": "tiny"}
+	podSpec := tinyPodSpec(container("tiny", "-http", ":8080"))
+	podSpec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+	replicas := int32(2)
+	start = time.Now()
+	if _, err := cs.AppsV1().Deployments(ns.Name).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var backends []corev1.Pod
+	waitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var states []string
+		running := 0
+		for i := range pods.Items {
+			states = append(states, podState(&pods.Items[i]))
+			if pods.Items[i].Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		backends = pods.Items
+		return running == 2 && len(pods.Items) == 2, strings.Join(states, "; ")
+	})
+	t.Logf("deployment created to both pods Running: %s", time.Since(start).Round(time.Millisecond))
+	var on []string
+	byName := map[string]*corev1.Pod{}
+	for i := range backends {
+		p := &backends[i]
+		on = append(on, p.Spec.NodeName)
+		byName[p.Name] = p
+		t.Logf("pod %s on %s, IP %s", p.Name, p.Spec.NodeName, p.Status.PodIP)
+	}
+	slices.Sort(on)
+	if !slices.Equal(on, workers) {
+		t.Fatalf("the replicas run on %v, want one on each worker %v", on, workers)
+	}
+
+	// A ClusterIP Service in front; the first answer awaited from the first worker itself
+	// (kube-proxy programs the node's own connections too).
+	svc, err := cs.CoreV1().Services(ns.Name).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		Spec: corev1.ServiceSpec{
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcURL := "http://" + svc.Spec.ClusterIP + "/"
+	start = time.Now()
+	client := hosts[workers[0]]
+	waitFor(t, time.Minute, "service "+svcURL+" from "+client.Name, func() (bool, string) {
+		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
+		return err == nil && strings.HasPrefix(string(out), "hello from "), fmt.Sprintf("%q (%v)", out, err)
+	})
+	t.Logf("service created to its first answer on %s: %s", client.Name, time.Since(start).Round(time.Millisecond))
+
+	// A client pod on the first worker: one container asks the other worker's backend by its
+	// address, one asks the Service 40 times, each on a new connection. Their output comes back
+	// through the API server from the kubelet (pods/log).
+	// A server off the cluster, on the hosts' gateway: the root namespace has no route to the
+	// pods, so it sees their requests come from their node (masqueraded).
+	outside, err := net.Listen("tcp", net.JoinHostPort(hn.Gateway.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprintf(w, "outside, from %s\n", host)
+	})}
+	go func() { _ = srv.Serve(outside) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, svcURL: svcURL, outsideURL: "http://" + outside.Addr().String() + "/",
+		client: client.Name, clientIP: client.IP.String(), backends: byName}
+	nc.clientPod("client")
+
+	for _, h := range hn.Hosts {
+		usage, rss, err := h.Memory()
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		t.Logf("memory of host %s (everything it runs): %d MiB with page cache, %d MiB resident", h.Name, usage>>20, rss>>20)
+	}
+
+	// The second worker loses its power and boots again: every package's units start with
+	// the host (the pod network's routes and rule are made again), kubelet runs its pod again
+	// in a new sandbox, and the client on the first worker reaches it again — its answers
+	// come back through the rebooted host's route to the first worker's pods.
+	rebooted := hosts[workers[1]]
+	var before *corev1.Pod
+	for _, p := range byName {
+		if p.Spec.NodeName == rebooted.Name {
+			before = p
+		}
+	}
+	if err := rebooted.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if err := rebooted.Boot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rebooted.WaitSSH(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "pod "+before.Name+" running again on "+rebooted.Name+" after its reboot", func() (bool, string) {
+		p, err := cs.CoreV1().Pods(ns.Name).Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		byName[p.Name] = p
+		ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		})
+		return ready && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID &&
+			p.Status.ContainerStatuses[0].State.Running != nil, podState(p)
+	})
+	t.Logf("%s booted to its pod running again: %s (pod IP %s, was %s)", rebooted.Name, time.Since(start).Round(time.Millisecond), byName[before.Name].Status.PodIP, before.Status.PodIP)
+	for _, check := range [][]string{
+		{"systemctl", "is-active", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"},
+		{"sh", "-c", "iptables -t nat -S POSTROUTING | grep -- '--comment edgefleet-pod-network'"},
+		{"ip", "-4", "route", "show", "exact", mustPodCIDR(t, hn.Hosts[1].IP)},
+	} {
+		out, err := rebooted.Exec(ctx, check...)
+		t.Logf("%s after the reboot: %s: %s", rebooted.Name, strings.Join(check, " "), strings.TrimSpace(string(out)))
+		if err != nil || len(out) == 0 {
+			t.Errorf("%s after the reboot: %s: %q (%v)", rebooted.Name, strings.Join(check, " "), out, err)
+		}
+	}
+	// The Service's endpoints follow the pod's new address: the first worker's kube-proxy
+	// sends a connection to the rebooted host's pod again.
+	waitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
+		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
+		return err == nil && strings.TrimSpace(string(out)) == "hello from "+before.Name, fmt.Sprintf("%q (%v)", out, err)
+	})
+	nc.clientPod("client-after-reboot")
+
+	// A kubelet patch (patch.drain): node by node, control plane first, each cordoned and
+	// drained (the Deployment's pod evicted; its replacement waits, the other worker has one
+	// already), kubelet replaced, Ready, uncordoned; the Deployment runs on both workers after.
+	bu := cluster.New(install.New(exec), store)
+	start = time.Now()
+	pres, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
+	if err != nil {
+		t.Fatalf("kubelet patch: %v", err)
+	}
+	t.Logf("kubelet patch through %v: %s", order(pres), time.Since(start).Round(time.Millisecond))
+	if got, want := order(pres), []string{hn.Hosts[0].Name, hn.Hosts[1].Name, hn.Hosts[2].Name}; !slices.Equal(got, want) {
+		t.Errorf("patched %v, want %v", got, want)
+	}
+	for _, n := range pres.Nodes {
+		if n.From != "1.36.3" || n.To != "1.36.3-edgefleet.1" || n.Skipped {
+			t.Errorf("node %+v", n)
+		}
+	}
+	waitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var on, states []string
+		for i := range pods.Items {
+			states = append(states, podState(&pods.Items[i]))
+			if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
+				on = append(on, pods.Items[i].Spec.NodeName)
+			}
+		}
+		slices.Sort(on)
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range nodes.Items {
+			ready := slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+				return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			})
+			if !ready || n.Spec.Unschedulable {
+				states = append(states, fmt.Sprintf("node %s: ready %v, unschedulable %v", n.Name, ready, n.Spec.Unschedulable))
+			}
+		}
+		return slices.Equal(on, workers) && len(states) == len(pods.Items), strings.Join(states, "; ")
+	})
+	t.Logf("kubelet patch started to the deployment running on both workers again: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// nodeStackCheck checks the pod network and the Service of TestRealNodeStack from a client pod.
+type nodeStackCheck struct {
+	t          *testing.T
+	cs         *kubernetes.Clientset
+	ns         string
+	svcURL     string
+	outsideURL string                 // a server off the cluster
+	client     string                 // the node of the client pods
+	clientIP   string                 // its address
+	backends   map[string]*corev1.Pod // the Service's, by name
+}
+
+// clientPod runs a pod named name on the client node, whose containers ask the backend on the
+// other node by its address (once), the Service (40 times, each on a new connection) and the
+// server off the cluster (once), and checks their answers, read from the pod's logs (the API server asks the kubelet).
+func (nc *nodeStackCheck) clientPod(name string) {
+	t, ctx, cs := nc.t, nc.t.Context(), nc.cs
+	var remote *corev1.Pod
+	for _, p := range nc.backends {
+		if p.Spec.NodeName != nc.client {
+			remote = p
+		}
+	}
+	if remote == nil {
+		t.Fatalf("no backend on another node than %s", nc.client)
+	}
+	spec := tinyPodSpec(
+		container("by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
+		container("service", "-get", nc.svcURL, "-count", "40"),
+		container("outside", "-get", nc.outsideURL, "-count", "1"),
+	)
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	spec.NodeSelector = map[string]string{corev1.LabelHostname: nc.client}
+	start := time.Now()
+	pod, err := cs.CoreV1().Pods(nc.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "pod "+name+": Succeeded", func() (bool, string) {
+		p, err := cs.CoreV1().Pods(nc.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		pod = p
+		return p.Status.Phase == corev1.PodSucceeded, podState(p)
+	})
+	t.Logf("pod %s created to Succeeded on %s: %s", name, pod.Spec.NodeName, time.Since(start).Round(time.Millisecond))
+	logs := func(c string) []string {
+		raw, err := cs.CoreV1().Pods(nc.ns).GetLogs(name, &corev1.PodLogOptions{Container: c}).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("logs of pod %s, container %s (API server → kubelet on %s): %v", name, c, pod.Spec.NodeName, err)
+		}
+		return strings.Split(strings.TrimSpace(string(raw)), "\n")
+	}
+	if got, want := logs("by-ip"), "hello from "+remote.Name; len(got) != 1 || got[0] != want {
+		t.Errorf("pod %s on %s to pod %s on %s by IP %s: %q, want %q", name, nc.client, remote.Name, remote.Spec.NodeName, remote.Status.PodIP, got, want)
+	}
+	if got, want := logs("outside"), "outside, from "+nc.clientIP; len(got) != 1 || got[0] != want {
+		t.Errorf("pod %s on %s to a server off the cluster: %q, want %q (masqueraded to its node's address)", name, nc.client, got, want)
+	}
+	answers := map[string]int{}
+	lines := logs("service")
+	for _, line := range lines {
+		if n, ok := strings.CutPrefix(line, "hello from "); ok && nc.backends[n] != nil {
+			answers[n]++
+		} else {
+			t.Errorf("service %s from pod %s: %q", nc.svcURL, name, line)
+		}
+	}
+	t.Logf("answers of service %s to 40 connections from pod %s on %s: %v", nc.svcURL, name, nc.client, answers)
+	if len(lines) != 40 {
+		t.Errorf("%d answers of service %s, want 40", len(lines), nc.svcURL)
+	}
+	// Both backends answer unless each connection's random choice is broken (2^-39).
+	for n, p := range nc.backends {
+		if answers[n] == 0 {
+			t.Errorf("pod %s (on %s) never answered through service %s", n, p.Spec.NodeName, nc.svcURL)
+		}
+	}
+}
+
+// mustPodCIDR is the pod CIDR of the host at ip.
+func mustPodCIDR(t *testing.T, ip netip.Addr) string {
+	cidr, err := cluster.NodePodCIDR(cluster.DefaultPodCIDR, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cidr
+}
+
+// tinyPodSpec is a pod of containers of testenv's image, never pulled; it needs no service
+// account token and no service links.
+func tinyPodSpec(containers ...corev1.Container) corev1.PodSpec {
+	no := false
+	return corev1.PodSpec{AutomountServiceAccountToken: &no, EnableServiceLinks: &no, Containers: containers}
+}
+
+// container is a container of testenv's image (tiny) run with args.
+func container(name string, args ...string) corev1.Container {
+	return corev1.Container{Name: name, Image: testenv.NodeImage, ImagePullPolicy: corev1.PullNever, Args: args}
+}
+
+// podState is a pod's name, phase, node and containers' states, for messages.
+func podState(pod *corev1.Pod) string {
+	states := []string{fmt.Sprintf("%s: phase %s on %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName)}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+			states = append(states, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		states = append(states, fmt.Sprintf("%s: %+v", cs.Name, cs.State))
+	}
+	return strings.Join(states, ", ")
+}
+
+// waitFor polls check every 500 ms until it reports done, failing the test after timeout with
+// what and check's last word.
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		done, last := check()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s; last: %s", what, timeout, last)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v; last: %s", what, t.Context().Err(), last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
