@@ -38,7 +38,9 @@ func (o owner) String() string { return o.kind + " " + o.namespace + "/" + o.nam
 // retrying evictions a PodDisruptionBudget refuses for now, waits until the pods are gone, and
 // then until the ReplicaSets and StatefulSets they belonged to have as many replicas available
 // as before the drain — elsewhere, the node being cordoned — so that the next node is only
-// drained once the workloads are whole again. Each wait is bounded by the drainer's timeout; its error names what it
+// drained once the workloads are whole again. A workload whose replacement the scheduler finds
+// no other node for (anti-affinity, resources) does not hold the drain: its pod runs again when
+// the node is back. Each wait is bounded by the drainer's timeout; its error names what it
 // waited for.
 func (d drainer) drain(ctx context.Context, node string) error {
 	pods, err := d.evictable(ctx, node)
@@ -70,7 +72,9 @@ func (d drainer) drain(ctx context.Context, node string) error {
 		}
 	}
 	var left []corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(ctx context.Context) (bool, error) {
+	// The conditions read with the drain's context, not the poll's: a read cut by the poll's
+	// deadline would hide what was waited for.
+	err = wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(context.Context) (bool, error) {
 		left, err = d.evictable(ctx, node)
 		return len(left) == 0, err
 	})
@@ -78,14 +82,21 @@ func (d drainer) drain(ctx context.Context, node string) error {
 		return fmt.Errorf("drain: %d pods still on node %s after %s (%s): %w", len(left), node, d.timeout, podNames(left), err)
 	}
 	var missing []string
-	err = wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(context.Context) (bool, error) {
 		missing = missing[:0]
 		for _, o := range owners {
 			ready, want, err := d.available(ctx, o)
 			if err != nil {
 				return false, err
 			}
-			if ready < min(before[o], want) {
+			if ready >= min(before[o], want) {
+				continue
+			}
+			stuck, err := d.unschedulable(ctx, o)
+			if err != nil {
+				return false, err
+			}
+			if !stuck { // a replacement that cannot run anywhere else waits for the node to come back
 				missing = append(missing, fmt.Sprintf("%s: %d available, %d before the drain", o, ready, before[o]))
 			}
 		}
@@ -95,6 +106,27 @@ func (d drainer) drain(ctx context.Context, node string) error {
 		return fmt.Errorf("drain: the pods evicted from node %s do not run elsewhere after %s (%s): %w", node, d.timeout, strings.Join(missing, "; "), err)
 	}
 	return nil
+}
+
+// unschedulable reports whether a pod of owner o waits for a node because the scheduler found
+// none it fits.
+func (d drainer) unschedulable(ctx context.Context, o owner) (bool, error) {
+	pods, err := d.cs.CoreV1().Pods(o.namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, fmt.Errorf("drain: list pods of %s: %w", o, err)
+	}
+	for _, p := range pods.Items {
+		c := metav1.GetControllerOf(&p)
+		if c == nil || c.Kind != o.kind || c.Name != o.name || p.Spec.NodeName != "" {
+			continue
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 // evictable lists the pods of node a drain evicts.
@@ -127,7 +159,7 @@ func (d drainer) evictable(ctx context.Context, node string) ([]corev1.Pod, erro
 // drainer's timeout.
 func (d drainer) evict(ctx context.Context, p corev1.Pod) error {
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, d.poll, d.timeout, true, func(context.Context) (bool, error) {
 		ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 		err := d.cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, ev)
 		switch {

@@ -161,6 +161,25 @@ func TestDrain(t *testing.T) {
 		}
 	})
 
+	t.Run("does not wait for a replacement no other node can take", func(t *testing.T) {
+		c := newFakeCluster(pod("web-1", "n1", controlledBy("ReplicaSet", "web")), replicaSet("web", 2, 2))
+		c.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			if a.GetSubresource() == "eviction" {
+				_ = c.Tracker().Update(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "replicasets"}, replicaSet("web", 2, 1), "app")
+				waiting := pod("web-2", "", controlledBy("ReplicaSet", "web"))
+				waiting.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+					Message: "0/2 nodes are available: 1 node(s) didn't match pod anti-affinity rules, 1 node(s) were unschedulable.",
+				}}}
+				_ = c.Tracker().Add(waiting)
+			}
+			return false, nil, nil
+		})
+		if err := d(c).drain(t.Context(), "n1"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("does not wait for a workload that was short before the drain to heal", func(t *testing.T) {
 		c := newFakeCluster(pod("web-1", "n1", controlledBy("ReplicaSet", "web")), replicaSet("web", 3, 1))
 		if err := d(c).drain(t.Context(), "n1"); err != nil {

@@ -2,12 +2,12 @@ package cluster_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -51,19 +52,13 @@ func TestRealNodeStack(t *testing.T) {
 	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 
-	// The images the nodes run, imported by the containerd package: nothing is pulled.
+	// The images the nodes run, imported through the containerd package: nothing is pulled.
 	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, pauseImage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", func(dir string) {
-		if err := os.MkdirAll(filepath.Join(dir, "files", "images"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "files", "images", "tiny.tar"), image, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	})
+	imageSum := sha256.Sum256(image)
+	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", nil)
 	spec := cluster.Spec{
 		Name:              "real",
 		KubernetesVersion: kubernetesVersion,
@@ -77,6 +72,7 @@ func TestRealNodeStack(t *testing.T) {
 			pkg(testenv.BuildPackage(t, "kubelet", "1.36.3", nil)),
 			pkg(testenv.BuildPackage(t, "kube-proxy", "1.36.3", nil)),
 		},
+		Images: []install.Image{{Name: "tiny", Digest: hex.EncodeToString(imageSum[:]), Archive: sshexec.Bytes(image)}},
 	}
 	hosts := map[string]*testenv.Host{}
 	for i, h := range hn.Hosts {
@@ -123,7 +119,10 @@ func TestRealNodeStack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
 	}
-	t.Logf("bring-up: %d install steps and %d files in %s", len(res.Ran()), res.Files, time.Since(start).Round(time.Millisecond))
+	t.Logf("bring-up: %d install steps, %d files and %d image imports in %s", len(res.Ran()), res.Files, res.Images, time.Since(start).Round(time.Millisecond))
+	if res.Images != len(spec.Hosts) {
+		t.Errorf("%d image imports, want one on each of the %d hosts (containerd runs on all)", res.Images, len(spec.Hosts))
+	}
 	// activate: the units (re)started until the health check passed — for kubelet, from its
 	// start to its Node Ready.
 	for _, r := range res.Reports {
@@ -242,6 +241,33 @@ func TestRealNodeStack(t *testing.T) {
 	slices.Sort(on)
 	if !slices.Equal(on, workers) {
 		t.Fatalf("the replicas run on %v, want one on each worker %v", on, workers)
+	}
+
+	// An image no Release shipped: nothing is pulled, and the pod's events name the image.
+	const missing = "edgefleet.test/missing:1.0"
+	if _, err := cs.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "missing-image"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: missing, ImagePullPolicy: corev1.PullNever}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "an event naming the missing image", func() (bool, string) {
+		evs, err := cs.CoreV1().Events(ns.Name).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=missing-image"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == "ErrImageNeverPull" && strings.Contains(e.Message, missing) {
+				t.Logf("missing image: %s: %s", e.Reason, e.Message)
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+	if err := cs.CoreV1().Pods(ns.Name).Delete(ctx, "missing-image", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+		t.Fatal(err)
 	}
 
 	// A ClusterIP Service in front; the first answer awaited from the first worker itself
