@@ -49,6 +49,16 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		_, err := fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
 		Expect(err).NotTo(HaveOccurred())
 	}
+	// installedWith waits for the BPA to report the cluster Installed, running pkg.
+	installedWith := func(ctx context.Context, pkg sitev1.InstalledPackage) {
+		GinkgoHelper()
+		Eventually(func(g Gomega) {
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+			g.Expect(b.Packages).To(ContainElement(pkg))
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	}
 	// appClient is a client of the application cluster through the kubeconfig the BPA gave
 	// Cluster-API, held in memory only.
 	appClient := func(ctx context.Context) kubernetes.Interface {
@@ -212,12 +222,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 	It("patches the node agent through a new release, node by node", func(ctx context.Context) {
 		release(ctx, "bpa-2", "etcd", "kube-apiserver", "node-agent 0.2.0")
-		Eventually(func(g Gomega) {
-			b := siteD.bootstrap(g, ctx)
-			g.Expect(b).NotTo(BeNil())
-			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
-			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]}))
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		installedWith(ctx, sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]})
 		for _, h := range hn.Hosts {
 			Expect(installed(ctx, h, "node-agent")).To(Equal("0.2.0 0.2.0"), h.Name)
 		}
@@ -230,12 +235,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
 		release(ctx, "bpa-2-hello", "etcd", "kube-apiserver", "node-agent 0.2.0", "edge-hello")
-		Eventually(func(g Gomega) {
-			b := siteD.bootstrap(g, ctx)
-			g.Expect(b).NotTo(BeNil())
-			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
-			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]}))
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		installedWith(ctx, sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]})
 		// Its manifest says hosts: worker; the first three hosts are the control plane.
 		for i, h := range hn.Hosts {
 			if i < 3 {

@@ -123,18 +123,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		t.Error("the run after the kill ran nothing")
 	}
 
-	kc, err := store.Get(ctx, cluster.AdminKubeconfigSecret("app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := appClient(t, store, "app")
 
 	t.Run("the API server answers through the stored kubeconfig, with every node registered", func(t *testing.T) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -454,6 +443,25 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			t.Fatalf("err %v, want a *HostKeyError for %s", err, h.Name)
 		}
 	})
+}
+
+// appClient is a client of the application cluster through the admin kubeconfig the BPA
+// saved in store.
+func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+	t.Helper()
+	kc, err := store.Get(t.Context(), cluster.AdminKubeconfigSecret(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }
 
 // order lists the hosts a patch went through, in order.

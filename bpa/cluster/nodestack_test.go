@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
@@ -135,18 +132,7 @@ func TestRealNodeStack(t *testing.T) {
 		t.Logf("  %s/%s %s: %s (activate: %s)", r.Host, r.Package, r.Version, r.Duration.Round(time.Millisecond), activate.Round(time.Millisecond))
 	}
 
-	kc, err := store.Get(ctx, cluster.AdminKubeconfigSecret(spec.Name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := appClient(t, store, spec.Name)
 
 	// Every node Ready as its kubelet reports it, on containerd; the control plane tainted.
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -185,7 +171,7 @@ func TestRealNodeStack(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the namespace's default service account (kube-controller-manager)", func() (bool, string) {
+	testenv.WaitFor(t, time.Minute, "the namespace's default service account (kube-controller-manager)", func() (bool, string) {
 		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -213,7 +199,7 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	waitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
+	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
 		if err != nil {
 			return false, err.Error()
@@ -221,7 +207,7 @@ func TestRealNodeStack(t *testing.T) {
 		var states []string
 		running := 0
 		for i := range pods.Items {
-			states = append(states, podState(&pods.Items[i]))
+			states = append(states, testenv.PodState(&pods.Items[i]))
 			if pods.Items[i].Status.Phase == corev1.PodRunning {
 				running++
 			}
@@ -251,7 +237,7 @@ func TestRealNodeStack(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "an event naming the missing image", func() (bool, string) {
+	testenv.WaitFor(t, time.Minute, "an event naming the missing image", func() (bool, string) {
 		evs, err := cs.CoreV1().Events(ns.Name).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=missing-image"})
 		if err != nil {
 			return false, err.Error()
@@ -285,28 +271,17 @@ func TestRealNodeStack(t *testing.T) {
 	svcURL := "http://" + svc.Spec.ClusterIP + "/"
 	start = time.Now()
 	client := hosts[workers[0]]
-	waitFor(t, time.Minute, "service "+svcURL+" from "+client.Name, func() (bool, string) {
+	testenv.WaitFor(t, time.Minute, "service "+svcURL+" from "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
 		return err == nil && strings.HasPrefix(string(out), "hello from "), fmt.Sprintf("%q (%v)", out, err)
 	})
 	t.Logf("service created to its first answer on %s: %s", client.Name, time.Since(start).Round(time.Millisecond))
 
 	// A client pod on the first worker: one container asks the other worker's backend by its
-	// address, one asks the Service 40 times, each on a new connection. Their output comes back
-	// through the API server from the kubelet (pods/log).
-	// A server off the cluster, on the hosts' gateway: the root namespace has no route to the
-	// pods, so it sees their requests come from their node (masqueraded).
-	outside, err := net.Listen("tcp", net.JoinHostPort(hn.Gateway.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		fmt.Fprintf(w, "outside, from %s\n", host)
-	})}
-	go func() { _ = srv.Serve(outside) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, svcURL: svcURL, outsideURL: "http://" + outside.Addr().String() + "/",
+	// address, one asks the Service 40 times, each on a new connection, one a server off the
+	// cluster (the root namespace has no route to the pods: it sees their node, masqueraded).
+	// Their output comes back through the API server from the kubelet (pods/log).
+	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, svcURL: svcURL, outsideURL: hn.OutsideServer(t),
 		client: client.Name, clientIP: client.IP.String(), backends: byName}
 	nc.clientPod("client")
 
@@ -340,7 +315,7 @@ func TestRealNodeStack(t *testing.T) {
 	if _, err := rebooted.WaitSSH(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 3*time.Minute, "pod "+before.Name+" running again on "+rebooted.Name+" after its reboot", func() (bool, string) {
+	testenv.WaitFor(t, 3*time.Minute, "pod "+before.Name+" running again on "+rebooted.Name+" after its reboot", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns.Name).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -350,7 +325,7 @@ func TestRealNodeStack(t *testing.T) {
 			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 		})
 		return ready && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID &&
-			p.Status.ContainerStatuses[0].State.Running != nil, podState(p)
+			p.Status.ContainerStatuses[0].State.Running != nil, testenv.PodState(p)
 	})
 	t.Logf("%s booted to its pod running again: %s (pod IP %s, was %s)", rebooted.Name, time.Since(start).Round(time.Millisecond), byName[before.Name].Status.PodIP, before.Status.PodIP)
 	for _, check := range [][]string{
@@ -366,7 +341,7 @@ func TestRealNodeStack(t *testing.T) {
 	}
 	// The Service's endpoints follow the pod's new address: the first worker's kube-proxy
 	// sends a connection to the rebooted host's pod again.
-	waitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
+	testenv.WaitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
 		return err == nil && strings.TrimSpace(string(out)) == "hello from "+before.Name, fmt.Sprintf("%q (%v)", out, err)
 	})
@@ -390,14 +365,14 @@ func TestRealNodeStack(t *testing.T) {
 			t.Errorf("node %+v", n)
 		}
 	}
-	waitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
+	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
 		if err != nil {
 			return false, err.Error()
 		}
 		var on, states []string
 		for i := range pods.Items {
-			states = append(states, podState(&pods.Items[i]))
+			states = append(states, testenv.PodState(&pods.Items[i]))
 			if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
 				on = append(on, pods.Items[i].Spec.NodeName)
 			}
@@ -423,7 +398,7 @@ func TestRealNodeStack(t *testing.T) {
 // nodeStackCheck checks the pod network and the Service of TestRealNodeStack from a client pod.
 type nodeStackCheck struct {
 	t          *testing.T
-	cs         *kubernetes.Clientset
+	cs         kubernetes.Interface
 	ns         string
 	svcURL     string
 	outsideURL string                 // a server off the cluster
@@ -458,13 +433,13 @@ func (nc *nodeStackCheck) clientPod(name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 2*time.Minute, "pod "+name+": Succeeded", func() (bool, string) {
+	testenv.WaitFor(t, 2*time.Minute, "pod "+name+": Succeeded", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(nc.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		pod = p
-		return p.Status.Phase == corev1.PodSucceeded, podState(p)
+		return p.Status.Phase == corev1.PodSucceeded, testenv.PodState(p)
 	})
 	t.Logf("pod %s created to Succeeded on %s: %s", name, pod.Spec.NodeName, time.Since(start).Round(time.Millisecond))
 	logs := func(c string) []string {
@@ -520,39 +495,4 @@ func tinyPodSpec(containers ...corev1.Container) corev1.PodSpec {
 // container is a container of testenv's image (tiny) run with args.
 func container(name string, args ...string) corev1.Container {
 	return corev1.Container{Name: name, Image: testenv.NodeImage, ImagePullPolicy: corev1.PullNever, Args: args}
-}
-
-// podState is a pod's name, phase, node and containers' states, for messages.
-func podState(pod *corev1.Pod) string {
-	states := []string{fmt.Sprintf("%s: phase %s on %q", pod.Name, pod.Status.Phase, pod.Spec.NodeName)}
-	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue && cond.Message != "" {
-			states = append(states, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		states = append(states, fmt.Sprintf("%s: %+v", cs.Name, cs.State))
-	}
-	return strings.Join(states, ", ")
-}
-
-// waitFor polls check every 500 ms until it reports done, failing the test after timeout with
-// what and check's last word.
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, last := check()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s; last: %s", what, timeout, last)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("%s: %v; last: %s", what, t.Context().Err(), last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }

@@ -82,10 +82,10 @@ func (b *Bundle) HostFiles(host string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubeconfigs := map[string][2]string{
-		"kubelet.conf":    {"system:node:" + host, nodePrefix + host},
-		"kube-proxy.conf": {"system:kube-proxy", kubeProxy},
+	if files["kubelet.conf"], err = b.NodeKubeconfig(host); err != nil {
+		return nil, err
 	}
+	kubeconfigs := map[string][2]string{"kube-proxy.conf": {"system:kube-proxy", kubeProxy}}
 	if b.spec.has(host, true) {
 		cp, err := b.ControlPlaneFiles(host)
 		if err != nil {

@@ -93,28 +93,32 @@ func checkBodyAnswer(t *testing.T, resp answer, body []byte, status int, message
 	}
 }
 
-// A PATCH whose body ends before its Content-Length is a 400 saying so, not a 500; what
-// arrived is kept and the upload resumes from there.
-func TestShortUploadBodyIsABadRequest(t *testing.T) {
-	data, digest := testenv.RandomContent(3<<20+500, 50)
-	up := createUpload(t, "short-body")
-	const sent = 2<<20 + 1000
-	resp, body := partialRequest(t, server.URL, http.MethodPatch, "/api/v1/uploads/"+up.ID, map[string]string{restv1.HeaderUploadOffset: "0"}, data, sent, true)
-	checkBodyAnswer(t, resp, body, http.StatusBadRequest, fmt.Sprintf("request body ended after %d of %d bytes", sent, len(data)), sent)
-	resume(t, up.ID, sent, data, digest)
-}
-
-// A PATCH whose client stalls is cut after the read timeout with a 408; what arrived is kept.
-func TestStalledUploadBodyIsCut(t *testing.T) {
+// A PATCH whose body ends before its Content-Length is a 400 saying so, not a 500; one whose
+// client stalls is cut after the read timeout with a 408. What arrived is kept either way, and
+// the upload resumes from there.
+func TestBrokenUploadBodyKeepsWhatArrived(t *testing.T) {
 	api := &artifactapi.Server{Store: store, Auth: auth, Log: logr.Discard(), BodyReadTimeout: time.Second}
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
-	data, digest := testenv.RandomContent(1<<20+300, 51)
-	up := createUpload(t, "stalled-body")
-	const sent = 1 << 19
-	resp, body := partialRequest(t, srv.URL, http.MethodPatch, "/api/v1/uploads/"+up.ID, map[string]string{restv1.HeaderUploadOffset: "0"}, data, sent, false)
-	checkBodyAnswer(t, resp, body, http.StatusRequestTimeout, fmt.Sprintf("request body sent nothing for 1s after %d of %d bytes", sent, len(data)), sent)
-	resume(t, up.ID, sent, data, digest)
+	for i, tt := range []struct {
+		name    string
+		size    int
+		sent    int
+		hangUp  bool
+		status  int
+		message string
+	}{
+		{"short", 3<<20 + 500, 2<<20 + 1000, true, http.StatusBadRequest, "request body ended after %d of %d bytes"},
+		{"stalled", 1<<20 + 300, 1 << 19, false, http.StatusRequestTimeout, "request body sent nothing for 1s after %d of %d bytes"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data, digest := testenv.RandomContent(tt.size, uint64(50+i))
+			up := createUpload(t, tt.name+"-body")
+			resp, body := partialRequest(t, srv.URL, http.MethodPatch, "/api/v1/uploads/"+up.ID, map[string]string{restv1.HeaderUploadOffset: "0"}, data, tt.sent, tt.hangUp)
+			checkBodyAnswer(t, resp, body, tt.status, fmt.Sprintf(tt.message, tt.sent, len(data)), int64(tt.sent))
+			resume(t, up.ID, int64(tt.sent), data, digest)
+		})
+	}
 }
 
 // A single-request upload whose body ends early, or stalls, is a 4xx saying what to do, and

@@ -3,7 +3,6 @@ package testenv
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -75,7 +74,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	if err := waitFor(ctx, 3*time.Minute, func() (bool, string) {
+	WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
 		var pods corev1.PodList
 		if err := c.cp.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
 			return false, err.Error()
@@ -83,16 +82,14 @@ func TestNodeStackPodNetwork(t *testing.T) {
 		var states []string
 		running := 0
 		for i := range pods.Items {
-			states = append(states, pods.Items[i].Name+": "+podState(&pods.Items[i]))
+			states = append(states, PodState(&pods.Items[i]))
 			if pods.Items[i].Status.Phase == corev1.PodRunning {
 				running++
 			}
 		}
 		backends = pods.Items
 		return running == 2 && len(pods.Items) == 2, fmt.Sprintf("%d pods: %s", len(pods.Items), strings.Join(states, "; "))
-	}); err != nil {
-		t.Fatalf("deployment tiny: %v", err)
-	}
+	})
 	// Includes the start of kube-controller-manager and kube-scheduler, started just before.
 	t.Logf("deployment created to both pods Running: %s", time.Since(start).Round(time.Millisecond))
 	byName := map[string]*corev1.Pod{}
@@ -132,17 +129,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 
 	// Off the cluster: a server in the root namespace, which has no route to the pods, sees
 	// the client's requests come from its host (masqueraded).
-	outside, err := net.Listen("tcp", net.JoinHostPort(c.hosts.Gateway.String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host, _, _ := net.SplitHostPort(r.RemoteAddr)
-		fmt.Fprintf(w, "outside, from %s\n", host)
-	})}
-	go func() { _ = srv.Serve(outside) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	if got, want := c.requestFrom(clientPod, "http://"+outside.Addr().String()+"/", 1), "outside, from "+controlPlane.IP.String(); len(got) != 1 || got[0] != want {
+	if got, want := c.requestFrom(clientPod, c.hosts.OutsideServer(t), 1), "outside, from "+controlPlane.IP.String(); len(got) != 1 || got[0] != want {
 		t.Errorf("client pod to a server off the cluster: %q, want %q", got, want)
 	}
 
@@ -160,12 +147,10 @@ func TestNodeStackPodNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	svcURL := "http://" + svc.Spec.ClusterIP + "/"
-	if err := waitFor(ctx, time.Minute, func() (bool, string) {
+	WaitFor(t, time.Minute, fmt.Sprintf("service %s (%s) from pod %s", svc.Name, svcURL, clientPod.Name), func() (bool, string) {
 		got := c.requestFrom(clientPod, svcURL, 1)
 		return len(got) == 1 && strings.HasPrefix(got[0], "hello from "), strings.Join(got, "; ")
-	}); err != nil {
-		t.Fatalf("service %s (%s) from pod %s: %v", svc.Name, svcURL, clientPod.Name, err)
-	}
+	})
 	t.Logf("service created to its first answer in pod %s: %s", clientPod.Name, time.Since(start).Round(time.Millisecond))
 	// 40 connections: both backends answer unless the random choice of each is broken (2^-39).
 	answers := map[string]int{}
@@ -201,7 +186,7 @@ func (c *nodeCluster) requestFrom(pod *corev1.Pod, url string, n int) []string {
 		}
 	}
 	if h == nil || len(pod.Status.ContainerStatuses) == 0 {
-		c.t.Fatalf("pod %s: no container on a host (%s)", pod.Name, podState(pod))
+		c.t.Fatalf("pod %s: no container on a host (%s)", pod.Name, PodState(pod))
 	}
 	container := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	c.mu.Lock()

@@ -290,48 +290,30 @@ func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 // reports it.
 func (c *nodeCluster) waitNodeReady(h *Host, start time.Time) {
 	ctx := c.t.Context()
-	if err := waitFor(ctx, 3*time.Minute, func() (bool, string) {
+	WaitFor(c.t, 3*time.Minute, "node "+h.Name+" Ready", func() (bool, string) {
 		var node corev1.Node
 		if err := c.cp.Client.Get(ctx, client.ObjectKey{Name: h.Name}, &node); err != nil {
 			return false, err.Error()
 		}
 		for _, cond := range node.Status.Conditions {
 			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s %s: %s", cond.Status, cond.Reason, cond.Message)
+				return cond.Status == corev1.ConditionTrue, fmt.Sprintf("Ready=%s %s: %s (API server forwarder: %s)", cond.Status, cond.Reason, cond.Message, c.api.lastError())
 			}
 		}
-		return false, "no Ready condition"
-	}); err != nil {
-		c.t.Fatalf("node %s: %v (API server forwarder: %s)", h.Name, err, c.api.lastError())
-	}
+		return false, "no Ready condition (API server forwarder: " + c.api.lastError() + ")"
+	})
 	c.t.Logf("node %s: kubelet start to Node Ready: %s", h.Name, time.Since(start).Round(time.Millisecond))
 }
 
 // waitPodRunning waits for pod to run, updating it.
 func (c *nodeCluster) waitPodRunning(pod *corev1.Pod) {
 	ctx := c.t.Context()
-	if err := waitFor(ctx, 2*time.Minute, func() (bool, string) {
+	WaitFor(c.t, 2*time.Minute, "pod "+pod.Name+" Running", func() (bool, string) {
 		if err := c.cp.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err.Error()
 		}
-		return pod.Status.Phase == corev1.PodRunning, podState(pod)
-	}); err != nil {
-		c.t.Fatalf("pod %s: %v", pod.Name, err)
-	}
-}
-
-// podState is a pod's phase, node and containers' states, for messages.
-func podState(pod *corev1.Pod) string {
-	states := []string{fmt.Sprintf("phase %s on %q", pod.Status.Phase, pod.Spec.NodeName)}
-	for _, cond := range pod.Status.Conditions {
-		if cond.Status != corev1.ConditionTrue && cond.Message != "" {
-			states = append(states, fmt.Sprintf("%s: %s", cond.Type, cond.Message))
-		}
-	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		states = append(states, fmt.Sprintf("%s: %+v", cs.Name, cs.State))
-	}
-	return strings.Join(states, "; ")
+		return pod.Status.Phase == corev1.PodRunning, PodState(pod)
+	})
 }
 
 // tinyPodSpec is a pod of one container of NodeImage, run with args, never pulled; it needs no
@@ -429,24 +411,6 @@ func systemdUnit(description, after, cmd string) string {
 		deps = "After=" + after + "\nRequires=" + after + "\n"
 	}
 	return "[Unit]\nDescription=" + description + "\n" + deps + "\n[Service]\nExecStart=" + cmd + "\nRestart=no\n"
-}
-
-// waitFor polls check every 500 ms until it reports done, failing after timeout with check's
-// last word.
-func waitFor(ctx context.Context, timeout time.Duration, check func() (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		done, last := check()
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w; last: %s", ctx.Err(), last)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
 
 // logHostMemory logs what the host's memory cgroup holds.

@@ -34,6 +34,8 @@ type work struct {
 	r  *Reconciler
 	ac *sitev1.ApplicationCluster
 	st *sitev1.BootstrapStatus
+	// set is the cluster's ArtifactSet, read at the start of the reconcile.
+	set *sitev1.ArtifactSet
 	// before is the object as last written: the reconcile's final patch is the difference.
 	before *sitev1.ApplicationCluster
 	// recheck is a pass over a cluster installed at this generation: it reports no progress
@@ -49,6 +51,11 @@ func (e *specError) Unwrap() error { return e.error }
 
 // run is the reconcile: packages, hosts, install or patch, kubeconfig, charts.
 func (w *work) run(ctx context.Context) (ctrl.Result, error) {
+	// The site cache's state of the cluster's artifacts: where to read each.
+	w.set = &sitev1.ArtifactSet{}
+	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), w.set); err != nil {
+		return ctrl.Result{}, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
+	}
 	pkgs, err := w.packages(ctx)
 	if serr := (*specError)(nil); errors.As(err, &serr) {
 		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()+"; fix the Release's packages"
@@ -137,13 +144,9 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 // packages reads the cluster's packages from the site cache, in install order (their
 // manifests' after lists).
 func (w *work) packages(ctx context.Context) ([]install.Package, error) {
-	set := &sitev1.ArtifactSet{}
-	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
-		return nil, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
-	}
 	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
-		url := cachedURL(set, ref.SHA256)
+		url := w.cachedURL(ref.SHA256)
 		if url == "" {
 			return nil, fmt.Errorf("package %s (%s) is not cached at the site yet", ref.SHA256, ref.Name)
 		}
@@ -155,7 +158,7 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	}
 	ordered, err := cluster.Ordered(pkgs)
 	if err != nil {
-		return nil, &specError{fmt.Errorf("spec.packages: %w", err)}
+		return nil, &specError{fmt.Errorf("spec.%w", err)} // "spec.packages: …"
 	}
 	return ordered, nil
 }
@@ -163,16 +166,9 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 // images are the cluster's container image archives, streamed from the site cache to each
 // host that imports them.
 func (w *work) images(ctx context.Context) ([]install.Image, error) {
-	if len(w.ac.Spec.Images) == 0 {
-		return nil, nil
-	}
-	set := &sitev1.ArtifactSet{}
-	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
-		return nil, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
-	}
 	var out []install.Image
 	for _, ref := range w.ac.Spec.Images {
-		url := cachedURL(set, ref.SHA256)
+		url := w.cachedURL(ref.SHA256)
 		if url == "" {
 			return nil, fmt.Errorf("image %s (%s) is not cached at the site yet", ref.SHA256, ref.Name)
 		}
@@ -182,8 +178,9 @@ func (w *work) images(ctx context.Context) ([]install.Image, error) {
 	return out, nil
 }
 
-func cachedURL(set *sitev1.ArtifactSet, digest string) string {
-	for _, a := range set.Status.Artifacts {
+// cachedURL is where the site cache serves the artifact of digest, "" while it does not.
+func (w *work) cachedURL(digest string) string {
+	for _, a := range w.set.Status.Artifacts {
 		if a.SHA256 == digest && a.Phase == sitev1.ArtifactCached {
 			return a.URL
 		}

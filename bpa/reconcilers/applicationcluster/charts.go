@@ -37,10 +37,6 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 		w.st.Charts = nil
 		return nil
 	}
-	set := &sitev1.ArtifactSet{}
-	if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(w.ac), set); err != nil {
-		return fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
-	}
 	values, err := w.values(ctx)
 	if err != nil {
 		return err
@@ -53,7 +49,7 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 	var reports []sitev1.ChartRelease
 	var first error
 	for _, ref := range w.ac.Spec.Charts {
-		report, err := w.chart(ctx, inst, set, ref, values)
+		report, err := w.chart(ctx, inst, ref, values)
 		reports = append(reports, report)
 		if err != nil && first == nil {
 			first = err
@@ -65,9 +61,9 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 }
 
 // chart installs one chart.
-func (w *work) chart(ctx context.Context, inst ChartInstaller, set *sitev1.ArtifactSet, ref sitev1.ArtifactRef, values map[string]map[string]any) (sitev1.ChartRelease, error) {
+func (w *work) chart(ctx context.Context, inst ChartInstaller, ref sitev1.ArtifactRef, values map[string]map[string]any) (sitev1.ChartRelease, error) {
 	report := sitev1.ChartRelease{Name: ref.SHA256[:12], State: string(charts.StateAbsent)}
-	url := cachedURL(set, ref.SHA256)
+	url := w.cachedURL(ref.SHA256)
 	if url == "" {
 		report.Message = "not cached at the site yet"
 		return report, fmt.Errorf("chart %s (%s) is not cached at the site yet", ref.SHA256, ref.Name)
