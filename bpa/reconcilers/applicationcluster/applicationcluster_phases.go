@@ -64,7 +64,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hosts, waiting, err := w.hosts(ctx)
+	hosts, waiting, workersWaiting, err := w.hosts(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -113,6 +113,11 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	w.st.Phase = sitev1.BootstrapInstalled
 	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
+	if len(workersWaiting) > 0 {
+		// The cluster serves, but is not all its spec asks for yet: the status says so.
+		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; waiting for worker hosts to be provisioned: %s",
+			len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(workersWaiting, ", "))
+	}
 	if len(w.st.Charts) > 0 {
 		var ready, desired int32
 		for _, c := range w.st.Charts {
@@ -189,12 +194,12 @@ func (w *work) cachedURL(digest string) string {
 }
 
 // hosts are the cluster's provisioned hosts (their Machine has a provider ID), control plane
-// first, and the control-plane hosts not provisioned yet. A provisioned host without an
-// address is an error: the BPA cannot reach it.
-func (w *work) hosts(ctx context.Context) ([]cluster.Host, []string, error) {
+// first, and the control-plane and worker hosts not provisioned yet. A provisioned host
+// without an address is an error: the BPA cannot reach it.
+func (w *work) hosts(ctx context.Context) (hosts []cluster.Host, cpWaiting, workersWaiting []string, err error) {
 	machines := &clusterv1.MachineList{}
 	if err := w.r.Client.List(ctx, machines, client.InNamespace(w.ac.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.ac.Name}); err != nil {
-		return nil, nil, fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
+		return nil, nil, nil, fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
 	}
 	byHost := map[string]*clusterv1.Machine{}
 	for i := range machines.Items {
@@ -203,20 +208,20 @@ func (w *work) hosts(ctx context.Context) ([]cluster.Host, []string, error) {
 			byHost[path.Base(id)] = m
 		}
 	}
-	var hosts []cluster.Host
-	var waiting []string
 	for _, h := range w.ac.Spec.Hosts {
 		cp := h.Role == sitev1.RoleControlPlane
 		m := byHost[h.Name]
-		if m == nil {
-			if cp {
-				waiting = append(waiting, h.Name)
-			}
+		switch {
+		case m == nil && cp:
+			cpWaiting = append(cpWaiting, h.Name)
+			continue
+		case m == nil:
+			workersWaiting = append(workersWaiting, h.Name)
 			continue
 		}
 		ip, err := netip.ParseAddr(h.Address)
 		if err != nil {
-			return nil, nil, fmt.Errorf("host %s is provisioned but has no address the BPA could reach it at (spec.hosts[].address %q)", h.Name, h.Address)
+			return nil, nil, nil, fmt.Errorf("host %s is provisioned but has no address the BPA could reach it at (spec.hosts[].address %q)", h.Name, h.Address)
 		}
 		hosts = append(hosts, cluster.Host{
 			Name: h.Name, IP: ip, ControlPlane: cp, ProviderID: m.Spec.ProviderID,
@@ -234,7 +239,7 @@ func (w *work) hosts(ctx context.Context) ([]cluster.Host, []string, error) {
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	return hosts, waiting, nil
+	return hosts, cpWaiting, workersWaiting, nil
 }
 
 // patches are the packages whose version changed since they were rolled out, in install order.

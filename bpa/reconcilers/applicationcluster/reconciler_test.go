@@ -211,30 +211,41 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
-	t.Run("installed once the hosts are provisioned", func(t *testing.T) {
-		for _, h := range ac.Spec.Hosts {
-			m := &clusterv1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: "app"}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: "app", ProviderID: "metal3://" + ns + "/" + h.Name,
-					Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr("app-" + h.Name)},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "site.edgefleet.io", Kind: "EdgeMachine", Name: "app-" + h.Name},
-				},
-			}
-			if err := site.Client.Create(ctx, m); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := nodes.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+	provision := func(t *testing.T, h sitev1.ClusterHost) {
+		t.Helper()
+		m := &clusterv1.Machine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: "app"}},
+			Spec: clusterv1.MachineSpec{
+				ClusterName: "app", ProviderID: "metal3://" + ns + "/" + h.Name,
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr("app-" + h.Name)},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "site.edgefleet.io", Kind: "EdgeMachine", Name: "app-" + h.Name},
+			},
 		}
+		if err := site.Client.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nodes.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("installed on the control plane, saying which workers it waits for", func(t *testing.T) {
+		provision(t, ac.Spec.Hosts[0])
 		st := waitBootstrap(t, ac, "Installed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
-		if st.Message != "2 nodes run db 1, agent 1" || st.Nodes != 2 {
+		if want := "1 of 2 nodes run db 1, agent 1; waiting for worker hosts to be provisioned: w-0"; st.Message != want || st.Nodes != 1 {
+			t.Errorf("status %+v, want message %q", st, want)
+		}
+	})
+
+	t.Run("installed once the hosts are provisioned", func(t *testing.T) {
+		provision(t, ac.Spec.Hosts[1])
+		st := waitBootstrap(t, ac, "2 nodes", func(st *sitev1.BootstrapStatus) bool { return st.Nodes == 2 })
+		if st.Phase != sitev1.BootstrapInstalled || st.Message != "2 nodes run db 1, agent 1" {
 			t.Errorf("status %+v", st)
 		}
 		// Hosts are reached under their Machines' names: host keys are pinned per machine.
-		if got := activations(hosts.Log()); !slices.Equal(got, []string{"app-cp-0 db", "app-cp-0 agent", "app-w-0 agent"}) && !slices.Equal(got, []string{"app-cp-0 db", "app-w-0 agent", "app-cp-0 agent"}) {
-			t.Errorf("activated %v, want db on cp-0, then agent on both", got)
+		if got := activations(hosts.Log()); !slices.Equal(got, []string{"app-cp-0 db", "app-cp-0 agent", "app-w-0 agent"}) {
+			t.Errorf("activated %v, want db and agent on cp-0, then agent on w-0", got)
 		}
 		if f, ok := hosts.File("app-w-0", "/etc/agent/env"); !ok || string(f.Data) != "NODE=w-0" {
 			t.Errorf("w-0's /etc/agent/env %q (%v)", f.Data, ok)
