@@ -40,8 +40,8 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		digest = map[string]string{} // of uploaded artifacts, by name
 	)
 
-	// release creates a Release of the three packages (etcd, kube-apiserver, node agent) and
-	// the chart, and makes it the site's.
+	// release creates a Release of the packages (keys of digest, see stackWith), the images
+	// and the chart, and makes it the site's.
 	release := func(ctx context.Context, name string, pkgs ...string) {
 		GinkgoHelper()
 		createRelease(ctx, ns, name, digest, pkgs...)
@@ -80,12 +80,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil, dir)
 
 		uploadBase(ctx, dir, digest)
-		digest["node-agent 0.2.0"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.2.0", nil))
-		digest["node-agent 0.3.0 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.3.0", func(dir string) {
-			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'node agent 0.3.0 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
+		// The same kubelet packaged again: a patch of it drains every node.
+		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
+		digest["kubelet 1.36.3-3 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-3", func(dir string) {
+			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'kubelet 1.36.3-3 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
 		}))
 		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
-		release(ctx, "bpa-1", "etcd", "kube-apiserver", "node-agent")
+		release(ctx, "bpa-1", stackWith()...)
 	})
 
 	ReportAfterEach(func(r SpecReport) {
@@ -142,37 +143,53 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		b := s.Status.Cluster.Bootstrap
 		Expect(b.Nodes).To(Equal(int32(5)))
-		Expect(b.Packages).To(ConsistOf(
-			sitev1.InstalledPackage{Name: "etcd", Version: "3.6.16", SHA256: digest["etcd"]},
-			sitev1.InstalledPackage{Name: "kube-apiserver", Version: "1.36.3", SHA256: digest["kube-apiserver"]},
-			sitev1.InstalledPackage{Name: "node-agent", Version: "0.1.0", SHA256: digest["node-agent"]}))
-		Expect(b.Charts).To(HaveLen(1))
-		Expect(b.Charts[0]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("hello"), "Namespace": Equal("hello"),
-			"Version": Equal("0.1.0"), "Revision": Equal(int32(1)), "State": Equal("deployed"),
-			// The simulated nodes run no pod: the status says so rather than "deployed" alone.
-			"PodsReady": Equal(int32(0)), "PodsDesired": Equal(int32(1)), "Message": ContainSubstring("not ready: Deployment hello/hello-hello: 0 of 1 ready")}))
-		Expect(b.Message).To(HaveSuffix("1 charts deployed, their pods 0/1 ready"))
+		var want []sitev1.InstalledPackage
+		for _, p := range testenv.StackPackages() {
+			want = append(want, sitev1.InstalledPackage{Name: p.Name, Version: p.Version, SHA256: digest[p.Name]})
+		}
+		Expect(b.Packages).To(ConsistOf(want))
+		// The chart's pod runs: the status follows it until it is ready.
+		Eventually(func(g Gomega) {
+			b = siteD.bootstrap(g, ctx)
+			g.Expect(b.Charts).To(HaveLen(1))
+			g.Expect(b.Charts[0]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("hello"), "Namespace": Equal("hello"),
+				"Version": Equal("0.1.0"), "Revision": Equal(int32(1)), "State": Equal("deployed"),
+				"PodsReady": Equal(int32(1)), "PodsDesired": Equal(int32(1))}))
+			g.Expect(b.Message).To(HaveSuffix("1 charts deployed, their pods 1/1 ready"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		// The application cluster answers through the kubeconfig the BPA gave Cluster-API.
 		cs := appClient(ctx)
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		// Every node Ready as its real kubelet reports it, on containerd, the OS of the hosts'
+		// image.
 		ready := map[string]string{}
 		for _, n := range nodes.Items {
+			info := n.Status.NodeInfo
+			GinkgoWriter.Printf("node %s: kubelet %s, runtime %s, OS %s, kernel %s\n", n.Name, info.KubeletVersion, info.ContainerRuntimeVersion, info.OSImage, info.KernelVersion)
+			Expect(info.KubeletVersion).To(Equal("v1.36.3"), n.Name)
+			Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://1.6.20"), n.Name)
+			Expect(info.OSImage).To(HavePrefix("Debian GNU/Linux 12"), n.Name)
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 					ready[n.Name] = n.Spec.ProviderID
 				}
 			}
 		}
-		want := map[string]string{}
+		wantNodes := map[string]string{}
 		for _, h := range hn.Hosts {
-			want[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
+			wantNodes[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
 		}
-		Expect(ready).To(Equal(want))
+		Expect(ready).To(Equal(wantNodes))
 		cm, err := cs.CoreV1().ConfigMaps("hello").Get(ctx, "hello-hello", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello"))
+		// The chart's pod runs on a worker: the control plane is tainted.
+		pods, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods.Items).To(HaveLen(1))
+		Expect(pods.Items[0].Spec.NodeName).To(BeElementOf(hn.Hosts[3].Name, hn.Hosts[4].Name))
 
 		// One etcd cluster of the three control-plane hosts.
 		for _, h := range hn.Hosts[:3] {
@@ -220,21 +237,35 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(found).NotTo(BeEmpty())
 	})
 
-	It("patches the node agent through a new release, node by node", func(ctx context.Context) {
-		release(ctx, "bpa-2", "etcd", "kube-apiserver", "node-agent 0.2.0")
-		installedWith(ctx, sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]})
+	It("patches the kubelet through a new release, node by node, draining each: the chart's pod moves", func(ctx context.Context) {
+		cs := appClient(ctx)
+		before, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(before.Items).To(HaveLen(1))
+		release(ctx, "bpa-2", stackWith("kubelet 1.36.3-2")...)
+		installedWith(ctx, sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]})
 		for _, h := range hn.Hosts {
-			Expect(installed(ctx, h, "node-agent")).To(Equal("0.2.0 0.2.0"), h.Name)
+			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
 		}
-		nodes, err := appClient(ctx).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		for _, n := range nodes.Items {
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
 		}
+		// The pod's worker was drained: it was evicted and its Deployment runs a new one.
+		Eventually(func(g Gomega) {
+			after, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(after.Items).To(HaveLen(1))
+			p := after.Items[0]
+			g.Expect(p.UID).NotTo(Equal(before.Items[0].UID), "the pod was never evicted")
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), testenv.PodState(&p))
+			g.Expect(p.Spec.NodeName).To(BeElementOf(hn.Hosts[3].Name, hn.Hosts[4].Name))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
-		release(ctx, "bpa-2-hello", "etcd", "kube-apiserver", "node-agent 0.2.0", "edge-hello")
+		release(ctx, "bpa-2-hello", stackWith("kubelet 1.36.3-2", "edge-hello")...)
 		installedWith(ctx, sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]})
 		// Its manifest says hosts: worker; the first three hosts are the control plane.
 		for i, h := range hn.Hosts {
@@ -252,19 +283,19 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("stops a patch whose health check fails, rolls that node back, and says so", func(ctx context.Context) {
-		release(ctx, "bpa-3", "etcd", "kube-apiserver", "node-agent 0.3.0 broken", "edge-hello")
+		release(ctx, "bpa-3", stackWith("kubelet 1.36.3-3 broken", "edge-hello")...)
 		var b *sitev1.BootstrapStatus
 		Eventually(func(g Gomega) {
 			b = siteD.bootstrap(g, ctx)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapFailed), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
-		Expect(b.FailedPackage).To(Equal(digest["node-agent 0.3.0 broken"]))
+		Expect(b.FailedPackage).To(Equal(digest["kubelet 1.36.3-3 broken"]))
 		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
-		Expect(b.Message).To(ContainSubstring("node agent 0.3.0 is broken"))
-		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]}))
+		Expect(b.Message).To(ContainSubstring("kubelet 1.36.3-3 is broken"))
+		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]}))
 		for _, h := range hn.Hosts {
-			Expect(installed(ctx, h, "node-agent")).To(Equal("0.2.0 0.2.0"), h.Name)
+			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
 		}
 		// The cluster still serves, every node Ready and schedulable.
 		nodes, err := appClient(ctx).CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -18,7 +18,7 @@ import (
 // Campaigns over two sites whose clusters are built on real hosts (needs root): a campaign's
 // work at each site is the push of its release, the site's provisioning through Metal3 and
 // Cluster-API, and the BPA's install or patch over SSH. An install campaign brings both
-// clusters up; a patch campaign then rolls a new node agent, canary first.
+// clusters up; a patch campaign then rolls a new kubelet package, canary first.
 var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 	const ns = "campaigns"
 	names := []string{"site-e", "site-f"}
@@ -54,9 +54,9 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 			sites = append(sites, startRealSite(ctx, name, ns, hn, 1, vault, map[string]string{"ring": "e2e"}, dir))
 		}
 		uploadBase(ctx, dir, digest)
-		digest["node-agent 0.2.0"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.2.0", nil))
-		createRelease(ctx, ns, "edge-1", digest, "etcd", "kube-apiserver", "node-agent")
-		createRelease(ctx, ns, "edge-1-p1", digest, "etcd", "kube-apiserver", "node-agent 0.2.0")
+		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
+		createRelease(ctx, ns, "edge-1", digest, stackWith()...)
+		createRelease(ctx, ns, "edge-1-p1", digest, stackWith("kubelet 1.36.3-2")...)
 	})
 
 	ReportAfterEach(func(r SpecReport) {
@@ -80,8 +80,8 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 			Expect(s.Status.Cluster.ControlPlane).To(Equal(sitev1.NodeCounts{Ready: 1, Total: 1}), name)
 			Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil(), name)
 			Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapInstalled), name)
-			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.1.0", SHA256: digest["node-agent"]}), name)
-			Expect(installed(ctx, sites[i].hosts.Hosts[0], "node-agent")).To(Equal("0.1.0 0.1.0"), name)
+			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3", SHA256: digest["kubelet"]}), name)
+			Expect(installed(ctx, sites[i].hosts.Hosts[0], "kubelet")).To(Equal("1.36.3 1.36.3"), name)
 		}
 		// Each site pre-cached the release before the apply was dispatched to it.
 		events, err := fleet.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "reason=OperationPreCached",
@@ -90,7 +90,7 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 		Expect(strings.Fields(string(events))).To(ConsistOf(names))
 	})
 
-	It("patches the node agent on every site with a patch campaign, the canary first", func(ctx context.Context) {
+	It("patches the kubelet on every site with a patch campaign, the canary first", func(ctx context.Context) {
 		out := run(ctx, "patch-edge-1-p1", "--action", "patch", "--release", "edge-1-p1", "--sites", strings.Join(names, ","),
 			"--canaries", "1", "--max-concurrency", "2")
 		Expect(out).To(ContainSubstring("phase Succeeded"))
@@ -101,8 +101,8 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 			Expect(s.Status.LastOperation.Phase).To(Equal(fleetv1.OperationSucceeded), "%s: %s", name, s.Status.LastOperation.Message)
 			// The verdict came from the BPA's report of the patch, not from a cluster that was
 			// Ready all along: the package is on the host.
-			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "node-agent", Version: "0.2.0", SHA256: digest["node-agent 0.2.0"]}), name)
-			Expect(installed(ctx, sites[i].hosts.Hosts[0], "node-agent")).To(Equal("0.2.0 0.2.0"), name)
+			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]}), name)
+			Expect(installed(ctx, sites[i].hosts.Hosts[0], "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), name)
 		}
 		// The second site was dispatched only once the canary had succeeded.
 		canary, rest := site(ctx, names[0]), site(ctx, names[1])

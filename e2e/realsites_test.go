@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -46,33 +48,65 @@ func uploadPackage(ctx context.Context, b testenv.BuiltPackage) string {
 	return upload(ctx, b.Path, "binary-package", b.Manifest.Name, b.Manifest.Version)
 }
 
-// uploadBase uploads what every real site's cluster needs, into dir, and records the digests
-// by name: "os", "etcd", "kube-apiserver", "node-agent" (0.1.0) and "chart" (hello 0.1.0).
-func uploadBase(ctx context.Context, dir string, digest map[string]string) {
-	GinkgoHelper()
-	image, imageDigest := testenv.RandomContent(1<<20, 11)
-	Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), image, 0o600)).To(Succeed())
-	Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(imageDigest))
-	digest["os"] = imageDigest
-	digest["etcd"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "etcd", "3.6.16", nil))
-	digest["kube-apiserver"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kube-apiserver", "1.36.3", nil))
-	digest["node-agent"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "node-agent", "0.1.0", nil))
-	chart := testenv.BuildChart(GinkgoTB(), "hello", "0.1.0", nil)
-	Expect(os.WriteFile(filepath.Join(dir, "hello.tgz"), chart.Archive, 0o600)).To(Succeed())
-	digest["chart"] = upload(ctx, filepath.Join(dir, "hello.tgz"), "helm-chart", "hello", "0.1.0")
+// stackWith is the names (digest keys) of the real node stack's packages with others: one
+// "NAME …" key replaces the stack's package NAME ("kubelet 1.36.3-2"), any other is added.
+func stackWith(others ...string) []string {
+	var names []string
+	for _, p := range testenv.StackPackages() {
+		names = append(names, p.Name)
+	}
+	for _, o := range others {
+		if i := slices.Index(names, strings.Fields(o)[0]); i >= 0 {
+			names[i] = o
+			continue
+		}
+		names = append(names, o)
+	}
+	return names
 }
 
-// createRelease creates a Release of the OS image, the named packages (keys of digest) and the
-// hello chart; it is deleted when the container's specs are done, before the artifacts it
-// references (cleanups run last in, first out).
+// uploadBase uploads what every real site's cluster needs, built into dir, and records the
+// digests by name: "os", the stack's packages by name, its images as "image NAME" and its
+// charts as "chart NAME" (testenv.BuildStack).
+func uploadBase(ctx context.Context, dir string, digest map[string]string) {
+	GinkgoHelper()
+	osImage, osDigest := testenv.RandomContent(1<<20, 11)
+	Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), osImage, 0o600)).To(Succeed())
+	Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(osDigest))
+	digest["os"] = osDigest
+	built, err := testenv.BuildStack(ctx, dir)
+	Expect(err).NotTo(HaveOccurred())
+	for _, a := range built {
+		key := a.Name
+		switch a.Kind {
+		case "container-image-archive":
+			key = "image " + a.Name
+		case "helm-chart":
+			key = "chart " + a.Name
+		}
+		digest[key] = upload(ctx, a.Path, a.Kind, a.Name, a.Version)
+	}
+}
+
+// createRelease creates a Release of the OS image, the named packages (keys of digest; see
+// stackWith), and every image and chart of digest; it is deleted when the container's specs
+// are done, before the artifacts it references (cleanups run last in, first out).
 func createRelease(ctx context.Context, ns, name string, digest map[string]string, pkgs ...string) {
 	GinkgoHelper()
 	r := &fleetv1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.ReleaseSpec{
 		KubernetesVersion: "v1.36.3",
 		OSImage:           sitev1.OSImage{SHA256: digest["os"]},
-		Charts:            []sitev1.ArtifactRef{{SHA256: digest["chart"], Name: "helm-chart hello"}},
 	}}
+	for _, key := range slices.Sorted(maps.Keys(digest)) {
+		if n, ok := strings.CutPrefix(key, "image "); ok {
+			r.Spec.Images = append(r.Spec.Images, sitev1.ArtifactRef{SHA256: digest[key], Name: "container-image-archive " + n})
+		}
+		if n, ok := strings.CutPrefix(key, "chart "); ok {
+			r.Spec.Charts = append(r.Spec.Charts, sitev1.ArtifactRef{SHA256: digest[key], Name: "helm-chart " + n})
+		}
+	}
 	for _, p := range pkgs {
+		Expect(digest).To(HaveKey(p))
 		r.Spec.Packages = append(r.Spec.Packages, sitev1.ArtifactRef{SHA256: digest[p], Name: "binary-package " + p})
 	}
 	Expect(fleet.Global.Client.Create(ctx, r)).To(Succeed())

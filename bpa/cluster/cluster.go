@@ -61,8 +61,11 @@ type Spec struct {
 	// APIEndpoint is the address nodes and kubeconfigs use for the API server; the first
 	// control-plane host's IP when empty.
 	APIEndpoint string
-	// Hosts, control plane first.
+	// Hosts, control plane first: those the BPA may install on now.
 	Hosts []Host
+	// Workers is how many worker hosts the cluster has, provisioned yet or not (the templates'
+	// .Cluster.Workers).
+	Workers int
 	// Packages are what the cluster runs: any packages, each installed as its manifest says
 	// (docs/packages.md).
 	Packages []install.Package
@@ -312,7 +315,7 @@ func (s Spec) values(h Host) (packages.Values, error) {
 	v := packages.Values{Cluster: packages.ClusterValues{
 		Name: s.Name, KubernetesVersion: s.KubernetesVersion,
 		APIServer:   "https://" + hostPortString(s.APIEndpoint, APIPort),
-		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain,
+		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain, Workers: s.Workers,
 	}}
 	if v.Node, err = node(h); err != nil {
 		return v, err

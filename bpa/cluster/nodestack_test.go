@@ -25,10 +25,6 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// pauseImage is the sandbox image the containerd recipe's configuration names. The test's
-// stand-in is testenv's tiny image, which without arguments waits as pause does.
-const pauseImage = "registry.k8s.io/pause:3.10"
-
 // nodeStackUnits are the units of the real node stack's packages, whose journals a failed test
 // logs.
 var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"}
@@ -50,7 +46,7 @@ func TestRealNodeStack(t *testing.T) {
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
-	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, pauseImage)
+	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, testenv.PauseImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +55,7 @@ func TestRealNodeStack(t *testing.T) {
 	spec := cluster.Spec{
 		Name:              "real",
 		KubernetesVersion: kubernetesVersion,
+		Workers:           2,
 		Packages: []install.Package{
 			pkg(testenv.BuildPackage(t, "etcd", "3.6.16", nil)),
 			pkg(testenv.BuildPackage(t, "kube-apiserver", "1.36.3", nil)),

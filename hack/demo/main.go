@@ -250,31 +250,20 @@ spec:
   osImage: {sha256: %s}
   packages:
 `, imageDigest)
-	for _, p := range []struct{ name, version string }{{"etcd", "3.6.16"}, {"kube-apiserver", "1.36.3"}, {"node-agent", "0.1.0"}} {
-		built, err := testenv.BuildPackageIn(dir, p.name, p.version, nil)
-		if err != nil {
-			return err
-		}
-		digest, err := upload(built.Path, "binary-package", p.name, p.version)
-		if err != nil {
-			return err
-		}
-		release += fmt.Sprintf("  - {sha256: %s, name: binary-package %s %s}\n", digest, p.name, p.version)
-	}
-	chart, err := testenv.BuildChartIn(dir, "hello", "0.1.0", nil)
+	built, err := testenv.BuildStack(ctx, dir)
 	if err != nil {
 		return err
 	}
-	chartFile := filepath.Join(dir, "hello-0.1.0.tgz")
-	if err := os.WriteFile(chartFile, chart.Archive, 0o600); err != nil {
-		return err
+	sections := map[string]string{}
+	for _, a := range built {
+		digest, err := upload(a.Path, a.Kind, a.Name, a.Version)
+		if err != nil {
+			return err
+		}
+		sections[a.Kind] += fmt.Sprintf("  - {sha256: %s, name: %s %s %s}\n", digest, a.Kind, a.Name, a.Version)
 	}
-	chartDigest, err := upload(chartFile, "helm-chart", "hello", "0.1.0")
-	if err != nil {
-		return err
-	}
-	release += fmt.Sprintf("  charts:\n  - {sha256: %s, name: helm-chart hello 0.1.0}\n", chartDigest)
-	step("kubectl apply -f - (a Release: Kubernetes version, OS image, packages and chart, by digest)")
+	release += sections["binary-package"] + "  images:\n" + sections["container-image-archive"] + "  charts:\n" + sections["helm-chart"]
+	step("kubectl apply -f - (a Release: Kubernetes version, OS image, packages, images and charts, by digest)")
 	fmt.Print(release)
 	out, err := fleet.KubectlStdin(ctx, release, "apply", "-f", "-")
 	if err != nil {
@@ -348,6 +337,11 @@ spec:
 	fmt.Print(string(out))
 	step("kubectl --kubeconfig /dev/stdin get nodes -o wide   (" + site + "'s application cluster, its kubeconfig from the site's Secret " + site + "-kubeconfig)")
 	if out, err = fleet.ApplicationKubectl(ctx, site, "get", "nodes", "-o", "wide"); err != nil {
+		return err
+	}
+	fmt.Print(string(out))
+	step("kubectl --kubeconfig /dev/stdin get pods -A -o wide   (the pods of " + site + "'s application cluster, on its real kubelets and containerd)")
+	if out, err = fleet.ApplicationKubectl(ctx, site, "get", "pods", "-A", "-o", "wide"); err != nil {
 		return err
 	}
 	fmt.Print(string(out))

@@ -104,6 +104,10 @@ type ClusterValues struct {
 	DNSServiceIP string
 	// DNSDomain is the cluster's DNS domain, "cluster.local".
 	DNSDomain string
+	// Workers is how many worker hosts the cluster has, provisioned yet or not (Nodes holds
+	// only the provisioned ones): a cluster of control-plane hosts only runs its workloads
+	// there.
+	Workers int
 }
 
 // NodeValues describe one host.
@@ -155,7 +159,7 @@ func sampleValues() Values {
 	return Values{
 		Cluster: ClusterValues{
 			Name: "sample", KubernetesVersion: "v1.36.3", APIServer: "https://10.0.0.10:6443",
-			ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", DNSServiceIP: "10.96.0.10", DNSDomain: "cluster.local",
+			ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", DNSServiceIP: "10.96.0.10", DNSDomain: "cluster.local", Workers: 1,
 		},
 		Node:         worker,
 		Nodes:        append(cp, worker),

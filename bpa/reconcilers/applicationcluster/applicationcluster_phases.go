@@ -84,6 +84,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		PodCIDR:           w.ac.Spec.Network.PodCIDRs[0],
 		APIEndpoint:       w.ac.Spec.Network.ControlPlaneEndpoint.Host,
 		Hosts:             hosts,
+		Workers:           workers(w.ac.Spec.Hosts),
 		Packages:          pkgs,
 		Images:            images,
 	}
@@ -124,6 +125,11 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 			ready, desired = ready+c.PodsReady, desired+c.PodsDesired
 		}
 		w.st.Message += fmt.Sprintf("; %d charts deployed, their pods %d/%d ready", len(w.st.Charts), ready, desired)
+		if ready < desired {
+			// The pods are still starting (or cannot): look again soon, so the count the
+			// status shows follows them.
+			return ctrl.Result{RequeueAfter: w.r.Retry}, nil
+		}
 	}
 	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
 }
@@ -240,6 +246,17 @@ func (w *work) hosts(ctx context.Context) (hosts []cluster.Host, cpWaiting, work
 		return cmp.Compare(a.Name, b.Name)
 	})
 	return hosts, cpWaiting, workersWaiting, nil
+}
+
+// workers counts the worker hosts of the cluster's spec.
+func workers(hosts []sitev1.ClusterHost) int {
+	n := 0
+	for _, h := range hosts {
+		if h.Role != sitev1.RoleControlPlane {
+			n++
+		}
+	}
+	return n
 }
 
 // patches are the packages whose version changed since they were rolled out, in install order.
