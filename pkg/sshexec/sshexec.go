@@ -120,6 +120,19 @@ func ParseSigner(privateKey []byte) (ssh.Signer, error) {
 	return s, nil
 }
 
+// UnreachableError is a host the executor could not connect to: not booted yet, its sshd not
+// started, or no route to it.
+type UnreachableError struct {
+	Host, Addr string
+	Err        error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("host %s: connect to %s: %v", e.Host, e.Addr, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // HostKeyError is returned when a host offers a key other than the one pinned for it.
 type HostKeyError struct {
 	Host string
@@ -266,13 +279,13 @@ func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error)
 	d := net.Dialer{}
 	conn, err := d.DialContext(dialCtx, "tcp", target.Addr)
 	if err != nil {
-		if dialCtx.Err() != nil {
-			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, dialCtx.Err(), err)
+		if ctx.Err() != nil { // the caller gave up: not the host's doing
+			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, ctx.Err(), err)
 		}
-		if isTimeout(err) {
-			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, context.DeadlineExceeded, err)
+		if dialCtx.Err() != nil || isTimeout(err) {
+			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 		}
-		return nil, fmt.Errorf("host %s: connect to %s: %w", target.Name, target.Addr, err)
+		return nil, &UnreachableError{Host: target.Name, Addr: target.Addr, Err: err}
 	}
 	if deadline, ok := dialCtx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)

@@ -3,10 +3,12 @@ package sshexec
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -176,5 +178,36 @@ func TestStoredHostKeys(t *testing.T) {
 	}
 	if err := s.Pin(ctx, "h3", key); err == nil || !strings.Contains(err.Error(), "vault sealed") {
 		t.Errorf("store down, pin: %v", err)
+	}
+}
+
+// TestUnreachableHost: a host nothing listens on gives an *UnreachableError naming it, which
+// the BPA tells apart from a step that failed; a caller giving up is not the host's doing.
+func TestUnreachableHost(t *testing.T) {
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	e := New(signer, &MemoryHostKeys{}, Options{})
+	target := Target{Name: "cp-0", Addr: addr}
+	_, err = e.Run(t.Context(), target, Step{Name: "true", Command: "true"})
+	var unreachable *UnreachableError
+	if !errors.As(err, &unreachable) || unreachable.Host != "cp-0" || unreachable.Addr != addr || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err %v, want an *UnreachableError for cp-0 at %s", err, addr)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err = e.Run(ctx, target, Step{Name: "true", Command: "true"}); errors.As(err, &unreachable) || !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err %v, want context.Canceled and no *UnreachableError", err)
 	}
 }

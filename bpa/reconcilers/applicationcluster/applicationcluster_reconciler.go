@@ -23,6 +23,7 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
 )
 
 // Reconciler reconciles ApplicationClusters on the BPA's side.
@@ -114,6 +115,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	res, err := w.run(ctx)
 	if err != nil {
 		w.st.Message = err.Error()
+		if unreachable := (*sshexec.UnreachableError)(nil); errors.As(err, &unreachable) {
+			// Machines are provisioned before their hosts have booted: say so, not the
+			// errors of every step that could not start.
+			w.st.Message = fmt.Sprintf("waiting for host %s to answer over SSH at %s (%v): a host just provisioned may still be booting; if this stays, check the host's network and sshd",
+				unreachable.Host, unreachable.Addr, unreachable.Err)
+		}
 		if w.st.Phase != sitev1.BootstrapFailed {
 			w.st.Phase = sitev1.BootstrapWaiting
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,6 +33,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -229,8 +231,17 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	}
 
-	t.Run("installed on the control plane, saying which workers it waits for", func(t *testing.T) {
+	t.Run("waiting for a provisioned host to answer over SSH", func(t *testing.T) {
+		// The host has not booted yet: the first file the BPA writes there cannot connect.
+		hosts.FailStep("app-cp-0", "", fixture.StepWrite, 1, &sshexec.UnreachableError{Host: "app-cp-0", Addr: "10.0.0.10:22", Err: errors.New("connection refused")})
 		provision(t, ac.Spec.Hosts[0])
+		st := waitBootstrap(t, ac, "Waiting for SSH", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapWaiting && st.Message != "waiting for control-plane hosts to be provisioned: cp-0" })
+		if want := "waiting for host app-cp-0 to answer over SSH at 10.0.0.10:22 (connection refused): a host just provisioned may still be booting"; !strings.HasPrefix(st.Message, want) {
+			t.Errorf("message %q, want it to start with %q", st.Message, want)
+		}
+	})
+
+	t.Run("installed on the control plane, saying which workers it waits for", func(t *testing.T) {
 		st := waitBootstrap(t, ac, "Installed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
 		if want := "1 of 2 nodes run db 1, agent 1; waiting for worker hosts to be provisioned: w-0"; st.Message != want || st.Nodes != 1 {
 			t.Errorf("status %+v, want message %q", st, want)
