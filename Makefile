@@ -42,16 +42,13 @@ verify-gen: generate manifests ## Fail when generated files are stale.
 		echo "generated files are stale; run 'make generate manifests' and commit:"; \
 		git status --porcelain -- api deploy; git --no-pager diff --stat -- api deploy; exit 1; fi
 
-# The node agent is linked statically (CGO_ENABLED=0): it runs inside the test hosts' Debian
-# root filesystems.
 .PHONY: build
-build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefleet (the CLI) and bin/edgefleet-node-agent (the test hosts' simulated kubelet, static).
+build: ## Build bin/global-controller, bin/local-controller, bin/bpa and bin/edgefleet (the CLI).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/global-controller ./global-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller ./local-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bpa ./bpa
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet-node-agent ./bpa/node-agent
 
 .PHONY: test
 test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end.

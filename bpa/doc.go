@@ -3,8 +3,9 @@
 // Kubernetes cluster, patches them in place, stores the application kubeconfig and installs the
 // release's Helm charts (KPM). main.go only parses flags and hands over to setup. Its parts live
 // in the packages below: install (atomic package installs on a host), pki (the cluster's
-// certificates, kept in the secret store), cluster (bring-up of etcd, kube-apiserver and node
-// agents on the hosts, and patches), charts (Helm releases), reconcilers/applicationcluster (what
-// drives them from the ApplicationCluster), nodeagent (the test beds' simulated kubelet); the
-// package format itself is pkg/packages, shared with the CLI and the test beds.
+// certificates, kept in the secret store), cluster (bring-up of whatever packages a Release lists —
+// the node stack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd,
+// kubelet, kube-proxy — level by level, and patches), charts (Helm releases),
+// reconcilers/applicationcluster (what drives them from the ApplicationCluster); the package
+// format itself is pkg/packages, shared with the CLI and the test beds.
 package main

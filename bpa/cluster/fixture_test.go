@@ -29,7 +29,7 @@ func fakePkg(name, version string, hosts packages.HostSelector, after []string, 
 }
 
 // fakeSpec is a cluster of two control-plane hosts and two workers, running a database on the
-// control plane, an API server after it, and a node agent on every host after that.
+// control plane, an API server after it, and an agent on every host after that.
 func fakeSpec() cluster.Spec {
 	s := cluster.Spec{Name: "app", KubernetesVersion: "v1.36.3"}
 	for i, n := range []string{"cp-0", "cp-1", "w-0", "w-1"} {

@@ -1,6 +1,6 @@
 // Package pki generates and keeps the public-key infrastructure of an application cluster that
-// the BPA brings up: etcd and kube-apiserver on the control-plane hosts, a node agent on every
-// host.
+// the BPA brings up: etcd, kube-apiserver, kube-controller-manager and kube-scheduler on the
+// control-plane hosts, kubelet and kube-proxy on every host.
 //
 // The PKI lives only in the secret store (a secrets.Store: Vault or Kubernetes Secrets), as one
 // secret per cluster. Ensure loads it, issues what the Spec needs and the secret lacks, writes

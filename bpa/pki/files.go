@@ -55,7 +55,7 @@ func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
 }
 
 // NodeFiles returns the files any host of the cluster (control plane or not) needs for its
-// node agent, by path relative to /etc/kubernetes:
+// kubelet's health check, by path relative to /etc/kubernetes:
 //
 //	pki/ca.crt                               cluster CA
 //	pki/node-client.crt, .key                client certificate system:node:<node> (group system:nodes)

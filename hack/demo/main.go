@@ -4,10 +4,11 @@
 // and caches it at both sites; then it builds site-a's application cluster for real: two real
 // Debian hosts (test hosts: systemd and sshd in namespaces of their own; needs root) stand for
 // site-a's bare metal, Metal3 (fixture provisioner) provisions them and the harness boots them
-// with their first-boot data as Ironic would, and site-a's BPA installs etcd, kube-apiserver and
-// the node agent over SSH from a Release uploaded to the artifact store, and the release's chart.
-// It ends with kubectl get nodes on that cluster, keeps everything running until Ctrl-C and stops
-// all it started. Run it with `make demo`.
+// with their first-boot data as Ironic would, and site-a's BPA installs the real node stack
+// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, the pod network,
+// kubelet, kube-proxy) over SSH from a Release uploaded to the artifact store, imports the
+// release's images into containerd and installs its chart. It ends with kubectl get nodes and
+// get pods on that cluster, keeps everything running until Ctrl-C and stops all it started. Run it with `make demo`.
 package main
 
 import (
@@ -216,10 +217,10 @@ func waitReady(ctx context.Context, c client.Client, names ...string) error {
 
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
-// provisionSite uploads an OS image, the application cluster's packages (etcd, kube-apiserver,
-// the node agent) and a chart, makes them a Release, gives the site's hosts their addresses and
+// provisionSite uploads an OS image and the real node stack's packages, images and charts
+// (testenv.BuildStack), makes them a Release, gives the site's hosts their addresses and
 // the site a cluster of that Release, and follows it until the site's BPA built the cluster;
-// then it asks the application cluster for its nodes.
+// then it asks the application cluster for its nodes and pods.
 func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string, hosts *testenv.HostNet) error {
 	image := filepath.Join(dir, "edge-os-1.0.img")
 	data, imageDigest := testenv.RandomContent(4<<20, 1)

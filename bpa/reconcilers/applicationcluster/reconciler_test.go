@@ -235,7 +235,9 @@ func TestReconcilerPhases(t *testing.T) {
 		// The host has not booted yet: the first file the BPA writes there cannot connect.
 		hosts.FailStep("app-cp-0", "", fixture.StepWrite, 1, &sshexec.UnreachableError{Host: "app-cp-0", Addr: "10.0.0.10:22", Err: errors.New("connection refused")})
 		provision(t, ac.Spec.Hosts[0])
-		st := waitBootstrap(t, ac, "Waiting for SSH", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapWaiting && st.Message != "waiting for control-plane hosts to be provisioned: cp-0" })
+		st := waitBootstrap(t, ac, "Waiting for SSH", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapWaiting && st.Message != "waiting for control-plane hosts to be provisioned: cp-0"
+		})
 		if want := "waiting for host app-cp-0 to answer over SSH at 10.0.0.10:22 (connection refused): a host just provisioned may still be booting"; !strings.HasPrefix(st.Message, want) {
 			t.Errorf("message %q, want it to start with %q", st.Message, want)
 		}
