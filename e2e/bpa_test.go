@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -171,6 +172,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(info.KubeletVersion).To(Equal("v1.36.3"), n.Name)
 			Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://1.6.20"), n.Name)
 			Expect(info.OSImage).To(HavePrefix("Debian GNU/Linux 12"), n.Name)
+			role := "node-role.kubernetes.io/worker"
+			if slices.ContainsFunc(hn.Hosts[:3], func(h *testenv.Host) bool { return h.Name == n.Name }) {
+				role = "node-role.kubernetes.io/control-plane"
+			}
+			Expect(n.Labels).To(HaveKey(role), n.Name)
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 					ready[n.Name] = n.Spec.ProviderID

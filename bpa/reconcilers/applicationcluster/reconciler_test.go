@@ -260,6 +260,13 @@ func TestReconcilerPhases(t *testing.T) {
 		if got := activations(hosts.Log()); !slices.Equal(got, []string{"app-cp-0 db", "app-cp-0 agent", "app-w-0 agent"}) {
 			t.Errorf("activated %v, want db and agent on cp-0, then agent on w-0", got)
 		}
+		// Each Node has its role label, as kubeadm gives it.
+		for name, label := range map[string]string{"cp-0": "node-role.kubernetes.io/control-plane", "w-0": "node-role.kubernetes.io/worker"} {
+			n, err := nodes.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if _, ok := n.Labels[label]; err != nil || !ok {
+				t.Errorf("node %s: labels %v (%v), want %s", name, n.Labels, err, label)
+			}
+		}
 		if f, ok := hosts.File("app-w-0", "/etc/agent/env"); !ok || string(f.Data) != "NODE=w-0" {
 			t.Errorf("w-0's /etc/agent/env %q (%v)", f.Data, ok)
 		}
