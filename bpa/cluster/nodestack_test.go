@@ -2,8 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -25,10 +23,6 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// pauseImage is the sandbox image the containerd recipe's configuration names. The test's
-// stand-in is testenv's tiny image, which without arguments waits as pause does.
-const pauseImage = "registry.k8s.io/pause:3.10"
-
 // nodeStackUnits are the units of the real node stack's packages, whose journals a failed test
 // logs.
 var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"}
@@ -37,10 +31,14 @@ var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager
 // root): the BPA, unchanged, installs what the manifests say — etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler on the control-plane host; containerd (Debian 12's
 // containerd, runc and CNI plugins, repackaged), the pod network, kubelet and kube-proxy on
-// every host. Real kubelets report the Nodes Ready; the real scheduler puts a Deployment's two
-// replicas on the two workers; a pod on one worker reaches the pod on the other by its address
-// and both through a ClusterIP Service (kube-proxy), and its logs come back through the API
-// server from its kubelet.
+// every host — and the cluster's images (pause, webapp, coredns of hack/images), imported by the
+// containerd package. Real kubelets report the Nodes Ready; the real scheduler puts a
+// Deployment's two replicas on the two workers; a pod on one worker reaches the pod on the
+// other by its address and both through a ClusterIP Service (kube-proxy), and its logs come back
+// through the API server from its kubelet. The coredns and webapp charts, installed as the BPA
+// installs charts, make the cluster's DNS: a pod on one worker reaches webapp by its name, and
+// a pod on the other worker answers. A worker reboots; a kubelet patch drains node after node
+// while webapp answers every request.
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
 	vault := testenv.StartVault(t)
@@ -50,11 +48,15 @@ func TestRealNodeStack(t *testing.T) {
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
-	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, pauseImage)
-	if err != nil {
-		t.Fatal(err)
+	// pause is the sandbox image the containerd recipe's configuration names.
+	images := map[string]testenv.BuiltImage{}
+	var clusterImages []install.Image
+	for _, name := range []string{"pause", "webapp", "coredns"} {
+		img := testenv.BuildImage(t, name)
+		images[name] = img
+		clusterImages = append(clusterImages, install.Image{Name: img.Tag, Digest: img.Digest, Archive: sshexec.Bytes(img.Archive)})
 	}
-	imageSum := sha256.Sum256(image)
+	webapp := images["webapp"].Tag
 	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", nil)
 	spec := cluster.Spec{
 		Name:              "real",
@@ -69,7 +71,7 @@ func TestRealNodeStack(t *testing.T) {
 			pkg(testenv.BuildPackage(t, "kubelet", "1.36.3", nil)),
 			pkg(testenv.BuildPackage(t, "kube-proxy", "1.36.3", nil)),
 		},
-		Images: []install.Image{{Name: "tiny", Digest: hex.EncodeToString(imageSum[:]), Archive: sshexec.Bytes(image)}},
+		Images: clusterImages,
 	}
 	hosts := map[string]*testenv.Host{}
 	for i, h := range hn.Hosts {
@@ -117,8 +119,20 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
 	}
 	t.Logf("bring-up: %d install steps, %d files and %d image imports in %s", len(res.Ran()), res.Files, res.Images, time.Since(start).Round(time.Millisecond))
-	if res.Images != len(spec.Hosts) {
-		t.Errorf("%d image imports, want one on each of the %d hosts (containerd runs on all)", res.Images, len(spec.Hosts))
+	if want := len(spec.Images) * len(spec.Hosts); res.Images != want {
+		t.Errorf("%d image imports, want %d: each of the %d images on each of the %d hosts (containerd runs on all)", res.Images, want, len(spec.Images), len(spec.Hosts))
+	}
+	// Each image is named by its tag in containerd (the OCI archive's index.json annotation).
+	for _, h := range hn.Hosts {
+		out, err := h.Exec(ctx, "/opt/edgefleet/packages/containerd/current/files/bin/ctr", "-n", "k8s.io", "images", "list", "-q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, img := range images {
+			if !slices.Contains(strings.Fields(string(out)), img.Tag) {
+				t.Errorf("%s: containerd's images %q, want %s among them", h.Name, out, img.Tag)
+			}
+		}
 	}
 	// activate: the units (re)started until the health check passed — for kubelet, from its
 	// start to its Node Ready.
@@ -178,8 +192,8 @@ func TestRealNodeStack(t *testing.T) {
 
 	// Two replicas, at most one per node: the scheduler puts them on the two workers (the
 	// control plane is tainted).
-	labels := map[string]string{"app": "tiny"}
-	podSpec := tinyPodSpec(container("tiny", "-http", ":8080"))
+	labels := map[string]string{"app": "pair"}
+	podSpec := webappPodSpec(webappContainer(webapp, "webapp"))
 	podSpec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
@@ -189,7 +203,7 @@ func TestRealNodeStack(t *testing.T) {
 	replicas := int32(2)
 	start = time.Now()
 	if _, err := cs.AppsV1().Deployments(ns.Name).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pair"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -199,8 +213,8 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
-		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -259,7 +273,7 @@ func TestRealNodeStack(t *testing.T) {
 	// A ClusterIP Service in front; the first answer awaited from the first worker itself
 	// (kube-proxy programs the node's own connections too).
 	svc, err := cs.CoreV1().Services(ns.Name).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pair"},
 		Spec: corev1.ServiceSpec{
 			Selector: labels,
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
@@ -281,7 +295,7 @@ func TestRealNodeStack(t *testing.T) {
 	// address, one asks the Service 40 times, each on a new connection, one a server off the
 	// cluster (the root namespace has no route to the pods: it sees their node, masqueraded).
 	// Their output comes back through the API server from the kubelet (pods/log).
-	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, svcURL: svcURL, outsideURL: hn.OutsideServer(t),
+	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, image: webapp, svcURL: svcURL, outsideURL: hn.OutsideServer(t),
 		client: client.Name, clientIP: client.IP.String(), backends: byName}
 	nc.clientPod("client")
 
@@ -343,7 +357,7 @@ func TestRealNodeStack(t *testing.T) {
 	// sends a connection to the rebooted host's pod again.
 	testenv.WaitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
-		return err == nil && strings.TrimSpace(string(out)) == "hello from "+before.Name, fmt.Sprintf("%q (%v)", out, err)
+		return err == nil && string(out) == "hello from "+before.Name+" on "+rebooted.Name+"\n", fmt.Sprintf("%q (%v)", out, err)
 	})
 	nc.clientPod("client-after-reboot")
 
@@ -365,8 +379,8 @@ func TestRealNodeStack(t *testing.T) {
 			t.Errorf("node %+v", n)
 		}
 	}
-	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
-		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -400,6 +414,7 @@ type nodeStackCheck struct {
 	t          *testing.T
 	cs         kubernetes.Interface
 	ns         string
+	image      string // the webapp image, whose program is also the client (webapp -get)
 	svcURL     string
 	outsideURL string                 // a server off the cluster
 	client     string                 // the node of the client pods
@@ -409,9 +424,9 @@ type nodeStackCheck struct {
 
 // clientPod runs a pod named name on the client node, whose containers ask the backend on the
 // other node by its address (once), the Service (40 times, each on a new connection) and the
-// server off the cluster (once), and checks their answers, read from the pod's logs (the API server asks the kubelet).
+// server off the cluster (once), and checks their answers.
 func (nc *nodeStackCheck) clientPod(name string) {
-	t, ctx, cs := nc.t, nc.t.Context(), nc.cs
+	t := nc.t
 	var remote *corev1.Pod
 	for _, p := range nc.backends {
 		if p.Spec.NodeName != nc.client {
@@ -421,11 +436,42 @@ func (nc *nodeStackCheck) clientPod(name string) {
 	if remote == nil {
 		t.Fatalf("no backend on another node than %s", nc.client)
 	}
-	spec := tinyPodSpec(
-		container("by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
-		container("service", "-get", nc.svcURL, "-count", "40"),
-		container("outside", "-get", nc.outsideURL, "-count", "1"),
+	logs := nc.run(name,
+		webappContainer(nc.image, "by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
+		webappContainer(nc.image, "service", "-get", nc.svcURL, "-count", "40"),
+		webappContainer(nc.image, "outside", "-get", nc.outsideURL, "-count", "1"),
 	)
+	if got, want := logs["by-ip"], "hello from "+remote.Name+" on "+remote.Spec.NodeName; len(got) != 1 || got[0] != want {
+		t.Errorf("pod %s on %s to pod %s on %s by IP %s: %q, want %q", name, nc.client, remote.Name, remote.Spec.NodeName, remote.Status.PodIP, got, want)
+	}
+	if got, want := logs["outside"], "outside, from "+nc.clientIP; len(got) != 1 || got[0] != want {
+		t.Errorf("pod %s on %s to a server off the cluster: %q, want %q (masqueraded to its node's address)", name, nc.client, got, want)
+	}
+	answers := map[string]int{}
+	for _, line := range logs["service"] {
+		if p := answeredBy(line, nc.backends); p != nil {
+			answers[p.Name]++
+		} else {
+			t.Errorf("service %s from pod %s: %q", nc.svcURL, name, line)
+		}
+	}
+	t.Logf("answers of service %s to 40 connections from pod %s on %s: %v", nc.svcURL, name, nc.client, answers)
+	if len(logs["service"]) != 40 {
+		t.Errorf("%d answers of service %s, want 40", len(logs["service"]), nc.svcURL)
+	}
+	// Both backends answer unless each connection's random choice is broken (2^-39).
+	for n, p := range nc.backends {
+		if answers[n] == 0 {
+			t.Errorf("pod %s (on %s) never answered through service %s", n, p.Spec.NodeName, nc.svcURL)
+		}
+	}
+}
+
+// run runs a pod named name of containers on the client node until it succeeds, and returns
+// each container's output lines, read from the pod's logs (the API server asks the kubelet).
+func (nc *nodeStackCheck) run(name string, containers ...corev1.Container) map[string][]string {
+	t, ctx, cs := nc.t, nc.t.Context(), nc.cs
+	spec := webappPodSpec(containers...)
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	spec.NodeSelector = map[string]string{corev1.LabelHostname: nc.client}
 	start := time.Now()
@@ -442,38 +488,26 @@ func (nc *nodeStackCheck) clientPod(name string) {
 		return p.Status.Phase == corev1.PodSucceeded, testenv.PodState(p)
 	})
 	t.Logf("pod %s created to Succeeded on %s: %s", name, pod.Spec.NodeName, time.Since(start).Round(time.Millisecond))
-	logs := func(c string) []string {
-		raw, err := cs.CoreV1().Pods(nc.ns).GetLogs(name, &corev1.PodLogOptions{Container: c}).DoRaw(ctx)
+	logs := map[string][]string{}
+	for _, c := range containers {
+		raw, err := cs.CoreV1().Pods(nc.ns).GetLogs(name, &corev1.PodLogOptions{Container: c.Name}).DoRaw(ctx)
 		if err != nil {
-			t.Fatalf("logs of pod %s, container %s (API server → kubelet on %s): %v", name, c, pod.Spec.NodeName, err)
+			t.Fatalf("logs of pod %s, container %s (API server → kubelet on %s): %v", name, c.Name, pod.Spec.NodeName, err)
 		}
-		return strings.Split(strings.TrimSpace(string(raw)), "\n")
+		logs[c.Name] = strings.Split(strings.TrimSpace(string(raw)), "\n")
 	}
-	if got, want := logs("by-ip"), "hello from "+remote.Name; len(got) != 1 || got[0] != want {
-		t.Errorf("pod %s on %s to pod %s on %s by IP %s: %q, want %q", name, nc.client, remote.Name, remote.Spec.NodeName, remote.Status.PodIP, got, want)
+	return logs
+}
+
+// answeredBy is the pod of pods (by name) an answer of webapp ("hello from POD on NODE") comes
+// from, nil when the line is no such answer or names a pod of pods on another node.
+func answeredBy(line string, pods map[string]*corev1.Pod) *corev1.Pod {
+	rest, ok := strings.CutPrefix(line, "hello from ")
+	pod, node, ok2 := strings.Cut(rest, " on ")
+	if p := pods[pod]; ok && ok2 && p != nil && p.Spec.NodeName == node {
+		return p
 	}
-	if got, want := logs("outside"), "outside, from "+nc.clientIP; len(got) != 1 || got[0] != want {
-		t.Errorf("pod %s on %s to a server off the cluster: %q, want %q (masqueraded to its node's address)", name, nc.client, got, want)
-	}
-	answers := map[string]int{}
-	lines := logs("service")
-	for _, line := range lines {
-		if n, ok := strings.CutPrefix(line, "hello from "); ok && nc.backends[n] != nil {
-			answers[n]++
-		} else {
-			t.Errorf("service %s from pod %s: %q", nc.svcURL, name, line)
-		}
-	}
-	t.Logf("answers of service %s to 40 connections from pod %s on %s: %v", nc.svcURL, name, nc.client, answers)
-	if len(lines) != 40 {
-		t.Errorf("%d answers of service %s, want 40", len(lines), nc.svcURL)
-	}
-	// Both backends answer unless each connection's random choice is broken (2^-39).
-	for n, p := range nc.backends {
-		if answers[n] == 0 {
-			t.Errorf("pod %s (on %s) never answered through service %s", n, p.Spec.NodeName, nc.svcURL)
-		}
-	}
+	return nil
 }
 
 // mustPodCIDR is the pod CIDR of the host at ip.
@@ -485,14 +519,19 @@ func mustPodCIDR(t *testing.T, ip netip.Addr) string {
 	return cidr
 }
 
-// tinyPodSpec is a pod of containers of testenv's image, never pulled; it needs no service
+// webappPodSpec is a pod of containers of the webapp image, never pulled; it needs no service
 // account token and no service links.
-func tinyPodSpec(containers ...corev1.Container) corev1.PodSpec {
+func webappPodSpec(containers ...corev1.Container) corev1.PodSpec {
 	no := false
 	return corev1.PodSpec{AutomountServiceAccountToken: &no, EnableServiceLinks: &no, Containers: containers}
 }
 
-// container is a container of testenv's image (tiny) run with args.
-func container(name string, args ...string) corev1.Container {
-	return corev1.Container{Name: name, Image: testenv.NodeImage, ImagePullPolicy: corev1.PullNever, Args: args}
+// webappContainer is a container of the webapp image run with args, told its pod's and node's
+// names (the downward API, as the webapp chart does).
+func webappContainer(image, name string, args ...string) corev1.Container {
+	field := func(env, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: env, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return corev1.Container{Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
+		Env: []corev1.EnvVar{field("POD_NAME", "metadata.name"), field("NODE_NAME", "spec.nodeName")}}
 }
