@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
@@ -445,9 +446,9 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 }
 
-// appClient is a client of the application cluster through the admin kubeconfig the BPA
-// saved in store.
-func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+// appConfig is the client config of the application cluster, from the admin kubeconfig the
+// BPA saved in store.
+func appConfig(t *testing.T, store secrets.Store, name string) *rest.Config {
 	t.Helper()
 	kc, err := store.Get(t.Context(), cluster.AdminKubeconfigSecret(name))
 	if err != nil {
@@ -457,7 +458,13 @@ func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interf
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	return cfg
+}
+
+// appClient is a client of the application cluster (appConfig).
+func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(appConfig(t, store, name))
 	if err != nil {
 		t.Fatal(err)
 	}

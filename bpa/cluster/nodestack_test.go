@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgefleet/edgefleet/bpa/charts"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -299,6 +300,85 @@ func TestRealNodeStack(t *testing.T) {
 		client: client.Name, clientIP: client.IP.String(), backends: byName}
 	nc.clientPod("client")
 
+	// The cluster's DNS and the test application, installed as the BPA installs a Release's
+	// charts: each a release named after its chart in the namespace the chart names, by the
+	// real chart installer (helm SDK), with the cluster's facts as global values. CoreDNS
+	// serves at the address every kubelet gives its pods (clusterDNS) only because the BPA
+	// tells the chart (global.edgefleet.cluster.dnsServiceIP).
+	facts, err := spec.ClusterValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := charts.New(appConfig(t, store, spec.Name), charts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := map[string]charts.Metadata{}
+	start = time.Now()
+	for _, name := range []string{"coredns", "webapp"} {
+		c := testenv.BuildChart(t, name, "", nil)
+		meta, err := charts.Describe(c.Archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := inst.Apply(ctx, charts.Release{Name: meta.Name, Namespace: meta.Namespace, Chart: c.Archive, Values: charts.WithCluster(nil, facts)})
+		if err != nil {
+			t.Fatalf("chart %s: %v", name, err)
+		}
+		releases[name] = meta
+		t.Logf("chart %s %s: release %s in %s, revision %d %s", st.Chart, st.Version, st.Name, st.Namespace, st.Revision, st.State)
+	}
+	if ns := releases["coredns"].Namespace; ns != metav1.NamespaceSystem {
+		t.Errorf("the coredns chart goes to namespace %s, want %s (its %s annotation)", ns, metav1.NamespaceSystem, charts.NamespaceAnnotation)
+	}
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("charts applied to %s's pods ready (%d/%d, its chart status): %s", name, st.Pods.Ready, st.Pods.Desired, time.Since(start).Round(time.Millisecond))
+	}
+	dns, err := cs.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dns.Spec.ClusterIP != facts.DNSServiceIP {
+		t.Errorf("service kube-dns at %s, want the cluster's DNS address %s", dns.Spec.ClusterIP, facts.DNSServiceIP)
+	}
+	podsOf(t, cs, metav1.NamespaceSystem, "k8s-app=kube-dns")
+	webappPods := podsOf(t, cs, releases["webapp"].Namespace, "app.kubernetes.io/name=webapp")
+	on = nil
+	for _, p := range webappPods {
+		on = append(on, p.Spec.NodeName)
+	}
+	slices.Sort(on)
+	if len(webappPods) != 3 || !slices.Contains(on, workers[0]) || !slices.Contains(on, workers[1]) || slices.Contains(on, hn.Hosts[0].Name) {
+		t.Fatalf("webapp's pods run on %v, want 3 spread over the workers %v", on, workers)
+	}
+
+	// A pod on the first worker asks for webapp by its name (the Service's, in the cluster's
+	// domain), 40 times: every answer comes from a webapp pod, some from the other worker's.
+	webappURL := fmt.Sprintf("http://webapp.%s.svc.%s/", releases["webapp"].Namespace, facts.DNSDomain)
+	lines := nc.run("dns-client", webappContainer(webapp, "by-name", "-get", webappURL, "-count", "40"))["by-name"]
+	answers := map[string]int{}
+	for _, line := range lines {
+		if p := answeredBy(line, webappPods); p != nil {
+			answers[p.Name]++
+		} else {
+			t.Errorf("%s from pod dns-client on %s: %q", webappURL, client.Name, line)
+		}
+	}
+	var remote []string
+	for n, count := range answers {
+		if node := webappPods[n].Spec.NodeName; node != client.Name {
+			remote = append(remote, fmt.Sprintf("%s on %s (%d times)", n, node, count))
+		}
+	}
+	t.Logf("answers of %s to pod dns-client on %s: %v; from another node: %s", webappURL, client.Name, answers, strings.Join(remote, ", "))
+	if len(lines) != 40 {
+		t.Errorf("%d answers of %s to pod dns-client, want 40", len(lines), webappURL)
+	}
+	if len(remote) == 0 {
+		t.Errorf("no answer of %s to pod dns-client on %s came from a webapp pod on another node", webappURL, client.Name)
+	}
+
 	for _, h := range hn.Hosts {
 		usage, rss, err := h.Memory()
 		if err != nil {
@@ -360,15 +440,32 @@ func TestRealNodeStack(t *testing.T) {
 		return err == nil && string(out) == "hello from "+before.Name+" on "+rebooted.Name+"\n", fmt.Sprintf("%q (%v)", out, err)
 	})
 	nc.clientPod("client-after-reboot")
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("after the reboot, %s's pods ready (its chart status): %d/%d", name, st.Pods.Ready, st.Pods.Desired)
+	}
 
 	// A kubelet patch (patch.drain): node by node, control plane first, each cordoned and
 	// drained (the Deployment's pod evicted; its replacement waits, the other worker has one
 	// already), kubelet replaced, Ready, uncordoned; the Deployment runs on both workers after.
+	// webapp answers every request meanwhile: a drain evicts its pods one at a time (its
+	// disruption budget), each going on answering while the Service forgets it (its drain);
+	// the requests come from the control-plane host, through its kube-proxy.
+	webappSvc, err := cs.CoreV1().Services(releases["webapp"].Namespace).Get(ctx, "webapp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := startRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
 	bu := cluster.New(install.New(exec), store)
 	start = time.Now()
 	pres, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
 	if err != nil {
 		t.Fatalf("kubelet patch: %v", err)
+	}
+	answered, failed := reqs.stop()
+	t.Logf("requests to webapp (service %s) from %s through the patch: %d answered, %d failed", webappSvc.Spec.ClusterIP, hn.Hosts[0].Name, answered, len(failed))
+	if len(failed) > 0 || answered == 0 {
+		t.Errorf("requests to webapp through the patch: %d answered, %d failed: %q", answered, len(failed), failed)
 	}
 	t.Logf("kubelet patch through %v: %s", order(pres), time.Since(start).Round(time.Millisecond))
 	if got, want := order(pres), []string{hn.Hosts[0].Name, hn.Hosts[1].Name, hn.Hosts[2].Name}; !slices.Equal(got, want) {
@@ -407,6 +504,105 @@ func TestRealNodeStack(t *testing.T) {
 		return slices.Equal(on, workers) && len(states) == len(pods.Items), strings.Join(states, "; ")
 	})
 	t.Logf("kubelet patch started to the deployment running on both workers again: %s", time.Since(start).Round(time.Millisecond))
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("after the patch, %s's pods ready (its chart status): %d/%d", name, st.Pods.Ready, st.Pods.Desired)
+	}
+}
+
+// chartReady waits until the release of chart m is deployed with all its pods ready, as its
+// chart status counts them (what the BPA reports), and returns that status.
+func chartReady(t *testing.T, inst *charts.Installer, m charts.Metadata) charts.Status {
+	t.Helper()
+	var st charts.Status
+	testenv.WaitFor(t, 3*time.Minute, "chart "+m.Name+": its pods ready", func() (bool, string) {
+		var err error
+		if st, err = inst.Status(t.Context(), m.Name, m.Namespace); err != nil {
+			return false, err.Error()
+		}
+		return st.State == charts.StateDeployed && st.Pods.Desired > 0 && st.Pods.Ready == st.Pods.Desired,
+			fmt.Sprintf("%s, pods %d/%d ready; not ready: %s", st.State, st.Pods.Ready, st.Pods.Desired, strings.Join(st.Pods.NotReady, ", "))
+	})
+	return st
+}
+
+// podsOf lists the pods of namespace matching selector, by name, and logs where they run.
+func podsOf(t *testing.T, cs kubernetes.Interface, namespace, selector string) map[string]*corev1.Pod {
+	t.Helper()
+	list, err := cs.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		pods[p.Name] = p
+		t.Logf("pod %s/%s on %s, IP %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.PodIP, testenv.PodState(p))
+	}
+	return pods
+}
+
+// requests are HTTP requests a host makes, each on a new connection, every 100 ms until
+// stopped.
+type requests struct {
+	t    *testing.T
+	h    *testenv.Host
+	done chan requestsDone
+}
+
+type requestsDone struct {
+	out []byte
+	err error
+}
+
+// requestsStop is the file that stops the requests' loop in the host.
+const requestsStop = "/run/edgefleet-test-requests.stop"
+
+// startRequests starts requesting url from host h: curl writes each answer's status code, after
+// its error when there is no answer ("000").
+func startRequests(t *testing.T, h *testenv.Host, url string) *requests {
+	const loop = `rm -f "$1"
+while [ ! -e "$1" ]; do
+	curl -sS -o /dev/null -w '%{http_code}\n' --max-time 2 "$2" 2>&1 || true
+	sleep 0.1
+done`
+	r := &requests{t: t, h: h, done: make(chan requestsDone, 1)}
+	go func() {
+		out, err := h.Exec(t.Context(), "sh", "-c", loop, "requests", requestsStop, url)
+		r.done <- requestsDone{out, err}
+	}()
+	return r
+}
+
+// stop stops the requests and returns how many were answered 200 OK, and the others: their
+// status codes, with curl's errors.
+func (r *requests) stop() (answered int, failed []string) {
+	r.t.Helper()
+	if _, err := r.h.Exec(r.t.Context(), "touch", requestsStop); err != nil {
+		r.t.Fatal(err)
+	}
+	var d requestsDone
+	select {
+	case d = <-r.done:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("the requests from %s did not stop", r.h.Name)
+	}
+	if d.err != nil {
+		r.t.Fatalf("requests from %s: %v", r.h.Name, d.err)
+	}
+	var errs []string // curl's, before the code of the request they belong to
+	for _, line := range strings.Split(strings.TrimSpace(string(d.out)), "\n") {
+		switch {
+		case line == "200":
+			answered++
+		case len(line) == 3 && strings.Trim(line, "0123456789") == "":
+			failed = append(failed, strings.Join(append(errs, line), ": "))
+			errs = nil
+		default:
+			errs = append(errs, line)
+		}
+	}
+	return answered, failed
 }
 
 // nodeStackCheck checks the pod network and the Service of TestRealNodeStack from a client pod.
