@@ -6,7 +6,7 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd controller-gen golangci-lint
-#                            bmo vault rootfs node-debs)
+#                            bmo vault coredns rootfs node-debs)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -32,6 +32,7 @@ kube_modules=(kube kube-1.35) # the current Kubernetes first
 kube_version() { awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/$1/go.mod"; }
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$root/hack/tools/etcd/go.mod")
 vault_version=$(awk '$1 == "github.com/hashicorp/vault" {print $2}' "$root/hack/tools/vault/go.mod")
+coredns_version=$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$root/hack/tools/coredns/go.mod")
 bmo_version=$(awk '$1 == "github.com/metal3-io/baremetal-operator" {print $2}' "$root/go.mod")
 controller_gen_version=v0.22.0
 golangci_lint_version=v2.15.0
@@ -110,7 +111,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault rootfs node-debs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -122,6 +123,8 @@ for t in "${want[@]}"; do
 		[[ -n $bmo_version ]] || { echo "tools: github.com/metal3-io/baremetal-operator is not required in go.mod" >&2; exit 1; }
 		build_tool bmo "$bmo_version" "$root" github.com/metal3-io/baremetal-operator "-X github.com/metal3-io/baremetal-operator/pkg/version.Raw=$bmo_version" ;;
 	vault) build_tool vault "$vault_version" "$root/hack/tools/vault" github.com/hashicorp/vault ;;
+	# Static: it runs in the coredns image (hack/images), which holds nothing else.
+	coredns) build_tool coredns "$coredns_version" "$root/hack/tools/coredns" github.com/coredns/coredns ;;
 	rootfs)
 		path=$("$root/hack/rootfs.sh" "$cache")
 		ln -sfn "$path" "$bin/rootfs"

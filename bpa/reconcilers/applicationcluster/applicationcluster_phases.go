@@ -113,7 +113,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err := w.labelRoles(ctx, cfg, hosts); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := w.charts(ctx, cfg); err != nil {
+	if err := w.charts(ctx, cfg, spec); err != nil {
 		return ctrl.Result{}, err
 	}
 	w.st.Phase = sitev1.BootstrapInstalled
