@@ -41,6 +41,14 @@ type PatchResult struct {
 	Nodes []NodePatch
 }
 
+// GetNodes is r.Nodes, none when r is nil (a patch that failed before any node).
+func (r *PatchResult) GetNodes() []NodePatch {
+	if r == nil {
+		return nil
+	}
+	return r.Nodes
+}
+
 // Patch rolls package name of spec.Packages (a new version of one the cluster runs) through the
 // hosts its manifest selects, one host at a time, control plane first. On each host it first
 // checks that the package passes its health check on every other host that runs it (so a patch
