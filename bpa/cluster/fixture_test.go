@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -70,8 +71,27 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 	spec := fakeSpec()
 
 	t.Run("first install: level by level, where each manifest says", func(t *testing.T) {
-		if _, err := bu.Run(ctx, spec); err != nil {
+		res, err := bu.Run(ctx, spec)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// The result, level by level: its packages, a job per package and host, the steps by kind.
+		for i, want := range []struct {
+			pkgs  []string
+			jobs  int
+			kinds []string
+		}{{[]string{"db"}, 2, []string{"write", "stage", "activate"}}, {[]string{"api"}, 2, []string{"stage", "activate"}}, {[]string{"agent"}, 4, []string{"write", "stage", "activate"}}} {
+			if i >= len(res.Levels) {
+				t.Fatalf("%d levels in the result, want 3", len(res.Levels))
+			}
+			l := res.Levels[i]
+			kinds := slices.Sorted(maps.Keys(l.StepTimes()))
+			if !slices.Equal(l.Packages, want.pkgs) || len(l.Jobs) != want.jobs || !slices.Equal(kinds, slices.Sorted(slices.Values(want.kinds))) || l.Ran() == 0 {
+				t.Errorf("level %d: packages %v, %d jobs, steps %v, %d ran; want %v, %d jobs, steps %v", i, l.Packages, len(l.Jobs), kinds, l.Ran(), want.pkgs, want.jobs, want.kinds)
+			}
+			if s := l.Slowest(); !slices.Contains(l.Packages, s.Package) {
+				t.Errorf("level %d: slowest job %s/%s is not of the level", i, s.Host, s.Package)
+			}
 		}
 		got := activations(hosts.Log())
 		// Each level's hosts run at once: compare per level, in level order.
@@ -112,6 +132,11 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		if ran := hosts.Log()[before:]; len(ran) != 0 || res.Files != 0 || len(res.Ran()) != 0 {
 			t.Errorf("ran %v, %d files written", ran, res.Files)
 		}
+		for i, l := range res.Levels {
+			if l.Ran() != 0 || len(l.StepTimes()) != 0 {
+				t.Errorf("level %d: %d steps ran (%v), want none", i, l.Ran(), l.StepTimes())
+			}
+		}
 	})
 
 	t.Run("a new package that fails to stage on one host stops there, and the next run resumes", func(t *testing.T) {
@@ -119,9 +144,12 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("extra", "1", packages.HostsWorker, []string{"agent"}), fakePkg("last", "1", packages.HostsAll, []string{"extra"}))
 		hosts.FailStep("w-1", "extra", fixture.StepStage, 1, errors.New("connection reset"))
 		before := len(hosts.Log())
-		_, err := bu.Run(ctx, withExtra)
+		res, err := bu.Run(ctx, withExtra)
 		if err == nil || !strings.Contains(err.Error(), "host w-1: package extra 1") || !strings.Contains(err.Error(), "connection reset") {
 			t.Fatalf("err %v, want one naming w-1, extra and the cause", err)
+		}
+		if last := res.Levels[len(res.Levels)-1]; !slices.Equal(last.Packages, []string{"extra"}) || len(last.Jobs) != 2 {
+			t.Errorf("the result's last level: %v, %d jobs; want the failed level, extra on w-0 and w-1", last.Packages, len(last.Jobs))
 		}
 		ran := hosts.Log()[before:]
 		if !slices.Equal(activations(ran), []string{"w-0 extra"}) {
