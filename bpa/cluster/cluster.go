@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -240,7 +241,7 @@ func (b *BringUp) prepare(ctx context.Context, spec Spec) (Spec, *pki.Bundle, er
 }
 
 // installLevel installs the packages of one level on their hosts, all at once (at most
-// maxParallel), waits for all, and adds the level to res.
+// maxParallel), waits for all, adds the level to res and logs it (with the context's logger).
 func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle, level []install.Package) error {
 	type job struct {
 		host Host
@@ -288,7 +289,38 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 		}
 	}
 	res.Levels = append(res.Levels, lr)
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	lr.log(logr.FromContextOrDiscard(ctx), len(res.Levels)-1, err == nil)
+	return err
+}
+
+// log logs the level, index of its run's levels, when it ran anything: "installed level" (or
+// "level not installed" when it failed) with its packages, how many hosts, its wall time, its
+// slowest host and package, and where the time went by kind of step (stage: a package sent and
+// unpacked; activate: its units started until its health check passed).
+func (l Level) log(log logr.Logger, index int, installed bool) {
+	if l.Ran() == 0 {
+		return
+	}
+	msg := "installed level"
+	if !installed {
+		msg = "level not installed"
+	}
+	hosts := map[string]bool{}
+	for _, j := range l.Jobs {
+		hosts[j.Host] = true
+	}
+	times := l.StepTimes()
+	var steps []string
+	for _, k := range StepKinds() {
+		if d, ok := times[k]; ok {
+			steps = append(steps, k+" "+d.Round(time.Millisecond).String())
+		}
+	}
+	slowest := l.Slowest()
+	log.Info(msg, "index", index, "packages", strings.Join(l.Packages, ","), "hosts", len(hosts), "took", l.Took.Round(time.Millisecond).String(),
+		"slowest", slowest.Host+"/"+slowest.Package, "slowestTook", slowest.Took.Round(time.Millisecond).String(),
+		"stepsRan", l.Ran(), "stepTimes", strings.Join(steps, ", "))
 }
 
 // install writes the configuration files of pkg on host h, installs it there and, when it

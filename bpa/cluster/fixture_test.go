@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/install/fixture"
@@ -70,10 +73,23 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 	bu := cluster.New(hosts, &secretsfake.Store{})
 	spec := fakeSpec()
 
+	// Each level that ran anything is logged as it ends, with the context's logger.
+	var logged []string
+	ctx = logr.NewContext(ctx, funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+
 	t.Run("first install: level by level, where each manifest says", func(t *testing.T) {
 		res, err := bu.Run(ctx, spec)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for i, pkgs := range []string{"db", "api", "agent"} {
+			want := fmt.Sprintf(`"msg"="installed level" "index"=%d "packages"=%q "hosts"=%d`, i, pkgs, len(res.Levels[i].Jobs))
+			if i >= len(logged) || !strings.Contains(logged[i], want) || !strings.Contains(logged[i], "stage ") {
+				t.Errorf("log line %d: %q, want it to say %s and the step times", i, logged[min(i, len(logged)-1)], want)
+			}
+		}
+		if len(logged) != 3 {
+			t.Errorf("logged %d lines, want one per level: %q", len(logged), logged)
 		}
 		// The result, level by level: its packages, a job per package and host, the steps by kind.
 		for i, want := range []struct {
@@ -137,6 +153,9 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 				t.Errorf("level %d: %d steps ran (%v), want none", i, l.Ran(), l.StepTimes())
 			}
 		}
+		if len(logged) != 3 {
+			t.Errorf("a run that found everything done logged %q", logged[3:])
+		}
 	})
 
 	t.Run("a new package that fails to stage on one host stops there, and the next run resumes", func(t *testing.T) {
@@ -150,6 +169,9 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 		if last := res.Levels[len(res.Levels)-1]; !slices.Equal(last.Packages, []string{"extra"}) || len(last.Jobs) != 2 {
 			t.Errorf("the result's last level: %v, %d jobs; want the failed level, extra on w-0 and w-1", last.Packages, len(last.Jobs))
+		}
+		if last := logged[len(logged)-1]; !strings.Contains(last, `"msg"="level not installed" "index"=3 "packages"="extra" "hosts"=2`) {
+			t.Errorf("the failed level was logged %q, want it not installed", last)
 		}
 		ran := hosts.Log()[before:]
 		if !slices.Equal(activations(ran), []string{"w-0 extra"}) {

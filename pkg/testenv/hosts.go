@@ -720,6 +720,32 @@ func (h *Host) Memory() (usage, resident int64, err error) {
 	return 0, 0, fmt.Errorf("test host %s: no memory cgroup", h.Name)
 }
 
+// CPU is the CPU time everything the host ran has used since it booted (its cpuacct cgroup's
+// usage; on a machine with cgroup v2 only, usage_usec of cpu.stat).
+func (h *Host) CPU() (time.Duration, error) {
+	for _, d := range h.cgroupDirs() {
+		if raw, err := os.ReadFile(filepath.Join(d, "cpuacct.usage")); err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("test host %s: cpuacct.usage: %w", h.Name, err)
+			}
+			return time.Duration(ns), nil
+		}
+		if raw, err := os.ReadFile(filepath.Join(d, "cpu.stat")); err == nil {
+			for _, l := range strings.Split(string(raw), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && f[0] == "usage_usec" {
+					us, err := strconv.ParseInt(f[1], 10, 64)
+					if err != nil {
+						return 0, fmt.Errorf("test host %s: cpu.stat: %w", h.Name, err)
+					}
+					return time.Duration(us) * time.Microsecond, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("test host %s: no CPU accounting cgroup", h.Name)
+}
+
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // minInotifyInstances is the fewest inotify instances a user may hold that the hosts need.

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,9 +100,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return w.patch(ctx, bu, spec, patching)
 	}
 	w.progress(ctx, sitev1.BootstrapInstalling, fmt.Sprintf("installing %s on %d hosts", versions(pkgs), len(hosts)))
-	res, err := bu.Run(ctx, spec)
-	logLevels(ctrl.LoggerFrom(ctx), res, err == nil)
-	if err != nil {
+	if _, err := bu.Run(ctx, spec); err != nil {
 		return ctrl.Result{}, err
 	}
 	w.st.Nodes = int32(len(hosts))
@@ -314,41 +311,6 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		w.st.Packages[i] = sitev1.InstalledPackage{Name: m.Name, Version: m.Version, SHA256: pkg.Digest}
 	}
 	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts, new packages and charts on the next pass
-}
-
-// logLevels logs each level of an install that ran anything: its packages, how many hosts, its
-// wall time, its slowest host and package, and where the time went by kind of step (stage: the
-// package sent and unpacked; activate: its units started until its health check passed). The
-// last level of an install that failed is logged as not installed (the error is the
-// reconcile's).
-func logLevels(log logr.Logger, res *cluster.Result, complete bool) {
-	if res == nil {
-		return
-	}
-	for i, l := range res.Levels {
-		if l.Ran() == 0 {
-			continue
-		}
-		msg := "installed level"
-		if !complete && i == len(res.Levels)-1 {
-			msg = "level not installed"
-		}
-		hosts := map[string]bool{}
-		for _, j := range l.Jobs {
-			hosts[j.Host] = true
-		}
-		times := l.StepTimes()
-		var steps []string
-		for _, k := range cluster.StepKinds() {
-			if d, ok := times[k]; ok {
-				steps = append(steps, k+" "+d.Round(time.Millisecond).String())
-			}
-		}
-		slowest := l.Slowest()
-		log.Info(msg, "index", i, "packages", strings.Join(l.Packages, ","), "hosts", len(hosts), "took", l.Took.Round(time.Millisecond).String(),
-			"slowest", slowest.Host+"/"+slowest.Package, "slowestTook", slowest.Took.Round(time.Millisecond).String(),
-			"stepsRan", l.Ran(), "stepTimes", strings.Join(steps, ", "))
-	}
 }
 
 func installed(pkgs []install.Package) []sitev1.InstalledPackage {
