@@ -92,6 +92,7 @@ type BringUp struct {
 
 // Installer is what BringUp does on hosts: install.Installer over SSH, or a fake in tests.
 type Installer interface {
+	Reachable(ctx context.Context, target sshexec.Target) error
 	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
@@ -219,6 +220,9 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
 	res := &Result{}
+	if err := b.reachable(ctx, spec.Hosts); err != nil {
+		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
 	for _, level := range levels {
 		if err := b.installLevel(ctx, res, spec, bundle, level); err != nil {
 			return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
@@ -238,6 +242,24 @@ func (b *BringUp) prepare(ctx context.Context, spec Spec) (Spec, *pki.Bundle, er
 		return spec, nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
 	return spec, bundle, nil
+}
+
+// reachable checks that every host answers (at most maxParallel at once): nothing is installed
+// while one does not. An etcd member started without the others would wait for a quorum that
+// cannot form, and any level would fail at that host anyway. The error joins each host's.
+func (b *BringUp) reachable(ctx context.Context, hosts []Host) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallel)
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = b.installer.Reachable(ctx, h.SSH)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // installLevel installs the packages of one level on their hosts, all at once (at most

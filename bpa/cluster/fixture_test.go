@@ -158,6 +158,23 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 	})
 
+	t.Run("a host that does not answer: nothing is installed anywhere, and the error names it", func(t *testing.T) {
+		withExtra := spec
+		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("early", "1", packages.HostsAll, nil))
+		hosts.FailStep("cp-1", "", fixture.StepReachable, 1, &sshexec.UnreachableError{Host: "cp-1", Addr: "10.0.0.11:22", Err: errors.New("connection refused")})
+		before := len(hosts.Log())
+		res, err := bu.Run(ctx, withExtra)
+		if unreachable := (*sshexec.UnreachableError)(nil); !errors.As(err, &unreachable) || unreachable.Host != "cp-1" {
+			t.Fatalf("err %v, want cp-1 unreachable", err)
+		}
+		if ran := hosts.Log()[before:]; len(ran) != 0 || len(res.Levels) != 0 {
+			t.Errorf("ran %v (%d levels) while cp-1 did not answer, want nothing", ran, len(res.Levels))
+		}
+		if _, err := bu.Run(ctx, spec); err != nil {
+			t.Fatalf("the next run, cp-1 answering: %v", err)
+		}
+	})
+
 	t.Run("a new package that fails to stage on one host stops there, and the next run resumes", func(t *testing.T) {
 		withExtra := spec
 		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("extra", "1", packages.HostsWorker, []string{"agent"}), fakePkg("last", "1", packages.HostsAll, []string{"extra"}))

@@ -138,7 +138,8 @@ func readManifest(path string) (*packages.Manifest, error) {
 }
 
 // serialInstaller is a cluster.Installer that lets one call at a time through to the hosts — a
-// configuration file written, a package installed, an image imported — except the installs of a
+// host's check that it answers, a configuration file written, a package installed, an image
+// imported — except the installs of a
 // package named together, which go through at once on all the hosts that run it, and alone:
 // they wait until every one of them is asked for. It adds up each host's time inside.
 type serialInstaller struct {
@@ -254,6 +255,10 @@ func (s *serialInstaller) withGroup(ctx context.Context, host, name string, call
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return err
+}
+
+func (s *serialInstaller) Reachable(ctx context.Context, target sshexec.Target) error {
+	return s.alone(ctx, target.Name, func() error { return s.Installer.Reachable(ctx, target) })
 }
 
 func (s *serialInstaller) Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error) {
