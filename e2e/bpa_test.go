@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,29 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 		return cs
+	}
+
+	// webappPods are the test application's pods, by name, once its 3 replicas are Ready.
+	webappPods := func(ctx context.Context, cs kubernetes.Interface) map[string]*corev1.Pod {
+		GinkgoHelper()
+		pods := map[string]*corev1.Pod{}
+		Eventually(func(g Gomega) {
+			list, err := cs.CoreV1().Pods("webapp").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=webapp"})
+			g.Expect(err).NotTo(HaveOccurred())
+			clear(pods)
+			var states []string
+			for i := range list.Items {
+				p := &list.Items[i]
+				states = append(states, testenv.PodState(p))
+				if p.DeletionTimestamp == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+					return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+				}) {
+					pods[p.Name] = p
+				}
+			}
+			g.Expect(pods).To(HaveLen(3), "webapp's pods: %s", strings.Join(states, "; "))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		return pods
 	}
 
 	BeforeAll(func(ctx context.Context) {
@@ -148,14 +172,16 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			want = append(want, sitev1.InstalledPackage{Name: p.Name, Version: p.Version, SHA256: digest[p.Name]})
 		}
 		Expect(b.Packages).To(ConsistOf(want))
-		// The chart's pod runs: the status follows it until it is ready.
+		// The charts' pods run — CoreDNS (2) and the test application (3): the status follows
+		// them until they are ready.
 		Eventually(func(g Gomega) {
 			b = siteD.bootstrap(g, ctx)
-			g.Expect(b.Charts).To(HaveLen(1))
-			g.Expect(b.Charts[0]).To(MatchFields(IgnoreExtras, Fields{"Name": Equal("hello"), "Namespace": Equal("hello"),
-				"Version": Equal("0.1.0"), "Revision": Equal(int32(1)), "State": Equal("deployed"),
-				"PodsReady": Equal(int32(1)), "PodsDesired": Equal(int32(1))}))
-			g.Expect(b.Message).To(HaveSuffix("1 charts deployed, their pods 1/1 ready"))
+			g.Expect(b.Charts).To(ConsistOf(
+				MatchFields(IgnoreExtras, Fields{"Name": Equal("coredns"), "Namespace": Equal("kube-system"), "Revision": Equal(int32(1)),
+					"State": Equal("deployed"), "PodsReady": Equal(int32(2)), "PodsDesired": Equal(int32(2))}),
+				MatchFields(IgnoreExtras, Fields{"Name": Equal("webapp"), "Namespace": Equal("webapp"), "Revision": Equal(int32(1)),
+					"State": Equal("deployed"), "PodsReady": Equal(int32(3)), "PodsDesired": Equal(int32(3))})))
+			g.Expect(b.Message).To(HaveSuffix("2 charts deployed, their pods 5/5 ready"))
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
 		// The application cluster answers through the kubeconfig the BPA gave Cluster-API.
@@ -171,6 +197,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(info.KubeletVersion).To(Equal("v1.36.3"), n.Name)
 			Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://1.6.20"), n.Name)
 			Expect(info.OSImage).To(HavePrefix("Debian GNU/Linux 12"), n.Name)
+			role := "node-role.kubernetes.io/worker"
+			if slices.ContainsFunc(hn.Hosts[:3], func(h *testenv.Host) bool { return h.Name == n.Name }) {
+				role = "node-role.kubernetes.io/control-plane"
+			}
+			Expect(n.Labels).To(HaveKey(role), n.Name)
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
 					ready[n.Name] = n.Spec.ProviderID
@@ -182,14 +213,33 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			wantNodes[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
 		}
 		Expect(ready).To(Equal(wantNodes))
-		cm, err := cs.CoreV1().ConfigMaps("hello").Get(ctx, "hello-hello", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello"))
-		// The chart's pod runs on a worker: the control plane is tainted.
-		pods, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(pods.Items).To(HaveLen(1))
-		Expect(pods.Items[0].Spec.NodeName).To(BeElementOf(hn.Hosts[3].Name, hn.Hosts[4].Name))
+		// The test application's 3 replicas run on the workers (the control plane is tainted).
+		pods := webappPods(ctx, cs)
+		on := map[string]bool{}
+		for _, p := range pods {
+			on[p.Spec.NodeName] = true
+		}
+		Expect(on).To(Equal(map[string]bool{hn.Hosts[3].Name: true, hn.Hosts[4].Name: true}), "webapp's pods run on %v", on)
+		// From a pod on one worker, the application's Service by its DNS name (CoreDNS)
+		// answers, also from a pod on the other worker.
+		url := "http://webapp.webapp.svc.cluster.local/"
+		client := hn.Hosts[3].Name
+		var image string
+		for _, p := range pods {
+			image = p.Spec.Containers[0].Image
+		}
+		answers := testenv.RunPod(GinkgoTB(), cs, "webapp", "dns-client", client, testenv.WebappContainer(image, "by-name", "-get", url, "-count", "20"))["by-name"]
+		Expect(answers).To(HaveLen(20))
+		remote := 0
+		for _, line := range answers {
+			p := testenv.AnsweredBy(line, pods)
+			Expect(p).NotTo(BeNil(), "%s answered %q to a pod on %s", url, line, client)
+			if p.Spec.NodeName != client {
+				remote++
+			}
+		}
+		GinkgoWriter.Printf("%s from a pod on %s: %d of %d answers from a pod on another node\n", url, client, remote, len(answers))
+		Expect(remote).To(BeNumerically(">", 0), "no answer of %s came from a pod on another node than %s", url, client)
 
 		// One etcd cluster of the three control-plane hosts.
 		for _, h := range hn.Hosts[:3] {
@@ -237,13 +287,19 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(found).NotTo(BeEmpty())
 	})
 
-	It("patches the kubelet through a new release, node by node, draining each: the chart's pod moves", func(ctx context.Context) {
+	It("patches the kubelet through a new release, draining node by node, and the application's Service never fails a request", func(ctx context.Context) {
 		cs := appClient(ctx)
-		before, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
+		before := webappPods(ctx, cs)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(before.Items).To(HaveLen(1))
+		// A client on a control-plane host asks the Service every 100 ms throughout.
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		release(ctx, "bpa-2", stackWith("kubelet 1.36.3-2")...)
 		installedWith(ctx, sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]})
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("requests to webapp through the kubelet patch: %d answered, %d failed\n", answered, len(failed))
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(answered).To(BeNumerically(">", 100))
 		for _, h := range hn.Hosts {
 			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
 		}
@@ -252,16 +308,10 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, n := range nodes.Items {
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
 		}
-		// The pod's worker was drained: it was evicted and its Deployment runs a new one.
-		Eventually(func(g Gomega) {
-			after, err := cs.CoreV1().Pods("hello").List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(after.Items).To(HaveLen(1))
-			p := after.Items[0]
-			g.Expect(p.UID).NotTo(Equal(before.Items[0].UID), "the pod was never evicted")
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), testenv.PodState(&p))
-			g.Expect(p.Spec.NodeName).To(BeElementOf(hn.Hosts[3].Name, hn.Hosts[4].Name))
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		// Both workers were drained: every pod of the application was evicted and runs anew.
+		for name := range webappPods(ctx, cs) {
+			Expect(before).NotTo(HaveKey(name), "pod %s was never evicted", name)
+		}
 	})
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
@@ -297,7 +347,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, h := range hn.Hosts {
 			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
 		}
-		// The cluster still serves, every node Ready and schedulable.
+		// The cluster still serves, every node Ready and schedulable, the application's 3 pods
+		// Ready.
+		webappPods(ctx, appClient(ctx))
 		nodes, err := appClient(ctx).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nodes.Items).To(HaveLen(5))

@@ -82,6 +82,10 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 			Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapInstalled), name)
 			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3", SHA256: digest["kubelet"]}), name)
 			Expect(installed(ctx, sites[i].hosts.Hosts[0], "kubelet")).To(Equal("1.36.3 1.36.3"), name)
+			// A cluster of one control-plane host runs its workloads there: not tainted.
+			Eventually(func(g Gomega) {
+				g.Expect(sites[i].bootstrap(g, ctx).Message).To(HaveSuffix("2 charts deployed, their pods 5/5 ready"))
+			}).WithContext(ctx).WithTimeout(3*time.Minute).WithPolling(time.Second).Should(Succeed(), name)
 		}
 		// Each site pre-cached the release before the apply was dispatched to it.
 		events, err := fleet.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "reason=OperationPreCached",

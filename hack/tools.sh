@@ -6,7 +6,12 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd controller-gen golangci-lint
-#                            bmo vault rootfs node-debs)
+#                            bmo vault coredns rootfs node-debs)
+#
+# Kubernetes comes in two versions, each built from its own tools module: the current minor
+# (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
+# both. bin/NAME is the current version's; bin/kube/VERSION/NAME is each version's, where the
+# package recipes (hack/packages) find a binary by the package's version.
 #
 # rootfs is not a binary: it is the Debian root filesystem the test hosts boot (hack/rootfs.sh;
 # needs root), a directory cached as rootfs-bookworm-<hash> and linked at bin/rootfs. node-debs
@@ -23,42 +28,66 @@ mkdir -p "$cache" "$bin"
 # Versions. The Kubernetes, etcd and Vault pins live in the tools modules under hack/tools/; Metal3's
 # baremetal-operator is a tool of the main module (its go.mod 'tool' line), so that the
 # operator and the apis the tests import are the same version.
-kube_version=$(awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/kube/go.mod")
+kube_modules=(kube kube-1.35) # the current Kubernetes first
+kube_version() { awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/$1/go.mod"; }
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$root/hack/tools/etcd/go.mod")
 vault_version=$(awk '$1 == "github.com/hashicorp/vault" {print $2}' "$root/hack/tools/vault/go.mod")
+coredns_version=$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$root/hack/tools/coredns/go.mod")
 bmo_version=$(awk '$1 == "github.com/metal3-io/baremetal-operator" {print $2}' "$root/go.mod")
 controller_gen_version=v0.22.0
 golangci_lint_version=v2.15.0
 
-# link NAME VERSION: point bin/NAME at the cached build.
-link() { ln -sfn "$cache/$1-$2" "$bin/$1"; }
+# link NAME VERSION [LINK]: point LINK (default bin/NAME) at the cached build.
+link() {
+	local to=${3:-$bin/$1}
+	mkdir -p "$(dirname "$to")"
+	ln -sfn "$cache/$1-$2" "$to"
+}
 
-# cached NAME VERSION: true when the cached build exists (then it is linked).
+# cached NAME VERSION: true when the cached build exists.
 cached() {
 	if [[ -x "$cache/$1-$2" ]]; then
-		link "$1" "$2"
 		echo "tools: $1 $2 (cached)"
 		return 0
 	fi
 	return 1
 }
 
-# build_tool NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE inside a tools module.
+# build_tool NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE inside a tools module,
+# linked at bin/NAME.
 build_tool() {
+	build_cached "$@"
+	link "$1" "$2"
+}
+
+# build_cached NAME VERSION MODULE_DIR PACKAGE [LDFLAGS]: go build PACKAGE inside a tools module into
+# the cache, unless it is there.
+build_cached() {
 	local name=$1 version=$2 dir=$3 pkg=$4 ldflags=${5:-}
 	cached "$name" "$version" && return 0
 	echo "tools: building $name $version from source (first time on this machine; cached afterwards)"
 	local start=$SECONDS
 	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$cache/$name-$version.tmp" "$pkg")
 	mv "$cache/$name-$version.tmp" "$cache/$name-$version"
-	link "$name" "$version"
 	echo "tools: built $name $version in $((SECONDS - start))s"
+}
+
+# build_kube NAME: k8s.io/kubernetes/cmd/NAME of every Kubernetes tools module, linked at
+# bin/kube/VERSION/NAME; bin/NAME is the current version's.
+build_kube() {
+	local name=$1 m version
+	for m in "${kube_modules[@]}"; do
+		version=$(kube_version "$m")
+		build_cached "$name" "$version" "$root/hack/tools/$m" "k8s.io/kubernetes/cmd/$name" "$(kube_ldflags "$version")"
+		link "$name" "$version" "$bin/kube/$version/$name"
+	done
+	link "$name" "$(kube_version "${kube_modules[0]}")"
 }
 
 # install_tool NAME VERSION PACKAGE: go install PACKAGE@VERSION (tools that are their own module).
 install_tool() {
 	local name=$1 version=$2 pkg=$3
-	cached "$name" "$version" && return 0
+	cached "$name" "$version" && { link "$name" "$version"; return 0; }
 	echo "tools: installing $name $version from source"
 	local start=$SECONDS tmp
 	tmp=$(mktemp -d)
@@ -69,8 +98,9 @@ install_tool() {
 	echo "tools: installed $name $version in $((SECONDS - start))s"
 }
 
+# kube_ldflags VERSION: the version Kubernetes' binaries report.
 kube_ldflags() {
-	local v=$kube_version major minor
+	local v=$1 major minor
 	major=${v#v}; major=${major%%.*}
 	minor=${v#v*.}; minor=${minor%%.*}
 	local f
@@ -81,19 +111,20 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault rootfs node-debs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs)
 
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_tool etcd "$etcd_version" "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3 ;;
 	# All static (CGO_ENABLED=0): kubelet and kube-proxy run inside the test hosts' Debian rootfs.
-	kube-apiserver | kubectl | kubelet | kube-proxy | kube-controller-manager | kube-scheduler)
-		build_tool "$t" "$kube_version" "$root/hack/tools/kube" "k8s.io/kubernetes/cmd/$t" "$(kube_ldflags)" ;;
+	kube-apiserver | kubectl | kubelet | kube-proxy | kube-controller-manager | kube-scheduler) build_kube "$t" ;;
 	controller-gen) install_tool controller-gen "$controller_gen_version" sigs.k8s.io/controller-tools/cmd/controller-gen ;;
 	bmo)
 		[[ -n $bmo_version ]] || { echo "tools: github.com/metal3-io/baremetal-operator is not required in go.mod" >&2; exit 1; }
 		build_tool bmo "$bmo_version" "$root" github.com/metal3-io/baremetal-operator "-X github.com/metal3-io/baremetal-operator/pkg/version.Raw=$bmo_version" ;;
 	vault) build_tool vault "$vault_version" "$root/hack/tools/vault" github.com/hashicorp/vault ;;
+	# Static: it runs in the coredns image (hack/images), which holds nothing else.
+	coredns) build_tool coredns "$coredns_version" "$root/hack/tools/coredns" github.com/coredns/coredns ;;
 	rootfs)
 		path=$("$root/hack/rootfs.sh" "$cache")
 		ln -sfn "$path" "$bin/rootfs"

@@ -449,15 +449,11 @@ func (s Spec) values(h Host) (packages.Values, error) {
 		}
 		return packages.NodeValues{Name: h.Name, IP: h.IP.String(), ProviderID: h.ProviderID, PodCIDR: cidr, ControlPlane: h.ControlPlane}, nil
 	}
-	dns, err := dnsServiceIP(s.ServiceCIDR)
+	c, err := s.ClusterValues()
 	if err != nil {
 		return packages.Values{}, err
 	}
-	v := packages.Values{Cluster: packages.ClusterValues{
-		Name: s.Name, KubernetesVersion: s.KubernetesVersion,
-		APIServer:   "https://" + hostPortString(s.APIEndpoint, APIPort),
-		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain, Workers: s.Workers,
-	}}
+	v := packages.Values{Cluster: c}
 	if v.Node, err = node(h); err != nil {
 		return v, err
 	}
@@ -472,6 +468,21 @@ func (s Spec) values(h Host) (packages.Values, error) {
 		}
 	}
 	return v, nil
+}
+
+// ClusterValues describe the cluster of spec, defaults applied: what its packages' templates
+// see as .Cluster, and its charts as global.edgefleet.cluster (charts.WithCluster).
+func (s Spec) ClusterValues() (packages.ClusterValues, error) {
+	s = s.withDefaults()
+	dns, err := dnsServiceIP(s.ServiceCIDR)
+	if err != nil {
+		return packages.ClusterValues{}, err
+	}
+	return packages.ClusterValues{
+		Name: s.Name, KubernetesVersion: s.KubernetesVersion,
+		APIServer:   "https://" + hostPortString(s.APIEndpoint, APIPort),
+		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain, Workers: s.Workers,
+	}, nil
 }
 
 // NodePodCIDR is the part of the cluster's pod CIDR (IPv4) whose pods run on the host at ip: the

@@ -3,10 +3,8 @@ package cluster_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
@@ -68,16 +67,12 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	hostKeys := &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}
 	exec := sshexec.New(signer, hostKeys, sshexec.Options{Parallelism: 5})
 
-	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, testenv.PauseImage)
-	if err != nil {
-		t.Fatal(err)
-	}
-	imageSum := sha256.Sum256(image)
+	pause := testenv.BuildImage(t, "pause")
 	spec := cluster.Spec{
 		Name:              "app",
 		KubernetesVersion: kubernetesVersion,
 		Workers:           2,
-		Images:            []install.Image{{Name: "tiny", Digest: hex.EncodeToString(imageSum[:]), Archive: sshexec.Bytes(image)}},
+		Images:            []install.Image{{Name: pause.Tag, Digest: pause.Digest, Archive: sshexec.Bytes(pause.Archive)}},
 	}
 	for _, p := range testenv.StackPackages() {
 		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
@@ -457,9 +452,9 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 }
 
-// appClient is a client of the application cluster through the admin kubeconfig the BPA
-// saved in store.
-func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+// appConfig is the client config of the application cluster, from the admin kubeconfig the
+// BPA saved in store.
+func appConfig(t *testing.T, store secrets.Store, name string) *rest.Config {
 	t.Helper()
 	kc, err := store.Get(t.Context(), cluster.AdminKubeconfigSecret(name))
 	if err != nil {
@@ -469,7 +464,13 @@ func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interf
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	return cfg
+}
+
+// appClient is a client of the application cluster (appConfig).
+func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(appConfig(t, store, name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/edgefleet/edgefleet/bpa/charts"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -33,10 +32,14 @@ var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager
 // root): the BPA, unchanged, installs what the manifests say — etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler on the control-plane host; containerd (Debian 12's
 // containerd, runc and CNI plugins, repackaged), the pod network, kubelet and kube-proxy on
-// every host. Real kubelets report the Nodes Ready; the real scheduler puts a Deployment's two
-// replicas on the two workers; a pod on one worker reaches the pod on the other by its address
-// and both through a ClusterIP Service (kube-proxy), and its logs come back through the API
-// server from its kubelet.
+// every host — and the cluster's images (pause, webapp, coredns of hack/images), imported by the
+// containerd package. Real kubelets report the Nodes Ready; the real scheduler puts a
+// Deployment's two replicas on the two workers; a pod on one worker reaches the pod on the
+// other by its address and both through a ClusterIP Service (kube-proxy), and its logs come back
+// through the API server from its kubelet. The coredns and webapp charts, installed as the BPA
+// installs charts, make the cluster's DNS: a pod on one worker reaches webapp by its name, and
+// a pod on the other worker answers. A worker reboots; a kubelet patch drains node after node
+// while webapp answers every request.
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
 	vault := testenv.StartVault(t)
@@ -46,11 +49,15 @@ func TestRealNodeStack(t *testing.T) {
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
-	image, err := testenv.BuildNodeImage(ctx, t.TempDir(), testenv.NodeImage, testenv.PauseImage)
-	if err != nil {
-		t.Fatal(err)
+	// pause is the sandbox image the containerd recipe's configuration names.
+	images := map[string]testenv.BuiltImage{}
+	var clusterImages []install.Image
+	for _, name := range []string{"pause", "webapp", "coredns"} {
+		img := testenv.BuildImage(t, name)
+		images[name] = img
+		clusterImages = append(clusterImages, install.Image{Name: img.Tag, Digest: img.Digest, Archive: sshexec.Bytes(img.Archive)})
 	}
-	imageSum := sha256.Sum256(image)
+	webapp := images["webapp"].Tag
 	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", nil)
 	spec := cluster.Spec{
 		Name:              "real",
@@ -66,7 +73,7 @@ func TestRealNodeStack(t *testing.T) {
 			pkg(testenv.BuildPackage(t, "kubelet", "1.36.3", nil)),
 			pkg(testenv.BuildPackage(t, "kube-proxy", "1.36.3", nil)),
 		},
-		Images: []install.Image{{Name: "tiny", Digest: hex.EncodeToString(imageSum[:]), Archive: sshexec.Bytes(image)}},
+		Images: clusterImages,
 	}
 	hosts := map[string]*testenv.Host{}
 	for i, h := range hn.Hosts {
@@ -103,8 +110,20 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
 	}
 	t.Logf("bring-up: %d install steps, %d files and %d image imports in %s", len(res.Ran()), res.Files, res.Images, time.Since(start).Round(time.Millisecond))
-	if res.Images != len(spec.Hosts) {
-		t.Errorf("%d image imports, want one on each of the %d hosts (containerd runs on all)", res.Images, len(spec.Hosts))
+	if want := len(spec.Images) * len(spec.Hosts); res.Images != want {
+		t.Errorf("%d image imports, want %d: each of the %d images on each of the %d hosts (containerd runs on all)", res.Images, want, len(spec.Images), len(spec.Hosts))
+	}
+	// Each image is named by its tag in containerd (the OCI archive's index.json annotation).
+	for _, h := range hn.Hosts {
+		out, err := h.Exec(ctx, "/opt/edgefleet/packages/containerd/current/files/bin/ctr", "-n", "k8s.io", "images", "list", "-q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, img := range images {
+			if !slices.Contains(strings.Fields(string(out)), img.Tag) {
+				t.Errorf("%s: containerd's images %q, want %s among them", h.Name, out, img.Tag)
+			}
+		}
 	}
 	// activate: the units (re)started until the health check passed — for kubelet, from its
 	// start to its Node Ready.
@@ -167,8 +186,8 @@ func TestRealNodeStack(t *testing.T) {
 
 	// Two replicas, at most one per node: the scheduler puts them on the two workers (the
 	// control plane is tainted).
-	labels := map[string]string{"app": "tiny"}
-	podSpec := tinyPodSpec(container("tiny", "-http", ":8080"))
+	labels := map[string]string{"app": "pair"}
+	podSpec := testenv.WebappPodSpec(testenv.WebappContainer(webapp, "webapp"))
 	podSpec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
@@ -178,7 +197,7 @@ func TestRealNodeStack(t *testing.T) {
 	replicas := int32(2)
 	start = time.Now()
 	if _, err := cs.AppsV1().Deployments(ns.Name).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pair"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -188,8 +207,8 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
-		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -248,7 +267,7 @@ func TestRealNodeStack(t *testing.T) {
 	// A ClusterIP Service in front; the first answer awaited from the first worker itself
 	// (kube-proxy programs the node's own connections too).
 	svc, err := cs.CoreV1().Services(ns.Name).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pair"},
 		Spec: corev1.ServiceSpec{
 			Selector: labels,
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
@@ -270,9 +289,88 @@ func TestRealNodeStack(t *testing.T) {
 	// address, one asks the Service 40 times, each on a new connection, one a server off the
 	// cluster (the root namespace has no route to the pods: it sees their node, masqueraded).
 	// Their output comes back through the API server from the kubelet (pods/log).
-	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, svcURL: svcURL, outsideURL: hn.OutsideServer(t),
+	nc := &nodeStackCheck{t: t, cs: cs, ns: ns.Name, image: webapp, svcURL: svcURL, outsideURL: hn.OutsideServer(t),
 		client: client.Name, clientIP: client.IP.String(), backends: byName}
 	nc.clientPod("client")
+
+	// The cluster's DNS and the test application, installed as the BPA installs a Release's
+	// charts: each a release named after its chart in the namespace the chart names, by the
+	// real chart installer (helm SDK), with the cluster's facts as global values. CoreDNS
+	// serves at the address every kubelet gives its pods (clusterDNS) only because the BPA
+	// tells the chart (global.edgefleet.cluster.dnsServiceIP).
+	facts, err := spec.ClusterValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := charts.New(appConfig(t, store, spec.Name), charts.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := map[string]charts.Metadata{}
+	start = time.Now()
+	for _, name := range []string{"coredns", "webapp"} {
+		c := testenv.BuildChart(t, name, "", nil)
+		meta, err := charts.Describe(c.Archive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := inst.Apply(ctx, charts.Release{Name: meta.Name, Namespace: meta.Namespace, Chart: c.Archive, Values: charts.WithCluster(nil, facts)})
+		if err != nil {
+			t.Fatalf("chart %s: %v", name, err)
+		}
+		releases[name] = meta
+		t.Logf("chart %s %s: release %s in %s, revision %d %s", st.Chart, st.Version, st.Name, st.Namespace, st.Revision, st.State)
+	}
+	if ns := releases["coredns"].Namespace; ns != metav1.NamespaceSystem {
+		t.Errorf("the coredns chart goes to namespace %s, want %s (its %s annotation)", ns, metav1.NamespaceSystem, charts.NamespaceAnnotation)
+	}
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("charts applied to %s's pods ready (%d/%d, its chart status): %s", name, st.Pods.Ready, st.Pods.Desired, time.Since(start).Round(time.Millisecond))
+	}
+	dns, err := cs.CoreV1().Services(metav1.NamespaceSystem).Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dns.Spec.ClusterIP != facts.DNSServiceIP {
+		t.Errorf("service kube-dns at %s, want the cluster's DNS address %s", dns.Spec.ClusterIP, facts.DNSServiceIP)
+	}
+	podsOf(t, cs, metav1.NamespaceSystem, "k8s-app=kube-dns")
+	webappPods := podsOf(t, cs, releases["webapp"].Namespace, "app.kubernetes.io/name=webapp")
+	on = nil
+	for _, p := range webappPods {
+		on = append(on, p.Spec.NodeName)
+	}
+	slices.Sort(on)
+	if len(webappPods) != 3 || !slices.Contains(on, workers[0]) || !slices.Contains(on, workers[1]) || slices.Contains(on, hn.Hosts[0].Name) {
+		t.Fatalf("webapp's pods run on %v, want 3 spread over the workers %v", on, workers)
+	}
+
+	// A pod on the first worker asks for webapp by its name (the Service's, in the cluster's
+	// domain), 40 times: every answer comes from a webapp pod, some from the other worker's.
+	webappURL := fmt.Sprintf("http://webapp.%s.svc.%s/", releases["webapp"].Namespace, facts.DNSDomain)
+	lines := nc.run("dns-client", testenv.WebappContainer(webapp, "by-name", "-get", webappURL, "-count", "40"))["by-name"]
+	answers := map[string]int{}
+	for _, line := range lines {
+		if p := testenv.AnsweredBy(line, webappPods); p != nil {
+			answers[p.Name]++
+		} else {
+			t.Errorf("%s from pod dns-client on %s: %q", webappURL, client.Name, line)
+		}
+	}
+	var remote []string
+	for n, count := range answers {
+		if node := webappPods[n].Spec.NodeName; node != client.Name {
+			remote = append(remote, fmt.Sprintf("%s on %s (%d times)", n, node, count))
+		}
+	}
+	t.Logf("answers of %s to pod dns-client on %s: %v; from another node: %s", webappURL, client.Name, answers, strings.Join(remote, ", "))
+	if len(lines) != 40 {
+		t.Errorf("%d answers of %s to pod dns-client, want 40", len(lines), webappURL)
+	}
+	if len(remote) == 0 {
+		t.Errorf("no answer of %s to pod dns-client on %s came from a webapp pod on another node", webappURL, client.Name)
+	}
 
 	for _, h := range hn.Hosts {
 		usage, rss, err := h.Memory()
@@ -332,18 +430,35 @@ func TestRealNodeStack(t *testing.T) {
 	// sends a connection to the rebooted host's pod again.
 	testenv.WaitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
-		return err == nil && strings.TrimSpace(string(out)) == "hello from "+before.Name, fmt.Sprintf("%q (%v)", out, err)
+		return err == nil && string(out) == "hello from "+before.Name+" on "+rebooted.Name+"\n", fmt.Sprintf("%q (%v)", out, err)
 	})
 	nc.clientPod("client-after-reboot")
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("after the reboot, %s's pods ready (its chart status): %d/%d", name, st.Pods.Ready, st.Pods.Desired)
+	}
 
 	// A kubelet patch (patch.drain): node by node, control plane first, each cordoned and
 	// drained (the Deployment's pod evicted; its replacement waits, the other worker has one
 	// already), kubelet replaced, Ready, uncordoned; the Deployment runs on both workers after.
+	// webapp answers every request meanwhile: a drain evicts its pods one at a time (its
+	// disruption budget), each going on answering while the Service forgets it (its drain);
+	// the requests come from the control-plane host, through its kube-proxy.
+	webappSvc, err := cs.CoreV1().Services(releases["webapp"].Namespace).Get(ctx, "webapp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := testenv.StartRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
 	bu := cluster.New(install.New(exec), store)
 	start = time.Now()
 	pres, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
 	if err != nil {
 		t.Fatalf("kubelet patch: %v", err)
+	}
+	answered, failed := reqs.Stop()
+	t.Logf("requests to webapp (service %s) from %s through the patch: %d answered, %d failed", webappSvc.Spec.ClusterIP, hn.Hosts[0].Name, answered, len(failed))
+	if len(failed) > 0 || answered == 0 {
+		t.Errorf("requests to webapp through the patch: %d answered, %d failed: %q", answered, len(failed), failed)
 	}
 	t.Logf("kubelet patch through %v: %s", order(pres), time.Since(start).Round(time.Millisecond))
 	if got, want := order(pres), []string{hn.Hosts[0].Name, hn.Hosts[1].Name, hn.Hosts[2].Name}; !slices.Equal(got, want) {
@@ -354,8 +469,8 @@ func TestRealNodeStack(t *testing.T) {
 			t.Errorf("node %+v", n)
 		}
 	}
-	testenv.WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
-		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=tiny"})
+	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -382,6 +497,42 @@ func TestRealNodeStack(t *testing.T) {
 		return slices.Equal(on, workers) && len(states) == len(pods.Items), strings.Join(states, "; ")
 	})
 	t.Logf("kubelet patch started to the deployment running on both workers again: %s", time.Since(start).Round(time.Millisecond))
+	for _, name := range []string{"coredns", "webapp"} {
+		st := chartReady(t, inst, releases[name])
+		t.Logf("after the patch, %s's pods ready (its chart status): %d/%d", name, st.Pods.Ready, st.Pods.Desired)
+	}
+}
+
+// chartReady waits until the release of chart m is deployed with all its pods ready, as its
+// chart status counts them (what the BPA reports), and returns that status.
+func chartReady(t *testing.T, inst *charts.Installer, m charts.Metadata) charts.Status {
+	t.Helper()
+	var st charts.Status
+	testenv.WaitFor(t, 3*time.Minute, "chart "+m.Name+": its pods ready", func() (bool, string) {
+		var err error
+		if st, err = inst.Status(t.Context(), m.Name, m.Namespace); err != nil {
+			return false, err.Error()
+		}
+		return st.State == charts.StateDeployed && st.Pods.Desired > 0 && st.Pods.Ready == st.Pods.Desired,
+			fmt.Sprintf("%s, pods %d/%d ready; not ready: %s", st.State, st.Pods.Ready, st.Pods.Desired, strings.Join(st.Pods.NotReady, ", "))
+	})
+	return st
+}
+
+// podsOf lists the pods of namespace matching selector, by name, and logs where they run.
+func podsOf(t *testing.T, cs kubernetes.Interface, namespace, selector string) map[string]*corev1.Pod {
+	t.Helper()
+	list, err := cs.CoreV1().Pods(namespace).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		pods[p.Name] = p
+		t.Logf("pod %s/%s on %s, IP %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.PodIP, testenv.PodState(p))
+	}
+	return pods
 }
 
 // nodeStackCheck checks the pod network and the Service of TestRealNodeStack from a client pod.
@@ -389,6 +540,7 @@ type nodeStackCheck struct {
 	t          *testing.T
 	cs         kubernetes.Interface
 	ns         string
+	image      string // the webapp image, whose program is also the client (webapp -get)
 	svcURL     string
 	outsideURL string                 // a server off the cluster
 	client     string                 // the node of the client pods
@@ -398,9 +550,9 @@ type nodeStackCheck struct {
 
 // clientPod runs a pod named name on the client node, whose containers ask the backend on the
 // other node by its address (once), the Service (40 times, each on a new connection) and the
-// server off the cluster (once), and checks their answers, read from the pod's logs (the API server asks the kubelet).
+// server off the cluster (once), and checks their answers.
 func (nc *nodeStackCheck) clientPod(name string) {
-	t, ctx, cs := nc.t, nc.t.Context(), nc.cs
+	t := nc.t
 	var remote *corev1.Pod
 	for _, p := range nc.backends {
 		if p.Spec.NodeName != nc.client {
@@ -410,52 +562,28 @@ func (nc *nodeStackCheck) clientPod(name string) {
 	if remote == nil {
 		t.Fatalf("no backend on another node than %s", nc.client)
 	}
-	spec := tinyPodSpec(
-		container("by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
-		container("service", "-get", nc.svcURL, "-count", "40"),
-		container("outside", "-get", nc.outsideURL, "-count", "1"),
+	logs := nc.run(name,
+		testenv.WebappContainer(nc.image, "by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
+		testenv.WebappContainer(nc.image, "service", "-get", nc.svcURL, "-count", "40"),
+		testenv.WebappContainer(nc.image, "outside", "-get", nc.outsideURL, "-count", "1"),
 	)
-	spec.RestartPolicy = corev1.RestartPolicyNever
-	spec.NodeSelector = map[string]string{corev1.LabelHostname: nc.client}
-	start := time.Now()
-	pod, err := cs.CoreV1().Pods(nc.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.WaitFor(t, 2*time.Minute, "pod "+name+": Succeeded", func() (bool, string) {
-		p, err := cs.CoreV1().Pods(nc.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		pod = p
-		return p.Status.Phase == corev1.PodSucceeded, testenv.PodState(p)
-	})
-	t.Logf("pod %s created to Succeeded on %s: %s", name, pod.Spec.NodeName, time.Since(start).Round(time.Millisecond))
-	logs := func(c string) []string {
-		raw, err := cs.CoreV1().Pods(nc.ns).GetLogs(name, &corev1.PodLogOptions{Container: c}).DoRaw(ctx)
-		if err != nil {
-			t.Fatalf("logs of pod %s, container %s (API server → kubelet on %s): %v", name, c, pod.Spec.NodeName, err)
-		}
-		return strings.Split(strings.TrimSpace(string(raw)), "\n")
-	}
-	if got, want := logs("by-ip"), "hello from "+remote.Name; len(got) != 1 || got[0] != want {
+	if got, want := logs["by-ip"], "hello from "+remote.Name+" on "+remote.Spec.NodeName; len(got) != 1 || got[0] != want {
 		t.Errorf("pod %s on %s to pod %s on %s by IP %s: %q, want %q", name, nc.client, remote.Name, remote.Spec.NodeName, remote.Status.PodIP, got, want)
 	}
-	if got, want := logs("outside"), "outside, from "+nc.clientIP; len(got) != 1 || got[0] != want {
+	if got, want := logs["outside"], "outside, from "+nc.clientIP; len(got) != 1 || got[0] != want {
 		t.Errorf("pod %s on %s to a server off the cluster: %q, want %q (masqueraded to its node's address)", name, nc.client, got, want)
 	}
 	answers := map[string]int{}
-	lines := logs("service")
-	for _, line := range lines {
-		if n, ok := strings.CutPrefix(line, "hello from "); ok && nc.backends[n] != nil {
-			answers[n]++
+	for _, line := range logs["service"] {
+		if p := testenv.AnsweredBy(line, nc.backends); p != nil {
+			answers[p.Name]++
 		} else {
 			t.Errorf("service %s from pod %s: %q", nc.svcURL, name, line)
 		}
 	}
 	t.Logf("answers of service %s to 40 connections from pod %s on %s: %v", nc.svcURL, name, nc.client, answers)
-	if len(lines) != 40 {
-		t.Errorf("%d answers of service %s, want 40", len(lines), nc.svcURL)
+	if len(logs["service"]) != 40 {
+		t.Errorf("%d answers of service %s, want 40", len(logs["service"]), nc.svcURL)
 	}
 	// Both backends answer unless each connection's random choice is broken (2^-39).
 	for n, p := range nc.backends {
@@ -465,6 +593,12 @@ func (nc *nodeStackCheck) clientPod(name string) {
 	}
 }
 
+// run runs a pod named name of containers on the client node until it succeeds, and returns
+// each container's output lines.
+func (nc *nodeStackCheck) run(name string, containers ...corev1.Container) map[string][]string {
+	return testenv.RunPod(nc.t, nc.cs, nc.ns, name, nc.client, containers...)
+}
+
 // mustPodCIDR is the pod CIDR of the host at ip.
 func mustPodCIDR(t *testing.T, ip netip.Addr) string {
 	cidr, err := cluster.NodePodCIDR(cluster.DefaultPodCIDR, ip)
@@ -472,16 +606,4 @@ func mustPodCIDR(t *testing.T, ip netip.Addr) string {
 		t.Fatal(err)
 	}
 	return cidr
-}
-
-// tinyPodSpec is a pod of containers of testenv's image, never pulled; it needs no service
-// account token and no service links.
-func tinyPodSpec(containers ...corev1.Container) corev1.PodSpec {
-	no := false
-	return corev1.PodSpec{AutomountServiceAccountToken: &no, EnableServiceLinks: &no, Containers: containers}
-}
-
-// container is a container of testenv's image (tiny) run with args.
-func container(name string, args ...string) corev1.Container {
-	return corev1.Container{Name: name, Image: testenv.NodeImage, ImagePullPolicy: corev1.PullNever, Args: args}
 }

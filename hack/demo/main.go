@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -290,7 +291,7 @@ spec:
 			fmt.Printf("%s  %s\n", time.Now().Format("15:04:05"), line)
 			last = line
 		}
-		if c := s.Status.Cluster; c != nil && c.Phase == sitev1.ClusterProvisioned && c.Bootstrap != nil && c.Bootstrap.Phase == sitev1.BootstrapInstalled {
+		if c := s.Status.Cluster; c != nil && c.Phase == sitev1.ClusterProvisioned && c.Bootstrap != nil && c.Bootstrap.Phase == sitev1.BootstrapInstalled && chartsReady(c.Bootstrap) {
 			break
 		}
 		select {
@@ -319,7 +320,30 @@ spec:
 		return err
 	}
 	fmt.Print(string(out))
+	ip, err := fleet.ApplicationKubectl(ctx, site, "get", "service", "webapp", "-n", "webapp", "-o", "jsonpath={.spec.clusterIP}")
+	if err != nil {
+		return err
+	}
+	url := "http://" + strings.TrimSpace(string(ip)) + "/"
+	h := hosts.Hosts[0]
+	step("curl " + url + " three times, on " + h.Name + " (the test application's Service, through kube-proxy)")
+	for range 3 {
+		if out, err = h.Exec(ctx, "curl", "-sS", "--max-time", "5", url); err != nil {
+			return fmt.Errorf("the test application's Service %s from %s: %w: %s", url, h.Name, err, out)
+		}
+		fmt.Println(strings.TrimSpace(string(out)))
+	}
 	return nil
+}
+
+// chartsReady tells whether every chart's pods are ready.
+func chartsReady(b *sitev1.BootstrapStatus) bool {
+	for _, c := range b.Charts {
+		if c.PodsReady < c.PodsDesired {
+			return false
+		}
+	}
+	return true
 }
 
 // listPackage prints the names of the files in the tar.gz at url.

@@ -14,9 +14,9 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 )
 
-// chartModTime is the modification time of every file of a chart BuildChart packages, so the
-// same files make the same archive.
-var chartModTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// archiveModTime is the modification time of every file of the archives testenv builds (charts,
+// images), so the same files make the same archive.
+var archiveModTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // BuiltChart is a Helm chart archive (.tgz) built for a test.
 type BuiltChart struct {
@@ -69,7 +69,7 @@ func BuildChartIn(dir, name, version string, edit func(dir string) error) (Built
 		if err != nil {
 			return err
 		}
-		return os.Chtimes(path, chartModTime, chartModTime)
+		return os.Chtimes(path, archiveModTime, archiveModTime)
 	})
 	if err != nil {
 		return BuiltChart{}, fmt.Errorf("chart %s: %w", name, err)

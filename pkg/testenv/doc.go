@@ -19,6 +19,11 @@
 // everything goes with the processes, which the guard kills if the test binary dies. See
 // docs/test-hosts.md.
 //
+// The test beds' artifacts are built from the recipes under hack/: binary packages
+// (BuildPackage, hack/packages), Helm charts (BuildChart, hack/charts) and container images
+// (BuildImage, hack/images: OCI archives made with go-containerregistry, no registry), each the
+// same bytes for the same inputs; the *In forms serve programs that are not tests (the demo).
+//
 // StartVault runs a Vault dev server (bin/vault) with a root token made at random for the test
 // and kept out of the server's log, for pkg/secrets.
 package testenv

@@ -53,8 +53,8 @@ func TestNodeStackPodNetwork(t *testing.T) {
 
 	// Two replicas, at most one per node: the scheduler must put them on both.
 	ns := c.cp.Namespace(t)
-	labels := map[string]string{"app": "tiny"}
-	spec := tinyPodSpec("-http", ":8080")
+	labels := map[string]string{"app": "webapp"}
+	spec := c.webappPodSpec()
 	spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
@@ -64,7 +64,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 	replicas := int32(2)
 	start := time.Now()
 	if err := c.cp.Client.Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "webapp", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -74,7 +74,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	WaitFor(t, 3*time.Minute, "deployment tiny: 2 pods Running", func() (bool, string) {
+	WaitFor(t, 3*time.Minute, "deployment webapp: 2 pods Running", func() (bool, string) {
 		var pods corev1.PodList
 		if err := c.cp.Client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(labels)); err != nil {
 			return false, err.Error()
@@ -104,8 +104,9 @@ func TestNodeStackPodNetwork(t *testing.T) {
 		t.Fatalf("both replicas on one node: %v", nodes)
 	}
 
-	// The client: a pod on the first host, placed there by the scheduler too.
-	clientPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: ns}, Spec: tinyPodSpec()}
+	// The client: a pod on the first host, placed there by the scheduler too; its requests are
+	// made by the webapp program in it (webapp -get).
+	clientPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "client", Namespace: ns}, Spec: c.webappPodSpec()}
 	clientPod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: controlPlane.Name}
 	start = time.Now()
 	if err := c.cp.Client.Create(ctx, clientPod); err != nil {
@@ -121,7 +122,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 				continue
 			}
 			got := c.requestFrom(&from, "http://"+net.JoinHostPort(to.Status.PodIP, "8080")+"/", 1)
-			if want := "hello from " + to.Name; len(got) != 1 || got[0] != want {
+			if want := "hello from " + to.Name + " on " + to.Spec.NodeName; len(got) != 1 || got[0] != want {
 				t.Errorf("pod %s (%s) to pod %s (%s) by IP: %q, want %q", from.Name, from.Spec.NodeName, to.Name, to.Spec.NodeName, got, want)
 			}
 		}
@@ -136,7 +137,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 	// The Service: kube-proxy on the client's host sends connections to its ClusterIP to both
 	// backends.
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "webapp", Namespace: ns},
 		Spec: corev1.ServiceSpec{
 			Selector: labels,
 			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
@@ -155,8 +156,9 @@ func TestNodeStackPodNetwork(t *testing.T) {
 	// 40 connections: both backends answer unless the random choice of each is broken (2^-39).
 	answers := map[string]int{}
 	for _, line := range c.requestFrom(clientPod, svcURL, 40) {
-		name, ok := strings.CutPrefix(line, "hello from ")
-		if ok && byName[name] != nil {
+		rest, ok := strings.CutPrefix(line, "hello from ")
+		name, node, ok2 := strings.Cut(rest, " on ")
+		if ok && ok2 && byName[name] != nil && byName[name].Spec.NodeName == node {
 			answers[name]++
 		} else {
 			t.Errorf("service %s from pod %s: %q", svcURL, clientPod.Name, line)
@@ -176,7 +178,7 @@ func TestNodeStackPodNetwork(t *testing.T) {
 	}
 }
 
-// requestFrom runs tiny -get url -count n in pod's container (ctr task exec on the pod's host,
+// requestFrom runs webapp -get url -count n in pod's container (ctr task exec on the pod's host,
 // as kubectl exec would through the CRI) and returns its lines: the answers, or "error: ...".
 func (c *nodeCluster) requestFrom(pod *corev1.Pod, url string, n int) []string {
 	var h *Host
@@ -194,7 +196,7 @@ func (c *nodeCluster) requestFrom(pod *corev1.Pod, url string, n int) []string {
 	execID := fmt.Sprintf("get-%d", c.execs)
 	c.mu.Unlock()
 	out := c.exec(h, "ctr", "-n", "k8s.io", "task", "exec", "--exec-id", execID, container,
-		"/tiny", "-get", url, "-count", fmt.Sprint(n))
+		"/webapp", "-get", url, "-count", fmt.Sprint(n))
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 

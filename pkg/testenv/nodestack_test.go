@@ -42,7 +42,7 @@ func TestNodeStackRunsAPod(t *testing.T) {
 	if err := c.cp.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tiny", Namespace: ns}, Spec: tinyPodSpec("-http", ":8080")}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "webapp", Namespace: ns}, Spec: c.webappPodSpec()}
 	pod.Spec.NodeName = h.Name
 	start = time.Now()
 	if err := c.cp.Client.Create(ctx, pod); err != nil {
@@ -50,7 +50,7 @@ func TestNodeStackRunsAPod(t *testing.T) {
 	}
 	c.waitPodRunning(pod)
 	t.Logf("pod created to Running: %s (pod IP %s)", time.Since(start).Round(time.Millisecond), pod.Status.PodIP)
-	if out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/"); err != nil || !strings.Contains(string(out), "hello from tiny") {
+	if out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://"+net.JoinHostPort(pod.Status.PodIP, "8080")+"/"); err != nil || string(out) != "hello from webapp on "+h.Name+"\n" {
 		t.Errorf("the pod's HTTP server from %s: %q (%v)", h.Name, out, err)
 	}
 
@@ -74,7 +74,8 @@ type nodeCluster struct {
 	cp    *ControlPlane
 	hosts *HostNet
 	api   *forwarder // to the API server, on the hosts' gateway
-	image []byte     // a docker archive of NodeImage (also containerd's sandbox image here)
+	// pause (containerd's sandbox image) and webapp (the pods'), imported on every node.
+	pause, webapp BuiltImage
 
 	mu       sync.Mutex
 	onFailed map[*Host][][]string // what to run in a host when the test fails, to understand it
@@ -141,9 +142,7 @@ func startNodeCluster(t *testing.T, n int, tools ...string) *nodeCluster {
 			}
 		}
 	})
-	if c.image, err = BuildNodeImage(ctx, t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
+	c.pause, c.webapp = BuildImage(t, "pause"), BuildImage(t, "webapp")
 	return c
 }
 
@@ -244,7 +243,7 @@ func (c *nodeCluster) startUnits(h *Host, units ...string) {
 
 // installNode installs the node stack in host h: Debian 12's containerd, runc and CNI plugins
 // unpacked (iptables is in the hosts' image), a pod network of a bridge with the host-local addresses of podCIDR,
-// kubelet with a client certificate for system:node:<host>, and NodeImage imported. containerd
+// kubelet with a client certificate for system:node:<host>, and the images imported. containerd
 // runs; kubelet does not yet.
 func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 	t := c.t
@@ -270,20 +269,25 @@ func (c *nodeCluster) installNode(h *Host, podCIDR netip.Prefix) {
 	}
 	c.writeFiles(h,
 		hostFile{"/usr/local/bin/kubelet", c.binary("kubelet"), 0o755},
-		hostFile{"/etc/containerd/config.toml", []byte(containerdConfig), 0o644},
+		hostFile{"/etc/containerd/config.toml", []byte(containerdConfig(c.pause.Tag)), 0o644},
 		hostFile{"/etc/cni/net.d/10-edgefleet.conflist", []byte(cniConfig(podCIDR)), 0o644},
 		hostFile{"/etc/kubernetes/kubelet.yaml", []byte(kubeletConfig(h.IP.String())), 0o644},
 		hostFile{"/etc/kubernetes/kubelet.kubeconfig", c.kubeconfig("system:node:"+h.Name, "system:nodes"), 0o600},
 		hostFile{"/etc/systemd/system/kubelet.service", []byte(systemdUnit("kubelet", "containerd.service",
 			"/usr/local/bin/kubelet --config=/etc/kubernetes/kubelet.yaml --kubeconfig=/etc/kubernetes/kubelet.kubeconfig --hostname-override="+h.Name+" --node-ip="+h.IP.String()+" --v=2")), 0o644},
-		hostFile{"/root/image.tar", c.image, 0o600},
 	)
+	for _, img := range []BuiltImage{c.pause, c.webapp} {
+		c.writeFiles(h, hostFile{"/root/" + img.Name + ".tar", img.Archive, 0o600})
+	}
 	c.logOnFailure(h, "sh", "-c", "cat /proc/self/mountinfo | grep -E 'cgroup|containerd'")
 	c.startUnits(h, "containerd")
 	out := c.exec(h, "ctr", "version")
 	t.Logf("installed containerd, runc, CNI plugins and kubelet in %s in %s:\n%s", h.Name, time.Since(start).Round(time.Millisecond), out)
-	// The image, imported into the k8s.io namespace (the CRI's).
-	c.exec(h, "ctr", "-n", "k8s.io", "images", "import", "/root/image.tar")
+	// The images, imported into the k8s.io namespace (the CRI's), named by their tags.
+	for _, img := range []BuiltImage{c.pause, c.webapp} {
+		c.exec(h, "ctr", "-n", "k8s.io", "images", "import", "/root/"+img.Name+".tar")
+	}
+	t.Logf("images of %s:\n%s", h.Name, c.exec(h, "ctr", "-n", "k8s.io", "images", "list", "-q"))
 }
 
 // waitNodeReady waits for host h's Node to be Ready, as its kubelet (started at start)
@@ -316,24 +320,28 @@ func (c *nodeCluster) waitPodRunning(pod *corev1.Pod) {
 	})
 }
 
-// tinyPodSpec is a pod of one container of NodeImage, run with args, never pulled; it needs no
-// service account token and no service links.
-func tinyPodSpec(args ...string) corev1.PodSpec {
+// webappPodSpec is a pod of one container of the webapp image, serving on :8080, never pulled,
+// its pod's and node's names from the downward API; it needs no service account token and no
+// service links.
+func (c *nodeCluster) webappPodSpec() corev1.PodSpec {
 	no := false
+	fieldEnv := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
 	return corev1.PodSpec{
 		AutomountServiceAccountToken: &no,
 		EnableServiceLinks:           &no,
 		Containers: []corev1.Container{{
-			Name:            "tiny",
-			Image:           NodeImage,
+			Name:            "webapp",
+			Image:           c.webapp.Tag,
 			ImagePullPolicy: corev1.PullNever,
-			Args:            args,
+			Env:             []corev1.EnvVar{fieldEnv("POD_NAME", "metadata.name"), fieldEnv("NODE_NAME", "spec.nodeName")},
 		}},
 	}
 }
 
 // containerdConfig is containerd 1.6's configuration: the CRI's sandbox image is the imported
-// one, the CNI plugins are where Debian puts them. Everything else is containerd's default
+// one (sandboxImage), the CNI plugins are where Debian puts them. Everything else is containerd's default
 // (overlayfs snapshotter in /var/lib/containerd, runc v2 shim, cgroupfs).
 //
 // restrict_oom_score_adj: no process on these machines has CAP_SYS_RESOURCE (not in the
@@ -341,14 +349,16 @@ func tinyPodSpec(args ...string) corev1.PodSpec {
 // pods' containers get -997), and runc then fails with "nsexec: failed to update
 // /proc/self/oom_score_adj: Permission denied" ("can't get final child's PID from pipe: EOF").
 // Restricted, containerd clamps them to its own score (0).
-const containerdConfig = `version = 2
+func containerdConfig(sandboxImage string) string {
+	return `version = 2
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "` + NodeImage + `"
+  sandbox_image = "` + sandboxImage + `"
   restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
 `
+}
 
 // cniConfig is the pod network: a bridge with host-local addresses of podCIDR inside the host's
 // network namespace, the bridge the pods' gateway (the loopback plugin is called by containerd

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,8 @@ type BuiltPackage struct {
 func (p BuiltPackage) Open() (io.ReadCloser, error) { return os.Open(p.Path) }
 
 // BuildPackage builds the test-bed package name at version from its recipe in hack/packages/<name>:
-// the recipe's own files, the binaries of bin/ its "binaries" file lists (into files/bin/) and
+// the recipe's own files, the binaries of bin/ its "binaries" file lists (into files/bin/; a
+// line holding {version} names the build of the package's upstream version, see versionVar) and
 // the files of Debian packages of bin/node-debs its "debs" file lists. edit, when not nil, may change the recipe's copy
 // before it is built (a test's broken variant, say).
 func BuildPackage(t testing.TB, name, version string, edit func(dir string)) BuiltPackage {
@@ -68,11 +70,11 @@ func BuildPackageIn(dir, name, version string, edit func(dir string) error) (Bui
 		return BuiltPackage{}, err
 	}
 	for _, b := range strings.Fields(string(raw)) {
-		data, err := os.ReadFile(filepath.Join(root, "bin", b))
+		data, err := readBinary(filepath.Join(root, "bin"), b, version)
 		if err != nil {
-			return BuiltPackage{}, fmt.Errorf("package %s: %w (run 'make tools build' first)", name, err)
+			return BuiltPackage{}, fmt.Errorf("package %s %s: %w", name, version, err)
 		}
-		if err := os.WriteFile(filepath.Join(src, packages.FilesDir, "bin", b), data, 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(src, packages.FilesDir, "bin", path.Base(b)), data, 0o755); err != nil {
 			return BuiltPackage{}, err
 		}
 	}
@@ -108,6 +110,53 @@ func BuildPackageIn(dir, name, version string, edit func(dir string) error) (Bui
 		return BuiltPackage{}, err
 	}
 	return BuiltPackage{Path: out, Digest: hex.EncodeToString(sum.Sum(nil)), Manifest: built}, nil
+}
+
+// versionVar, in a line of a recipe's "binaries" file, stands for the package's upstream version:
+// its version up to the first '-', which starts a packaging suffix (kubelet 1.36.3-edgefleet.1 is
+// a new package of kubelet 1.36.3's binary).
+const versionVar = "{version}"
+
+// readBinary reads the binary that line of a recipe's "binaries" file names, a path under binDir
+// that may hold versionVar once, for a package of version.
+func readBinary(binDir, line, version string) ([]byte, error) {
+	before, after, versioned := strings.Cut(line, versionVar)
+	if !versioned {
+		data, err := os.ReadFile(filepath.Join(binDir, filepath.FromSlash(line)))
+		if err != nil {
+			return nil, fmt.Errorf("%w (run 'make tools build' first)", err)
+		}
+		return data, nil
+	}
+	upstream, _, _ := strings.Cut(version, "-")
+	rel := before + upstream + after
+	data, err := os.ReadFile(filepath.Join(binDir, filepath.FromSlash(rel)))
+	if !errors.Is(err, fs.ErrNotExist) {
+		return data, err
+	}
+	built, err := builtVersions(binDir, before, after)
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s %s is not built (no bin/%s; built: %s): 'hack/tools.sh %s' builds the versions pinned in hack/tools/*/go.mod",
+		path.Base(line), upstream, rel, strings.Join(built, ", "), path.Base(line))
+}
+
+// builtVersions lists the versions whose binary is in binDir at before+VERSION+after, or "none".
+func builtVersions(binDir, before, after string) ([]string, error) {
+	matches, err := filepath.Glob(filepath.Join(binDir, filepath.FromSlash(before+"*"+after)))
+	if err != nil {
+		return nil, err
+	}
+	if len(matches) == 0 {
+		return []string{"none"}, nil
+	}
+	var versions []string
+	prefix, suffix := binDir+string(filepath.Separator)+filepath.FromSlash(before), filepath.FromSlash(after)
+	for _, m := range matches {
+		versions = append(versions, strings.TrimSuffix(strings.TrimPrefix(m, prefix), suffix))
+	}
+	return versions, nil
 }
 
 // copyFromDebs copies the files the recipe in dir lists in its "debs" file out of the Debian

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // PackageVersion names a test-bed package (hack/packages) at a version.
@@ -20,10 +21,6 @@ func StackPackages() []PackageVersion {
 	}
 }
 
-// PauseImage is the sandbox image the containerd recipe's configuration names; the tiny image
-// (NodeImage) is tagged with it too, and stands in for it.
-const PauseImage = "registry.k8s.io/pause:3.10"
-
 // StackArtifact is one artifact of a Release of the real node stack, built to a file.
 type StackArtifact struct {
 	// Path of the file.
@@ -34,9 +31,16 @@ type StackArtifact struct {
 	Name, Version string
 }
 
+// StackImages are the images a cluster of the real node stack runs (hack/images): the pause
+// image, CoreDNS and the test application.
+func StackImages() []string { return []string{"pause", "coredns", "webapp"} }
+
+// StackCharts are the charts installed into a cluster of the real node stack (hack/charts):
+// CoreDNS and the test application.
+func StackCharts() []string { return []string{"coredns", "webapp"} }
+
 // BuildStack builds into dir what a Release of the real node stack lists besides its OS image:
-// the StackPackages, the image archive the nodes' pods run, and the charts installed into the
-// cluster (hello 0.1.0).
+// the StackPackages, the StackImages and the StackCharts. An image's version is its tag's.
 func BuildStack(ctx context.Context, dir string) ([]StackArtifact, error) {
 	var out []StackArtifact
 	for _, p := range StackPackages() {
@@ -46,23 +50,31 @@ func BuildStack(ctx context.Context, dir string) ([]StackArtifact, error) {
 		}
 		out = append(out, StackArtifact{Path: built.Path, Kind: "binary-package", Name: p.Name, Version: p.Version})
 	}
-	image, err := BuildNodeImage(ctx, dir, NodeImage, PauseImage)
-	if err != nil {
-		return nil, err
+	for _, name := range StackImages() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		img, err := BuildImageIn(dir, name)
+		if err != nil {
+			return nil, err
+		}
+		_, version, _ := strings.Cut(img.Tag[strings.LastIndex(img.Tag, "/")+1:], ":")
+		path := filepath.Join(dir, name+"-"+version+".oci.tar")
+		if err := os.WriteFile(path, img.Archive, 0o644); err != nil {
+			return nil, fmt.Errorf("image %s: %w", name, err)
+		}
+		out = append(out, StackArtifact{Path: path, Kind: "container-image-archive", Name: name, Version: version})
 	}
-	imagePath := filepath.Join(dir, "tiny-1.tar")
-	if err := os.WriteFile(imagePath, image, 0o644); err != nil {
-		return nil, fmt.Errorf("image tiny: %w", err)
+	for _, name := range StackCharts() {
+		chart, err := BuildChartIn(dir, name, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, chart.Name+"-"+chart.Version+".tgz")
+		if err := os.WriteFile(path, chart.Archive, 0o644); err != nil {
+			return nil, fmt.Errorf("chart %s: %w", name, err)
+		}
+		out = append(out, StackArtifact{Path: path, Kind: "helm-chart", Name: chart.Name, Version: chart.Version})
 	}
-	out = append(out, StackArtifact{Path: imagePath, Kind: "container-image-archive", Name: "tiny", Version: "1"})
-	chart, err := BuildChartIn(dir, "hello", "0.1.0", nil)
-	if err != nil {
-		return nil, err
-	}
-	chartPath := filepath.Join(dir, "hello-0.1.0.tgz")
-	if err := os.WriteFile(chartPath, chart.Archive, 0o644); err != nil {
-		return nil, fmt.Errorf("chart hello: %w", err)
-	}
-	out = append(out, StackArtifact{Path: chartPath, Kind: "helm-chart", Name: chart.Name, Version: chart.Version})
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -109,7 +110,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := w.charts(ctx, cfg); err != nil {
+	if err := w.labelRoles(ctx, cfg, hosts); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := w.charts(ctx, cfg, spec); err != nil {
 		return ctrl.Result{}, err
 	}
 	w.st.Phase = sitev1.BootstrapInstalled
@@ -269,6 +273,38 @@ func (w *work) patches(pkgs []install.Package) []install.Package {
 		}
 	}
 	return out
+}
+
+// labelRoles gives each host's Node its role label, as kubeadm does (a kubelet may not set
+// node-role labels on its own Node): node-role.kubernetes.io/control-plane or
+// node-role.kubernetes.io/worker, so that `kubectl get nodes` shows ROLES. A host without a
+// Node (packages without a kubelet) is left alone.
+func (w *work) labelRoles(ctx context.Context, cfg *rest.Config, hosts []cluster.Host) error {
+	cs, err := w.r.ClusterClient(cfg)
+	if err != nil {
+		return fmt.Errorf("client of cluster %s: %w", w.ac.Name, err)
+	}
+	for _, h := range hosts {
+		label := "node-role.kubernetes.io/worker"
+		if h.ControlPlane {
+			label = "node-role.kubernetes.io/control-plane"
+		}
+		n, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", h.Name, err)
+		}
+		if _, ok := n.Labels[label]; ok {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, label)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, h.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s %s: %w", h.Name, label, err)
+		}
+	}
+	return nil
 }
 
 // patch rolls the changed packages through the nodes of the cluster (the hosts that are nodes

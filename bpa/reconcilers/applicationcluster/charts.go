@@ -15,6 +15,8 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
 // ChartInstaller installs charts into one application cluster (a *charts.Installer).
@@ -31,8 +33,9 @@ func ValuesConfigMap(cluster string) string { return cluster + "-chart-values" }
 
 // charts installs or upgrades each of spec.charts as a release named after the chart, in the
 // namespace its edgefleet.io/namespace annotation names (else the chart's name), with the
-// site's values, and reports each release. Every chart is tried; the first error is returned.
-func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
+// site's values and the facts of the cluster (global.edgefleet.cluster, over the site's), and
+// reports each release. Every chart is tried; the first error is returned.
+func (w *work) charts(ctx context.Context, cfg *rest.Config, spec cluster.Spec) error {
 	if len(w.ac.Spec.Charts) == 0 {
 		w.st.Charts = nil
 		return nil
@@ -40,6 +43,10 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 	values, err := w.values(ctx)
 	if err != nil {
 		return err
+	}
+	facts, err := spec.ClusterValues()
+	if err != nil {
+		return fmt.Errorf("charts of cluster %s: %w", w.ac.Name, err)
 	}
 	inst, err := w.r.Charts(cfg)
 	if err != nil {
@@ -49,7 +56,7 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 	var reports []sitev1.ChartRelease
 	var first error
 	for _, ref := range w.ac.Spec.Charts {
-		report, err := w.chart(ctx, inst, ref, values)
+		report, err := w.chart(ctx, inst, ref, values, facts)
 		reports = append(reports, report)
 		if err != nil && first == nil {
 			first = err
@@ -61,7 +68,7 @@ func (w *work) charts(ctx context.Context, cfg *rest.Config) error {
 }
 
 // chart installs one chart.
-func (w *work) chart(ctx context.Context, inst ChartInstaller, ref sitev1.ArtifactRef, values map[string]map[string]any) (sitev1.ChartRelease, error) {
+func (w *work) chart(ctx context.Context, inst ChartInstaller, ref sitev1.ArtifactRef, values map[string]map[string]any, facts packages.ClusterValues) (sitev1.ChartRelease, error) {
 	report := sitev1.ChartRelease{Name: ref.SHA256[:12], State: string(charts.StateAbsent)}
 	url := w.cachedURL(ref.SHA256)
 	if url == "" {
@@ -79,7 +86,7 @@ func (w *work) chart(ctx context.Context, inst ChartInstaller, ref sitev1.Artifa
 		return report, fmt.Errorf("chart %s: %w", ref.SHA256, err)
 	}
 	report.Name, report.Namespace = meta.Name, meta.Namespace
-	st, err := inst.Apply(ctx, charts.Release{Name: meta.Name, Namespace: meta.Namespace, Chart: archive, Values: values[meta.Name]})
+	st, err := inst.Apply(ctx, charts.Release{Name: meta.Name, Namespace: meta.Namespace, Chart: archive, Values: charts.WithCluster(values[meta.Name], facts)})
 	report.Version, report.Revision, report.State, report.Message = st.Version, int32(st.Revision), string(st.State), st.Message
 	report.PodsReady, report.PodsDesired = st.Pods.Ready, st.Pods.Desired
 	if err != nil {

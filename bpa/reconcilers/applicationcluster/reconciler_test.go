@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/charts"
 	"github.com/edgefleet/edgefleet/bpa/install/fixture"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -43,6 +45,8 @@ var (
 	cache = &siteCache{archives: map[string][]byte{}}
 	// nodes is the application cluster as the reconciler's client of it sees it: a fake.
 	nodes = kubefake.NewClientset()
+	// releases are the charts the reconciler installs into it: recorded.
+	releases = &chartRecorder{}
 )
 
 func TestMain(m *testing.M) {
@@ -51,12 +55,10 @@ func TestMain(m *testing.M) {
 			site = cp
 			srv := httptest.NewServer(cache)
 			r := &applicationcluster.Reconciler{
-				Client:    mgr.GetClient(),
-				Installer: hosts,
-				Secrets:   &secretsfake.Store{},
-				Charts: func(*rest.Config) (applicationcluster.ChartInstaller, error) {
-					return nil, fmt.Errorf("no charts in these tests")
-				},
+				Client:        mgr.GetClient(),
+				Installer:     hosts,
+				Secrets:       &secretsfake.Store{},
+				Charts:        func(*rest.Config) (applicationcluster.ChartInstaller, error) { return releases, nil },
 				ClusterClient: func(*rest.Config) (kubernetes.Interface, error) { return nodes, nil },
 				HTTP:          srv.Client(),
 				Recorder:      mgr.GetEventRecorder("bpa"),
@@ -115,7 +117,36 @@ func (c *siteCache) addBytes(b []byte) string {
 	return digest
 }
 
-// cached writes the ArtifactSet of cluster ac with every package and image of its spec cached.
+// chartRecorder is the application cluster's chart installer: it records what it is asked to
+// apply and reports each release deployed, its one pod ready.
+type chartRecorder struct {
+	mu       sync.Mutex
+	releases []charts.Release
+}
+
+func (c *chartRecorder) Apply(_ context.Context, r charts.Release) (charts.Status, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releases = append(c.releases, r)
+	meta, err := charts.Describe(r.Chart)
+	if err != nil {
+		return charts.Status{}, err
+	}
+	return charts.Status{Chart: meta.Name, Version: meta.Version, Revision: 1, State: charts.StateDeployed, Pods: charts.Pods{Ready: 1, Desired: 1}}, nil
+}
+
+// last is the last release applied, false when none was.
+func (c *chartRecorder) last() (charts.Release, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.releases) == 0 {
+		return charts.Release{}, false
+	}
+	return c.releases[len(c.releases)-1], true
+}
+
+// cached writes the ArtifactSet of cluster ac with every package, image and chart of its spec
+// cached.
 func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
 	t.Helper()
 	ctx := t.Context()
@@ -126,7 +157,7 @@ func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
 			t.Fatal(err)
 		}
 	}
-	set.Spec.Artifacts = slices.Concat(ac.Spec.Packages, ac.Spec.Images)
+	set.Spec.Artifacts = slices.Concat(ac.Spec.Packages, ac.Spec.Images, ac.Spec.Charts)
 	if err := site.Client.Update(ctx, set); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +291,13 @@ func TestReconcilerPhases(t *testing.T) {
 		if got := activations(hosts.Log()); !slices.Equal(got, []string{"app-cp-0 db", "app-cp-0 agent", "app-w-0 agent"}) {
 			t.Errorf("activated %v, want db and agent on cp-0, then agent on w-0", got)
 		}
+		// Each Node has its role label, as kubeadm gives it.
+		for name, label := range map[string]string{"cp-0": "node-role.kubernetes.io/control-plane", "w-0": "node-role.kubernetes.io/worker"} {
+			n, err := nodes.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if _, ok := n.Labels[label]; err != nil || !ok {
+				t.Errorf("node %s: labels %v (%v), want %s", name, n.Labels, err, label)
+			}
+		}
 		if f, ok := hosts.File("app-w-0", "/etc/agent/env"); !ok || string(f.Data) != "NODE=w-0" {
 			t.Errorf("w-0's /etc/agent/env %q (%v)", f.Data, ok)
 		}
@@ -341,6 +379,44 @@ func TestReconcilerPhases(t *testing.T) {
 			if got := hosts.Images(h, "runtime"); !slices.Equal(got, []string{pause}) {
 				t.Errorf("%s imported %v, want the pause image", h, got)
 			}
+		}
+	})
+
+	t.Run("charts get the cluster's facts as global values, over the site's", func(t *testing.T) {
+		hello := testenv.BuildChart(t, "hello", "", nil)
+		cache.addBytes(hello.Archive)
+		siteValues := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: applicationcluster.ValuesConfigMap("app")},
+			Data:       map[string]string{"hello": "greeting: hi\nglobal:\n  registry: r.example\n  edgefleet:\n    cluster:\n      dnsServiceIP: 10.0.0.53\n"},
+		}
+		if err := site.Client.Create(ctx, siteValues); err != nil {
+			t.Fatal(err)
+		}
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Charts = []sitev1.ArtifactRef{{SHA256: hello.Digest, Name: "hello"}}
+		})
+		st := waitBootstrap(t, ac, "Installed with the chart", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapInstalled && len(st.Charts) == 1
+		})
+		if c := st.Charts[0]; c.Name != "hello" || c.Namespace != "hello" || c.State != "deployed" || c.PodsReady != 1 || !strings.HasSuffix(st.Message, "; 1 charts deployed, their pods 1/1 ready") {
+			t.Errorf("status %+v, chart %+v", st, c)
+		}
+		r, ok := releases.last()
+		if !ok {
+			t.Fatal("no chart applied")
+		}
+		want := map[string]any{
+			"greeting": "hi",
+			"global": map[string]any{
+				"registry": "r.example",
+				"edgefleet": map[string]any{"cluster": map[string]any{
+					"name": "app", "kubernetesVersion": "v1.36.3", "apiServer": "https://10.0.0.10:6443",
+					"serviceCIDR": "10.96.0.0/12", "podCIDR": "10.244.0.0/16", "dnsServiceIP": "10.96.0.10", "dnsDomain": "cluster.local",
+				}},
+			},
+		}
+		if r.Name != "hello" || r.Namespace != "hello" || !reflect.DeepEqual(r.Values, want) {
+			t.Errorf("applied release %s in %s with values %v, want hello in hello with %v", r.Name, r.Namespace, r.Values, want)
 		}
 	})
 
