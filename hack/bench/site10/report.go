@@ -22,12 +22,15 @@ const designRatio = 1.3
 func report(w io.Writer, site *siteResult, anc *anchorResult, machine string, load []string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	var size int64
+	names := map[string][]string{}
 	for _, a := range site.stack {
 		size += a.Size
+		names[a.Kind] = append(names[a.Kind], a.Name)
 	}
 	p("\n## Site-10, %s\n", time.Now().Format("2006-01-02 15:04"))
 	p("Machine: %s. Load average (1/5/15 min) at the start, after the site, after the anchor: %s.", machine, strings.Join(load, "; "))
-	p("Release: %d artifacts, %.0f MiB (an OS image of %d MiB of random bytes, the real node stack's packages, images and chart %q).", len(site.stack), mib(size), osImageSize>>20, site.chart)
+	p("Release: %d artifacts, %.0f MiB: an OS image of %d MiB of random bytes, the real node stack's packages (%s), images (%s) and charts (%s).",
+		len(site.stack), mib(size), osImageSize>>20, strings.Join(names["binary-package"], ", "), strings.Join(names["container-image-archive"], ", "), strings.Join(names["helm-chart"], ", "))
 	p("Application: %s.\n", site.serving)
 
 	at := map[string]time.Duration{}

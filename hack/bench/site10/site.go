@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,8 +34,6 @@ type stackFile struct {
 type siteResult struct {
 	// stack is what the Release ships besides its OS image: the anchor installs it too.
 	stack []stackFile
-	// chart is the test application's chart.
-	chart string
 	// milestones in the order they were reached, each since spec.cluster was set.
 	milestones []milestone
 	// booted, ssh and ready: when each host booted, answered SSH, and was first a Ready node.
@@ -119,10 +118,8 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 	if err := fleet.WaitSitesReady(ctx, siteNamespace, siteName); err != nil {
 		return nil, err
 	}
-	for _, a := range res.stack {
-		if a.Kind == "helm-chart" {
-			res.chart = a.Name
-		}
+	if !slices.ContainsFunc(res.stack, func(a stackFile) bool { return a.Kind == "helm-chart" && a.Name == appChart }) {
+		return nil, fmt.Errorf("the real node stack (testenv.StackCharts) has no chart %s, the test application", appChart)
 	}
 
 	siteClient, err := client.New(fleet.Sites[siteName].Config, client.Options{Scheme: testenv.Metal3Scheme()})
@@ -130,7 +127,7 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 		return nil, err
 	}
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet/"+siteName) // the BPA's (testenv.StartRealSiteBPA)
-	w := &watcher{fleet: fleet, site: siteClient, hosts: hn, chart: res.chart, res: res,
+	w := &watcher{fleet: fleet, site: siteClient, hosts: hn, res: res,
 		adminKubeconfig: func(ctx context.Context) ([]byte, error) {
 			data, err := store.Get(ctx, cluster.AdminKubeconfigSecret(siteName))
 			return data["value"], err
@@ -154,6 +151,10 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 	}
 	return res, nil
 }
+
+// appChart is the test application's chart (hack/charts/webapp): a Deployment of webapp with a
+// ClusterIP Service, in the namespace of the chart's name.
+const appChart = "webapp"
 
 // releaseName is the site's Release.
 const releaseName = "site10-1"

@@ -32,7 +32,7 @@ const (
 	msInstalling  = "BPA installing"
 	msFirstReady  = "first node Ready"
 	msNodesReady  = "all nodes Ready"
-	msInstalled   = "BPA reports Installed on every host, charts deployed"
+	msInstalled   = "BPA reports Installed on every host, every chart's pods ready"
 	msServing     = "application serving"
 	msSiteReports = "global Site reports every node Ready"
 )
@@ -50,8 +50,6 @@ type watcher struct {
 	// site is a client of the site cluster.
 	site  client.Client
 	hosts *testenv.HostNet
-	// chart is the test application's chart: its release's namespace has the chart's name.
-	chart string
 	// adminKubeconfig reads the application cluster's admin kubeconfig where the BPA keeps it,
 	// from the start of its install.
 	adminKubeconfig func(context.Context) ([]byte, error)
@@ -187,7 +185,8 @@ func (w *watcher) observeCluster(ac *sitev1.ApplicationCluster) {
 	default:
 		w.pending[msInstalling] = fmt.Sprintf("BPA %s: %s", b.Phase, b.Message)
 	}
-	if b.Phase == sitev1.BootstrapInstalled && b.Nodes == controlPlanes+workers {
+	chartsReady := !slices.ContainsFunc(b.Charts, func(c sitev1.ChartRelease) bool { return c.PodsReady < c.PodsDesired })
+	if b.Phase == sitev1.BootstrapInstalled && b.Nodes == controlPlanes+workers && chartsReady {
 		w.mark(msInstalled)
 	} else {
 		w.pending[msInstalled] = fmt.Sprintf("BPA %s: %s", b.Phase, b.Message)
@@ -305,10 +304,11 @@ func (w *watcher) observeApplication(ctx context.Context) {
 }
 
 // serving checks the test application: every Deployment of its namespace has all its replicas
-// ready, and each of its ClusterIP Services answers HTTP from a worker host (through kube-proxy
-// there). It marks msServing and returns "" when so, else what is missing.
+// ready, and each of its ClusterIP Services answers HTTP from a host, a worker (the hosts reach
+// ClusterIPs through their kube-proxy). It marks msServing and returns "" when so, else what is
+// missing.
 func (w *watcher) serving(ctx context.Context) string {
-	ns := w.chart
+	ns := appChart
 	deps, err := w.app.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	switch {
 	case err != nil:
@@ -343,7 +343,7 @@ func (w *watcher) serving(ctx context.Context) string {
 		answers = append(answers, fmt.Sprintf("%s from %s: %s", url, host.Name, strings.TrimSpace(string(out))))
 	}
 	if len(answers) == 0 {
-		answers = append(answers, fmt.Sprintf("no Service in namespace %s: every Deployment's pods Ready", ns))
+		return "no Service in namespace " + ns + " yet"
 	}
 	w.res.serving = strings.Join(answers, "; ")
 	w.mark(msServing)
