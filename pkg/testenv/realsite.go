@@ -137,9 +137,9 @@ spec:
   artifactAPIURL: %[4]s
 %s`, o.Name, o.Namespace, labels, artifactAPIURL, cluster)
 	for i, h := range o.Hosts.Hosts {
-		role := sitev1.RoleControlPlane
+		role := fleetv1.RoleControlPlane
 		if i >= o.ControlPlanes {
-			role = sitev1.RoleWorker
+			role = fleetv1.RoleWorker
 		}
 		fmt.Fprintf(&b, `---
 apiVersion: fleet.edgefleet.io/v1alpha1
