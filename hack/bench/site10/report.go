@@ -46,17 +46,20 @@ func report(w io.Writer, site *siteResult, anc *anchorResult, machine string, lo
 
 	p("\n| phase | from → to | took |")
 	p("|---|---|---:|")
-	phase := func(name, from, to string) {
-		fromName, f := from, at[from]
-		if from == "" {
-			fromName, f = "spec.cluster set", 0
+	// A phase runs from the last of its from milestones ("" is spec.cluster set) to its to.
+	phase := func(name, to string, from ...string) {
+		fromName, f := "spec.cluster set", time.Duration(0)
+		for _, m := range from {
+			if at[m] >= f {
+				fromName, f = m, at[m]
+			}
 		}
 		p("| %s | %s → %s | %s |", name, fromName, to, dur(at[to]-f))
 	}
-	phase("push + cache", "", msCached)
-	phase("provisioning + boot (alongside the cache)", "", msSSH)
-	phase("BPA install: packages, every node Ready", msInstalling, msNodesReady)
-	phase("charts + application serving", msNodesReady, msServing)
+	phase("push + cache", msCached)
+	phase("provisioning + boot (alongside the cache)", msSSH)
+	phase("BPA install: the packages on every host", msCharts, msInstalling, msSSH)
+	phase("charts + application serving", msServing, msCharts)
 	p("| **total** | spec.cluster set → every node Ready and the application serving | **%s** |", dur(site.total))
 
 	p("\nPer host (times since spec.cluster was set; CPU since boot, memory once the application served):\n")
@@ -121,7 +124,7 @@ func report(w io.Writer, site *siteResult, anc *anchorResult, machine string, lo
 	p("| **total**: spec.cluster set → every node Ready and the application serving | **%s** |", dur(site.total))
 	p("| seed requirement: under %s | %s |", seedLimit, holds(site.total < seedLimit))
 	p("| BPA's install passes (Σ of their levels' wall times) | %s |", dur(bpaTook))
-	p("| of which failed passes (hosts booted but not answering SSH yet) | %s |", dur(failed))
+	p("| of which passes that failed at a level and were retried | %s |", dur(failed))
 	p("| install and health checks on the critical path (Σ of each installed level's slowest host/package) | %s |", dur(critical))
 	p("| orchestration overhead (total − critical path) | %s (%.0f %% of total) |", dur(overhead), 100*ratio(overhead, site.total))
 	install, health := split(siteSteps)

@@ -30,6 +30,7 @@ const (
 	msBooted      = "all hosts booted"
 	msSSH         = "all hosts answer SSH"
 	msInstalling  = "BPA installing"
+	msCharts      = "BPA installing charts: every host's packages installed"
 	msFirstReady  = "first node Ready"
 	msNodesReady  = "all nodes Ready"
 	msInstalled   = "BPA reports Installed on every host, every chart's pods ready"
@@ -118,7 +119,7 @@ func (w *watcher) measureHosts() error {
 // notReached lists the milestones not reached, each with what was last seen.
 func (w *watcher) notReached() string {
 	var out []string
-	for _, m := range []string{msPushed, msCached, msProvisioned, msBooted, msSSH, msInstalling, msNodesReady, msInstalled, msServing} {
+	for _, m := range []string{msPushed, msCached, msProvisioned, msBooted, msSSH, msInstalling, msCharts, msNodesReady, msInstalled, msServing} {
 		if !w.seen[m] {
 			out = append(out, fmt.Sprintf("%s (%s)", m, w.pending[m]))
 		}
@@ -176,7 +177,7 @@ func (w *watcher) observeCluster(ac *sitev1.ApplicationCluster) {
 	b := ac.Status.Bootstrap
 	if b == nil {
 		w.pending[msInstalling] = "no report from the BPA yet"
-		w.pending[msInstalled] = w.pending[msInstalling]
+		w.pending[msCharts], w.pending[msInstalled] = w.pending[msInstalling], w.pending[msInstalling]
 		return
 	}
 	switch b.Phase {
@@ -184,6 +185,13 @@ func (w *watcher) observeCluster(ac *sitev1.ApplicationCluster) {
 		w.mark(msInstalling)
 	default:
 		w.pending[msInstalling] = fmt.Sprintf("BPA %s: %s", b.Phase, b.Message)
+	}
+	// The BPA's progress message once a pass has installed the packages on every host it took
+	// ("installing N charts", bpa/reconcilers/applicationcluster).
+	if b.Phase == sitev1.BootstrapInstalling && strings.HasPrefix(b.Message, "installing ") && strings.HasSuffix(b.Message, " charts") {
+		w.mark(msCharts)
+	} else {
+		w.pending[msCharts] = fmt.Sprintf("BPA %s: %s", b.Phase, b.Message)
 	}
 	chartsReady := !slices.ContainsFunc(b.Charts, func(c sitev1.ChartRelease) bool { return c.PodsReady < c.PodsDesired })
 	if b.Phase == sitev1.BootstrapInstalled && b.Nodes == controlPlanes+workers && chartsReady {
