@@ -84,7 +84,7 @@ lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: demo
-demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster on two real hosts with its BPA (needs root), ending with kubectl get nodes.
+demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster (the real node stack, CoreDNS, the test application) on two real hosts with its BPA (needs root), ending with its nodes, pods and the test application answering.
 	$(GO) run ./hack/demo
 
 .PHONY: clean

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -108,6 +109,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
 		digest["kubelet 1.36.3-3 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-3", func(dir string) {
 			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'kubelet 1.36.3-3 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
+			// It fails for good: no need to wait the 120 s a healthy kubelet may take.
+			m, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(m)).To(ContainSubstring("timeoutSeconds: 120"))
+			Expect(os.WriteFile(filepath.Join(dir, "manifest.yaml"), bytes.Replace(m, []byte("timeoutSeconds: 120"), []byte("timeoutSeconds: 10"), 1), 0o644)).To(Succeed())
 		}))
 		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
 		release(ctx, "bpa-1", stackWith()...)
@@ -154,7 +160,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 	})
 
-	It("builds 3 control-plane and 2 worker nodes, installs the chart, and the global Site shows it", func(ctx context.Context) {
+	It("builds 3 control-plane and 2 worker nodes, installs the charts, and the global Site shows it", func(ctx context.Context) {
 		s := &fleetv1.Site{}
 		Eventually(func(g Gomega) {
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())

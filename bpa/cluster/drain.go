@@ -34,6 +34,25 @@ type owner struct{ namespace, kind, name string }
 
 func (o owner) String() string { return o.kind + " " + o.namespace + "/" + o.name }
 
+// otherSchedulableNodes counts the nodes other than node that are Ready and not cordoned: where
+// a drain of node could move its pods.
+func otherSchedulableNodes(ctx context.Context, cs kubernetes.Interface, node string) (int, error) {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("nodes: %w", err)
+	}
+	n := 0
+	for _, o := range nodes.Items {
+		ready := slices.ContainsFunc(o.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		})
+		if o.Name != node && ready && !o.Spec.Unschedulable {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // drain evicts the pods of node (not DaemonSet pods, not mirror pods, as kubectl drain does),
 // retrying evictions a PodDisruptionBudget refuses for now, waits until the pods are gone, and
 // then until the ReplicaSets and StatefulSets they belonged to have as many replicas available

@@ -187,3 +187,30 @@ func TestDrain(t *testing.T) {
 		}
 	})
 }
+
+func TestOtherSchedulableNodes(t *testing.T) {
+	node := func(name string, ready, cordoned bool) *corev1.Node {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{Unschedulable: cordoned},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []runtime.Object
+		want  int
+	}{
+		{"a cluster of one node", []runtime.Object{node("n1", true, true)}, 0},
+		{"the others not ready or cordoned", []runtime.Object{node("n1", true, true), node("n2", false, false), node("n3", true, true)}, 0},
+		{"one other ready and schedulable", []runtime.Object{node("n1", true, true), node("n2", true, false), node("n3", false, false)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := otherSchedulableNodes(t.Context(), fake.NewClientset(tc.nodes...), "n1")
+			if err != nil || got != tc.want {
+				t.Errorf("%d (%v), want %d", got, err, tc.want)
+			}
+		})
+	}
+}

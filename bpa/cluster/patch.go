@@ -30,12 +30,23 @@ type NodePatch struct {
 	From, To string
 	// Skipped is true when the node had the version already.
 	Skipped bool
-	Report  install.Report
+	// NotDrained is true when a package that drains was replaced with the node's pods in
+	// place: no other node could take them (a cluster of one node).
+	NotDrained bool
+	Report     install.Report
 }
 
 // PatchResult lists the nodes a patch went through, in order.
 type PatchResult struct {
 	Nodes []NodePatch
+}
+
+// GetNodes is r.Nodes, none when r is nil (a patch that failed before any node).
+func (r *PatchResult) GetNodes() []NodePatch {
+	if r == nil {
+		return nil
+	}
+	return r.Nodes
 }
 
 // Patch rolls package name of spec.Packages (a new version of one the cluster runs) through the
@@ -117,8 +128,18 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 		if err := cordon(ctx, cs, h.Name, m.Name+"-"+m.Version); err != nil {
 			return err
 		}
-		if err := (drainer{cs: cs, timeout: drainTimeout, poll: time.Second}).drain(ctx, h.Name); err != nil {
+		others, err := otherSchedulableNodes(ctx, cs, h.Name)
+		if err != nil {
 			return err
+		}
+		// With no other node to go to, evicting the pods would only stop them (and a
+		// disruption budget would hold the drain for good): they stay, their containers
+		// running on while the package is replaced.
+		np.NotDrained = others == 0
+		if others > 0 {
+			if err := (drainer{cs: cs, timeout: drainTimeout, poll: time.Second}).drain(ctx, h.Name); err != nil {
+				return err
+			}
 		}
 	}
 	for _, f := range files {

@@ -73,7 +73,8 @@ func (c ConfigFile) Perm() uint32 {
 type Patch struct {
 	// Drain cordons and drains each node (evictions that respect PodDisruptionBudgets, waiting
 	// for the pods to go) before the package is replaced on it, and uncordons the node once it
-	// is Ready again: for what pods run on (kubelet, the container runtime, the network).
+	// is Ready again: for what pods run on (kubelet, the container runtime, the network). A
+	// node no other Ready, schedulable node could take the pods from is not drained.
 	// Without it the package is replaced in place; its health check guards the node.
 	Drain bool `json:"drain,omitempty"`
 }

@@ -334,7 +334,13 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 	for _, pkg := range pkgs {
 		m := pkg.Manifest
 		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time", m.Name, m.Version))
-		_, err := bu.Patch(ctx, spec, m.Name)
+		res, err := bu.Patch(ctx, spec, m.Name)
+		for _, n := range res.GetNodes() {
+			if n.NotDrained {
+				w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "NodeNotDrained", "Patch",
+					"%s patched on node %s without draining it: no other node could take its pods, which ran on in place", m.Name, n.Host)
+			}
+		}
 		if herr := (*install.HealthError)(nil); errors.As(err, &herr) {
 			w.st.Phase, w.st.FailedPackage = sitev1.BootstrapFailed, pkg.Digest
 			w.st.Message = "patch failed and was rolled back: " + err.Error()
