@@ -66,14 +66,14 @@ func report(w io.Writer, site *siteResult, anc *anchorResult, machine string, lo
 	p("| host | booted | answers SSH | node Ready | CPU | memory with page cache | resident |")
 	p("|---|---:|---:|---:|---:|---:|---:|")
 	var siteCPU time.Duration
-	for _, m := range site.memory {
+	for _, m := range site.hosts {
 		siteCPU += m.cpu
 		p("| %s | %s | %s | %s | %s | %.0f MiB | %.0f MiB |", m.name, dur(site.booted[m.name]), dur(site.ssh[m.name]), dur(site.ready[m.name]), dur(m.cpu), mib(m.usage), mib(m.resident))
 	}
 	for _, cp := range []bool{true, false} {
 		var usage, rss, maxUsage, maxRSS int64
 		n := 0
-		for _, m := range site.memory {
+		for _, m := range site.hosts {
 			if m.controlPlane == cp {
 				n++
 				usage, rss = usage+m.usage, rss+m.resident

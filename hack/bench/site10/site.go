@@ -42,8 +42,8 @@ type siteResult struct {
 	total time.Duration
 	// levels are the BPA's log lines of the install's levels.
 	levels []bpaLevel
-	// memory of each host once the application served, in host order.
-	memory []hostMemory
+	// hosts: the memory and CPU time of each host once the application served, in host order.
+	hosts []hostUsage
 	// serving is the application's answer.
 	serving string
 }
@@ -53,9 +53,9 @@ type milestone struct {
 	at   time.Duration
 }
 
-// hostMemory is a host's memory once the application served, and the CPU time it used since it
+// hostUsage is a host's memory once the application served, and the CPU time it used since it
 // booted.
-type hostMemory struct {
+type hostUsage struct {
 	name            string
 	controlPlane    bool
 	usage, resident int64

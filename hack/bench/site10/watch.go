@@ -111,7 +111,7 @@ func (w *watcher) measureHosts() error {
 		if err != nil {
 			return err
 		}
-		w.res.memory = append(w.res.memory, hostMemory{name: h.Name, controlPlane: i < controlPlanes, usage: usage, resident: rss, cpu: cpu})
+		w.res.hosts = append(w.res.hosts, hostUsage{name: h.Name, controlPlane: i < controlPlanes, usage: usage, resident: rss, cpu: cpu})
 	}
 	return nil
 }
