@@ -254,10 +254,12 @@ func TestReconcilerPhases(t *testing.T) {
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "site.edgefleet.io", Kind: "EdgeMachine", Name: "app-" + h.Name},
 			},
 		}
-		if err := site.Client.Create(ctx, m); err != nil {
+		// The Node first: a real host's is registered by its kubelet during the install,
+		// before the BPA labels it.
+		if _, err := nodes.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := nodes.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: h.Name}}, metav1.CreateOptions{}); err != nil {
+		if err := site.Client.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
