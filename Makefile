@@ -66,12 +66,17 @@ BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs 
 ARTIFACTS_BENCH_FLAGS ?= -sizes 256MiB,2GiB -timeout 20m
 # The Campaign-10k harness (hack/bench/campaign): one campaign per size over simulated sites.
 CAMPAIGN_BENCH_FLAGS ?= -sites 100,1000,10000 -timeout 30m
+# The Site-10 harness (hack/bench/site10; needs root): a 3 control-plane + 7 worker site on real
+# hosts installed from its Site's spec.cluster to the test application serving, and the anchor,
+# the same install one call at a time (-anchor=false skips it).
+SITE10_BENCH_FLAGS ?= -timeout 20m
 
 .PHONY: bench
-bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts and Campaign-10k harnesses (results go to docs/benchmarks.md).
+bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts, Campaign-10k and Site-10 harnesses (results go to docs/benchmarks.md; Site-10 needs root).
 	@pkgs="$(BENCH_PKGS)"; if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) $$pkgs; else echo "no Go benchmarks (func Benchmark...) in any package"; fi
 	$(GO) run ./hack/bench/artifacts $(ARTIFACTS_BENCH_FLAGS)
 	$(GO) run ./hack/bench/campaign $(CAMPAIGN_BENCH_FLAGS)
+	$(GO) run ./hack/bench/site10 $(SITE10_BENCH_FLAGS)
 
 .PHONY: lint
 lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.

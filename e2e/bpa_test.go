@@ -102,7 +102,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		vault = testenv.StartVault(GinkgoTB())
 		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
-		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil, dir)
+		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil)
 
 		uploadBase(ctx, dir, digest)
 		// The same kubelet packaged again: a patch of it drains every node.

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/setup"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -31,10 +29,8 @@ import (
 // is deleted when the container's specs are done.
 func upload(ctx context.Context, file, kind, name, version string) string {
 	GinkgoHelper()
-	out, err := fleet.Edgefleet(ctx, "artifact", "upload", file, "--kind", kind, "--name", name, "--version", version, "-o", "json")
+	a, err := fleet.Upload(ctx, file, kind, name, version)
 	Expect(err).NotTo(HaveOccurred())
-	var a restv1.Artifact
-	Expect(json.Unmarshal(out, &a)).To(Succeed(), string(out))
 	DeferCleanup(func(ctx context.Context) error {
 		_, err := fleet.Edgefleet(ctx, "artifact", "delete", a.ID)
 		return err
@@ -122,73 +118,31 @@ type realSite struct {
 	client client.Client
 }
 
-// startRealSite starts a site's Metal3, local controller (the BPA as bootstrap provider), BPA
-// (its secrets in vault under edgefleet/<site>) and the harness's Ironic for hn's hosts, and
-// applies the Site and its Hosts to the global cluster: the first controlPlanes hosts are
-// control plane, the rest workers, the first host's address is the API endpoint, and the Site
-// has a cluster network but no release (a campaign or the spec sets it). Everything stops when
-// the container's specs are done.
-func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, controlPlanes int, vault *testenv.Vault, labels map[string]string, dir string) *realSite {
+// startRealSite starts a real site (testenv.StartRealSite: Metal3, the local controller with
+// the BPA as bootstrap provider, the BPA with its secrets in vault under edgefleet/<site>, the
+// harness's Ironic for hn's hosts) and registers the Site and its Hosts: the first
+// controlPlanes hosts are control plane, the rest workers; the Site has a cluster network but no
+// release (a campaign or the spec sets it). Everything stops when the container's specs are
+// done.
+func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, controlPlanes int, vault *testenv.Vault, labels map[string]string) *realSite {
 	GinkgoHelper()
 	scheme, err := setup.Scheme()
 	Expect(err).NotTo(HaveOccurred())
 	s := &realSite{name: name, ns: ns, hosts: hn, vault: vault}
 	s.client, err = client.New(fleet.Sites[name].Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-
-	Expect(fleet.StartSiteMetal3(ctx, name)).To(Succeed())
-	_, err = fleet.StartLocalController(ctx, name, "--node-bootstrap=bpa")
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() error { return fleet.StopLocalController(name) })
-	Expect(s.startBPA(ctx)).To(Succeed())
-	DeferCleanup(func() error { return fleet.StopBPA(name) })
-	stop := hn.PlayIronic(context.Background(), s.client, sitev1.InfoNamespace, func(err error) {
-		GinkgoWriter.Println(name, "ironic:", err)
+	stop, err := fleet.StartRealSite(ctx, testenv.RealSiteOptions{
+		Name: name, Namespace: ns, Labels: labels, Hosts: hn, ControlPlanes: controlPlanes, Vault: vault, Network: true,
+		Report: func(err error) { GinkgoWriter.Println(name, "ironic:", err) },
 	})
-	DeferCleanup(stop)
-
-	labelsJSON, err := json.Marshal(labels)
 	Expect(err).NotTo(HaveOccurred())
-	manifest := fmt.Sprintf(`apiVersion: fleet.edgefleet.io/v1alpha1
-kind: Site
-metadata: {name: %s, namespace: %s, labels: %s}
-spec:
-  kubeconfigSecretRef: {name: %[1]s-kubeconfig}
-  artifactAPIURL: %[4]s
-  cluster:
-    network:
-      podCIDRs: ["10.244.0.0/16"]
-      serviceCIDRs: ["10.96.0.0/12"]
-      controlPlaneEndpoint: {host: "%s"}
-`, name, ns, labelsJSON, fleet.APIURL, hn.Hosts[0].IP)
-	for i, h := range hn.Hosts {
-		role := "control-plane"
-		if i >= controlPlanes {
-			role = "worker"
-		}
-		manifest += fmt.Sprintf(`---
-apiVersion: fleet.edgefleet.io/v1alpha1
-kind: Host
-metadata: {name: %s, namespace: %s}
-spec:
-  siteRef: {name: %s}
-  role: %s
-  bootMACAddress: "%s"
-  address: %s
-  bmc:
-    address: redfish+http://192.0.2.%d/redfish/v1/Systems/1
-    credentialsSecretRef: {name: %[1]s-bmc}
-`, h.Name, ns, name, role, h.MAC, h.IP, 60+i)
-	}
-	file := filepath.Join(dir, name+".yaml")
-	Expect(os.WriteFile(file, []byte(manifest), 0o600)).To(Succeed())
-	Expect(fleet.Apply(ctx, file)).To(Succeed())
+	DeferCleanup(stop)
 	return s
 }
 
-// startBPA (re)starts the site's BPA, its secrets in Vault under edgefleet/<site>.
+// startBPA (re)starts the site's BPA.
 func (s *realSite) startBPA(ctx context.Context) error {
-	_, err := fleet.StartBPA(ctx, s.name, s.vault, "--vault-prefix", "edgefleet/"+s.name)
+	_, err := fleet.StartRealSiteBPA(ctx, s.name, s.vault)
 	return err
 }
 

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -89,6 +92,7 @@ type BringUp struct {
 
 // Installer is what BringUp does on hosts: install.Installer over SSH, or a fake in tests.
 type Installer interface {
+	Reachable(ctx context.Context, target sshexec.Target) error
 	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
@@ -101,25 +105,105 @@ func New(i Installer, s secrets.Store) *BringUp {
 	return &BringUp{installer: i, secrets: s}
 }
 
-// Result is what a run did, per phase and host.
+// Result is what a run did, level by level.
 type Result struct {
-	// Reports of the package installs, in install order.
-	Reports []install.Report
+	// Levels the run worked on, in install order; when Run returns an error, the last one is
+	// the level that failed.
+	Levels []Level
 	// Files is how many files were written (not found in place already).
 	Files int
 	// Images is how many image imports ran (were not found done).
 	Images int
 }
 
+// Level is what a run did at one level of the install order (Levels).
+type Level struct {
+	// Packages of the level, by name.
+	Packages []string
+	// Took is the level's wall time: its jobs run at once.
+	Took time.Duration
+	// Jobs are the level's packages on their hosts, one per package and host, in the level's
+	// order; a job that failed before it wrote or ran anything is not listed.
+	Jobs []Job
+}
+
+// Job is one package on one host: its configuration files written, its install, the cluster's
+// images imported through it.
+type Job struct {
+	// Host is the host's name, Package the package's.
+	Host, Package string
+	// Install is the install's report, step by step.
+	Install install.Report
+	// Files are the results of writing the package's configuration files, Imports those of
+	// importing the images, in order.
+	Files, Imports []sshexec.Result
+	// Took is the job's wall time.
+	Took time.Duration
+}
+
 // Ran lists "<host>/<package>: <step>" for every install step that ran (was not found done).
 func (r *Result) Ran() []string {
 	var ran []string
-	for _, rep := range r.Reports {
-		for _, s := range rep.Ran() {
-			ran = append(ran, rep.Host+"/"+rep.Package+": "+s)
+	for _, l := range r.Levels {
+		for _, j := range l.Jobs {
+			for _, s := range j.Install.Ran() {
+				ran = append(ran, j.Host+"/"+j.Package+": "+s)
+			}
 		}
 	}
 	return ran
+}
+
+// Ran counts the steps of the level that ran (were not found done): file writes, install steps
+// and image imports.
+func (l Level) Ran() int {
+	n := 0
+	for _, j := range l.Jobs {
+		for _, s := range j.steps() {
+			if !s.Skipped {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Slowest is the level's job that took longest; the zero Job when it has none.
+func (l Level) Slowest() Job {
+	var slowest Job
+	for _, j := range l.Jobs {
+		if j.Took > slowest.Took {
+			slowest = j
+		}
+	}
+	return slowest
+}
+
+// StepKinds are the kinds of steps StepTimes sums, in the order a job runs them: configuration
+// files, the install's steps (install.Installer: stage sends and unpacks the package, activate
+// starts its units and waits until its health check passes) and image imports.
+func StepKinds() []string {
+	return []string{"write", "stage", "pre-install", "activate", "post-install", "prune", "import"}
+}
+
+// StepTimes sums the time of the level's steps that ran, by kind (StepKinds: a step's name up
+// to its first space).
+func (l Level) StepTimes() map[string]time.Duration {
+	times := map[string]time.Duration{}
+	for _, j := range l.Jobs {
+		for _, s := range j.steps() {
+			if !s.Skipped {
+				kind, _, _ := strings.Cut(s.Step, " ")
+				times[kind] += s.Duration
+			}
+		}
+	}
+	return times
+}
+
+// steps are the job's step results in the order they ran.
+func (j Job) steps() []sshexec.Result {
+	return slices.Concat(j.Files, j.Install.Steps, j.Imports)
 }
 
 // Run brings the cluster of spec up; see the package documentation.
@@ -136,6 +220,9 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
 	res := &Result{}
+	if err := b.reachable(ctx, spec.Hosts); err != nil {
+		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
 	for _, level := range levels {
 		if err := b.installLevel(ctx, res, spec, bundle, level); err != nil {
 			return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
@@ -157,54 +244,112 @@ func (b *BringUp) prepare(ctx context.Context, spec Spec) (Spec, *pki.Bundle, er
 	return spec, bundle, nil
 }
 
+// reachable checks that every host answers (at most maxParallel at once): nothing is installed
+// while one does not. An etcd member started without the others would wait for a quorum that
+// cannot form, and any level would fail at that host anyway. The error joins each host's.
+func (b *BringUp) reachable(ctx context.Context, hosts []Host) error {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallel)
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = b.installer.Reachable(ctx, h.SSH)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // installLevel installs the packages of one level on their hosts, all at once (at most
-// maxParallel), and waits for all.
+// maxParallel), waits for all, adds the level to res and logs it (with the context's logger).
 func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle, level []install.Package) error {
 	type job struct {
 		host Host
 		pkg  install.Package
 	}
 	var jobs []job
+	lr := Level{}
 	for _, pkg := range level {
+		lr.Packages = append(lr.Packages, pkg.Manifest.Name)
 		for _, h := range spec.Hosts {
 			if pkg.Manifest.Hosts.Selects(h.ControlPlane) {
 				jobs = append(jobs, job{h, pkg})
 			}
 		}
 	}
+	start := time.Now()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallel)
 	errs := make([]error, len(jobs))
-	done := make([]installed, len(jobs))
+	done := make([]Job, len(jobs))
 	for i, j := range jobs {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			start := time.Now()
 			done[i], errs[i] = b.install(ctx, spec, bundle, j.host, j.pkg)
+			done[i].Took = time.Since(start)
 		})
 	}
 	wg.Wait()
+	lr.Took = time.Since(start)
 	for _, d := range done {
-		if len(d.report.Steps) > 0 {
-			res.Reports = append(res.Reports, d.report)
+		if len(d.Files) > 0 || len(d.Install.Steps) > 0 {
+			lr.Jobs = append(lr.Jobs, d)
 		}
-		res.Files += d.files
-		res.Images += d.images
+		for _, r := range d.Files {
+			if !r.Skipped {
+				res.Files++
+			}
+		}
+		for _, r := range d.Imports {
+			if !r.Skipped {
+				res.Images++
+			}
+		}
 	}
-	return errors.Join(errs...)
+	res.Levels = append(res.Levels, lr)
+	err := errors.Join(errs...)
+	lr.log(logr.FromContextOrDiscard(ctx), len(res.Levels)-1, err == nil)
+	return err
 }
 
-// installed is what installing a package on a host did.
-type installed struct {
-	report        install.Report
-	files, images int
+// log logs the level, index of its run's levels, when it ran anything: "installed level" (or
+// "level not installed" when it failed) with its packages, how many hosts, its wall time, its
+// slowest host and package, and where the time went by kind of step (stage: a package sent and
+// unpacked; activate: its units started until its health check passed).
+func (l Level) log(log logr.Logger, index int, installed bool) {
+	if l.Ran() == 0 {
+		return
+	}
+	msg := "installed level"
+	if !installed {
+		msg = "level not installed"
+	}
+	hosts := map[string]bool{}
+	for _, j := range l.Jobs {
+		hosts[j.Host] = true
+	}
+	times := l.StepTimes()
+	var steps []string
+	for _, k := range StepKinds() {
+		if d, ok := times[k]; ok {
+			steps = append(steps, k+" "+d.Round(time.Millisecond).String())
+		}
+	}
+	slowest := l.Slowest()
+	log.Info(msg, "index", index, "packages", strings.Join(l.Packages, ","), "hosts", len(hosts), "took", l.Took.Round(time.Millisecond).String(),
+		"slowest", slowest.Host+"/"+slowest.Package, "slowestTook", slowest.Took.Round(time.Millisecond).String(),
+		"stepsRan", l.Ran(), "stepTimes", strings.Join(steps, ", "))
 }
 
 // install writes the configuration files of pkg on host h, installs it there and, when it
 // imports images, imports the cluster's images.
-func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h Host, pkg install.Package) (installed, error) {
-	var did installed
+func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h Host, pkg install.Package) (Job, error) {
 	m := pkg.Manifest
+	did := Job{Host: h.Name, Package: m.Name}
 	fail := func(err error) error { return fmt.Errorf("host %s: package %s %s: %w", h.Name, m.Name, m.Version, err) }
 	files, err := configFiles(spec, bundle, h, m)
 	if err != nil {
@@ -215,12 +360,10 @@ func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h 
 		if err != nil {
 			return did, fail(err)
 		}
-		if !r.Skipped {
-			did.files++
-		}
+		did.Files = append(did.Files, r)
 	}
 	pkg.ConfigDigest = configDigest(files)
-	if did.report, err = b.installer.Install(ctx, h.SSH, pkg); err != nil {
+	if did.Install, err = b.installer.Install(ctx, h.SSH, pkg); err != nil {
 		var herr *install.HealthError
 		if errors.As(err, &herr) {
 			return did, err // names the host, the package and the version already
@@ -235,9 +378,7 @@ func (b *BringUp) install(ctx context.Context, spec Spec, bundle *pki.Bundle, h 
 		if err != nil {
 			return did, err // names the host, the image and the package
 		}
-		if !r.Skipped {
-			did.images++
-		}
+		did.Imports = append(did.Imports, r)
 	}
 	return did, nil
 }

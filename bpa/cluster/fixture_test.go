@@ -4,10 +4,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -69,9 +73,41 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 	bu := cluster.New(hosts, &secretsfake.Store{})
 	spec := fakeSpec()
 
+	// Each level that ran anything is logged as it ends, with the context's logger.
+	var logged []string
+	ctx = logr.NewContext(ctx, funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+
 	t.Run("first install: level by level, where each manifest says", func(t *testing.T) {
-		if _, err := bu.Run(ctx, spec); err != nil {
+		res, err := bu.Run(ctx, spec)
+		if err != nil {
 			t.Fatal(err)
+		}
+		for i, pkgs := range []string{"db", "api", "agent"} {
+			want := fmt.Sprintf(`"msg"="installed level" "index"=%d "packages"=%q "hosts"=%d`, i, pkgs, len(res.Levels[i].Jobs))
+			if i >= len(logged) || !strings.Contains(logged[i], want) || !strings.Contains(logged[i], "stage ") {
+				t.Errorf("log line %d: %q, want it to say %s and the step times", i, logged[min(i, len(logged)-1)], want)
+			}
+		}
+		if len(logged) != 3 {
+			t.Errorf("logged %d lines, want one per level: %q", len(logged), logged)
+		}
+		// The result, level by level: its packages, a job per package and host, the steps by kind.
+		for i, want := range []struct {
+			pkgs  []string
+			jobs  int
+			kinds []string
+		}{{[]string{"db"}, 2, []string{"write", "stage", "activate"}}, {[]string{"api"}, 2, []string{"stage", "activate"}}, {[]string{"agent"}, 4, []string{"write", "stage", "activate"}}} {
+			if i >= len(res.Levels) {
+				t.Fatalf("%d levels in the result, want 3", len(res.Levels))
+			}
+			l := res.Levels[i]
+			kinds := slices.Sorted(maps.Keys(l.StepTimes()))
+			if !slices.Equal(l.Packages, want.pkgs) || len(l.Jobs) != want.jobs || !slices.Equal(kinds, slices.Sorted(slices.Values(want.kinds))) || l.Ran() == 0 {
+				t.Errorf("level %d: packages %v, %d jobs, steps %v, %d ran; want %v, %d jobs, steps %v", i, l.Packages, len(l.Jobs), kinds, l.Ran(), want.pkgs, want.jobs, want.kinds)
+			}
+			if s := l.Slowest(); !slices.Contains(l.Packages, s.Package) {
+				t.Errorf("level %d: slowest job %s/%s is not of the level", i, s.Host, s.Package)
+			}
 		}
 		got := activations(hosts.Log())
 		// Each level's hosts run at once: compare per level, in level order.
@@ -112,6 +148,31 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		if ran := hosts.Log()[before:]; len(ran) != 0 || res.Files != 0 || len(res.Ran()) != 0 {
 			t.Errorf("ran %v, %d files written", ran, res.Files)
 		}
+		for i, l := range res.Levels {
+			if l.Ran() != 0 || len(l.StepTimes()) != 0 {
+				t.Errorf("level %d: %d steps ran (%v), want none", i, l.Ran(), l.StepTimes())
+			}
+		}
+		if len(logged) != 3 {
+			t.Errorf("a run that found everything done logged %q", logged[3:])
+		}
+	})
+
+	t.Run("a host that does not answer: nothing is installed anywhere, and the error names it", func(t *testing.T) {
+		withExtra := spec
+		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("early", "1", packages.HostsAll, nil))
+		hosts.FailStep("cp-1", "", fixture.StepReachable, 1, &sshexec.UnreachableError{Host: "cp-1", Addr: "10.0.0.11:22", Err: errors.New("connection refused")})
+		before := len(hosts.Log())
+		res, err := bu.Run(ctx, withExtra)
+		if unreachable := (*sshexec.UnreachableError)(nil); !errors.As(err, &unreachable) || unreachable.Host != "cp-1" {
+			t.Fatalf("err %v, want cp-1 unreachable", err)
+		}
+		if ran := hosts.Log()[before:]; len(ran) != 0 || len(res.Levels) != 0 {
+			t.Errorf("ran %v (%d levels) while cp-1 did not answer, want nothing", ran, len(res.Levels))
+		}
+		if _, err := bu.Run(ctx, spec); err != nil {
+			t.Fatalf("the next run, cp-1 answering: %v", err)
+		}
 	})
 
 	t.Run("a new package that fails to stage on one host stops there, and the next run resumes", func(t *testing.T) {
@@ -119,9 +180,15 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("extra", "1", packages.HostsWorker, []string{"agent"}), fakePkg("last", "1", packages.HostsAll, []string{"extra"}))
 		hosts.FailStep("w-1", "extra", fixture.StepStage, 1, errors.New("connection reset"))
 		before := len(hosts.Log())
-		_, err := bu.Run(ctx, withExtra)
+		res, err := bu.Run(ctx, withExtra)
 		if err == nil || !strings.Contains(err.Error(), "host w-1: package extra 1") || !strings.Contains(err.Error(), "connection reset") {
 			t.Fatalf("err %v, want one naming w-1, extra and the cause", err)
+		}
+		if last := res.Levels[len(res.Levels)-1]; !slices.Equal(last.Packages, []string{"extra"}) || len(last.Jobs) != 2 {
+			t.Errorf("the result's last level: %v, %d jobs; want the failed level, extra on w-0 and w-1", last.Packages, len(last.Jobs))
+		}
+		if last := logged[len(logged)-1]; !strings.Contains(last, `"msg"="level not installed" "index"=3 "packages"="extra" "hosts"=2`) {
+			t.Errorf("the failed level was logged %q, want it not installed", last)
 		}
 		ran := hosts.Log()[before:]
 		if !slices.Equal(activations(ran), []string{"w-0 extra"}) {

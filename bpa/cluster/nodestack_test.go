@@ -104,17 +104,6 @@ func TestRealNodeStack(t *testing.T) {
 		}
 	})
 
-	levels, err := cluster.Levels(spec.Packages)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range levels {
-		var names []string
-		for _, p := range l {
-			names = append(names, p.Manifest.Name)
-		}
-		t.Logf("level %d: %s", i, strings.Join(names, ", "))
-	}
 	start := time.Now()
 	res, err := cluster.New(install.New(exec), store).Run(ctx, spec)
 	if err != nil {
@@ -138,14 +127,17 @@ func TestRealNodeStack(t *testing.T) {
 	}
 	// activate: the units (re)started until the health check passed — for kubelet, from its
 	// start to its Node Ready.
-	for _, r := range res.Reports {
-		var activate time.Duration
-		for _, st := range r.Steps {
-			if st.Step == "activate" {
-				activate = st.Duration
+	for i, l := range res.Levels {
+		t.Logf("level %d (%s): %s", i, strings.Join(l.Packages, ", "), l.Took.Round(time.Millisecond))
+		for _, j := range l.Jobs {
+			var activate time.Duration
+			for _, st := range j.Install.Steps {
+				if st.Step == "activate" {
+					activate = st.Duration
+				}
 			}
+			t.Logf("  %s/%s %s: %s (activate: %s)", j.Host, j.Package, j.Install.Version, j.Took.Round(time.Millisecond), activate.Round(time.Millisecond))
 		}
-		t.Logf("  %s/%s %s: %s (activate: %s)", r.Host, r.Package, r.Version, r.Duration.Round(time.Millisecond), activate.Round(time.Millisecond))
 	}
 
 	cs := appClient(t, store, spec.Name)

@@ -198,6 +198,13 @@ func (i *Installer) Installed(ctx context.Context, target sshexec.Target, name s
 	return State{Current: lines[0], Previous: lines[1], Active: lines[2], Config: lines[3]}, nil
 }
 
+// Reachable checks that target answers over SSH: it runs true there. The error is an
+// *sshexec.UnreachableError when nothing answers (a host still booting, its sshd not started).
+func (i *Installer) Reachable(ctx context.Context, target sshexec.Target) error {
+	_, err := i.runner.Run(ctx, target, sshexec.Step{Name: "reachable", Command: "true", Timeout: 30 * time.Second})
+	return err
+}
+
 // Healthy runs the health check of the current version of package name on target once: nil
 // when the version is active (it passed its health check when started) and passes it again.
 func (i *Installer) Healthy(ctx context.Context, target sshexec.Target, name string) error {

@@ -94,6 +94,12 @@ func TestOnARealHost(t *testing.T) {
 	in := install.New(exec)
 	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
 	ctx := t.Context()
+	if err := in.Reachable(ctx, target); err != nil {
+		t.Fatalf("the booted host does not answer: %v", err)
+	}
+	if err := in.Reachable(ctx, sshexec.Target{Name: "nobody", Addr: hn.Gateway.String() + ":1"}); !errors.As(err, new(*sshexec.UnreachableError)) {
+		t.Errorf("an address nothing listens on: %v, want an *sshexec.UnreachableError", err)
+	}
 
 	onHost := func(t *testing.T, cmd string) string {
 		t.Helper()

@@ -37,7 +37,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -117,7 +116,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	step("Waiting for the global controller to reach both sites")
-	if err := waitReady(ctx, fleet.Global.Client, "site-a", "site-b"); err != nil {
+	if err := fleet.WaitSitesReady(ctx, "fleet", "site-a", "site-b"); err != nil {
 		return err
 	}
 
@@ -191,31 +190,6 @@ Global controller log: %[3]s; local controller logs: %[7]s, %[8]s; site-a's BPA:
 	return nil
 }
 
-func waitReady(ctx context.Context, c client.Client, names ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		pending := 0
-		for _, name := range names {
-			site := &fleetv1.Site{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: "fleet", Name: name}, site); err != nil {
-				return err
-			}
-			if !meta.IsStatusConditionTrue(site.Status.Conditions, fleetv1.SiteReadyCondition) {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sites not Ready: %w", ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
 // provisionSite uploads an OS image and the real node stack's packages, images and charts
@@ -230,13 +204,9 @@ func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string, 
 	}
 	upload := func(file, kind, name, version string) (string, error) {
 		step(fmt.Sprintf("edgefleet artifact upload %s --kind %s --name %s --version %s", filepath.Base(file), kind, name, version))
-		out, err := fleet.Edgefleet(ctx, "artifact", "upload", file, "--kind", kind, "--name", name, "--version", version, "-o", "json")
+		a, err := fleet.Upload(ctx, file, kind, name, version)
 		if err != nil {
 			return "", err
-		}
-		var a restv1.Artifact
-		if err := json.Unmarshal(out, &a); err != nil {
-			return "", fmt.Errorf("upload %s: %w", file, err)
 		}
 		fmt.Printf("%s %s %s  sha256:%s  %d bytes\n", a.Kind, a.Name, a.Version, a.SHA256, a.Size)
 		return a.SHA256, nil
@@ -281,8 +251,11 @@ spec:
 		}
 		fmt.Print(string(out))
 	}
-	patch := fmt.Sprintf(`{"spec":{"cluster":{"release":"edge-1.0",`+
-		`"network":{"podCIDRs":["10.244.0.0/16"],"serviceCIDRs":["10.96.0.0/12"],"controlPlaneEndpoint":{"host":%q}}}}}`, hosts.Hosts[0].IP)
+	network, err := json.Marshal(hosts.ClusterNetwork())
+	if err != nil {
+		return err
+	}
+	patch := fmt.Sprintf(`{"spec":{"cluster":{"release":"edge-1.0","network":%s}}}`, network)
 	step("kubectl patch site " + site + " -n fleet --type merge -p '" + patch + "'")
 	if out, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", "fleet", "--type", "merge", "-p", patch); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
@@ -180,6 +182,20 @@ func (f *Fleet) Edgefleet(ctx context.Context, args ...string) ([]byte, error) {
 		return out, fmt.Errorf("edgefleet %v: %w: %s", args, err, out)
 	}
 	return out, nil
+}
+
+// Upload puts a file into the artifact store the way an operator does (edgefleet artifact
+// upload) and returns the stored artifact.
+func (f *Fleet) Upload(ctx context.Context, file, kind, name, version string) (restv1.Artifact, error) {
+	var a restv1.Artifact
+	out, err := f.Edgefleet(ctx, "artifact", "upload", file, "--kind", kind, "--name", name, "--version", version, "-o", "json")
+	if err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(out, &a); err != nil {
+		return a, fmt.Errorf("upload %s: %w: %s", file, err, out)
+	}
+	return a, nil
 }
 
 // SiteKubeconfig is the path of a site cluster's admin kubeconfig.

@@ -117,15 +117,24 @@ func NewHosts(t testing.TB, n int, opts HostOptions) *HostNet {
 // test process — and returns it with its authorized_keys line.
 func SSHKey(t testing.TB) (ssh.Signer, string) {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	signer, line, err := NewSSHKey()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return signer, line
+}
+
+// NewSSHKey is SSHKey for programs that are not tests (benchmarks).
+func NewSSHKey() (ssh.Signer, string, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, "", err
 	}
 	signer, err := ssh.NewSignerFromKey(priv)
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", err
 	}
-	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+	return signer, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
 }
 
 // SSHKeyPEM makes an SSH private key for a test as the secret store keeps one (OpenSSH PEM) and
@@ -153,22 +162,36 @@ func SSHKeyPEM(t testing.TB) ([]byte, string) {
 func StartHosts(t testing.TB, n int, authorizedKey string, opts HostOptions) *HostNet {
 	t.Helper()
 	hn := NewHosts(t, n, opts)
-	for _, h := range hn.Hosts {
-		if err := h.Provision(UserData{AuthorizedKeys: []string{authorizedKey}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Boot(); err != nil {
-			t.Fatal(err)
-		}
+	took, err := hn.BootAll(t.Context(), authorizedKey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, h := range hn.Hosts {
-		took, err := h.WaitSSH(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("test host %s (%s): SSH answers %s after boot", h.Name, h.IP, took.Round(time.Millisecond))
+	for i, h := range hn.Hosts {
+		t.Logf("test host %s (%s): SSH answers %s after boot", h.Name, h.IP, took[i].Round(time.Millisecond))
 	}
 	return hn
+}
+
+// BootAll provisions every host with its name as hostname and authorizedKey (an authorized_keys
+// line), boots them and waits until each answers SSH; it returns each host's time from boot to
+// SSH.
+func (hn *HostNet) BootAll(ctx context.Context, authorizedKey string) ([]time.Duration, error) {
+	for _, h := range hn.Hosts {
+		if err := h.Provision(UserData{AuthorizedKeys: []string{authorizedKey}}); err != nil {
+			return nil, err
+		}
+		if err := h.Boot(); err != nil {
+			return nil, err
+		}
+	}
+	took := make([]time.Duration, len(hn.Hosts))
+	for i, h := range hn.Hosts {
+		var err error
+		if took[i], err = h.WaitSSH(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return took, nil
 }
 
 // NewHostNet is NewHosts for programs that are not tests (the demo): opts.Dir is required, and
@@ -695,6 +718,32 @@ func (h *Host) Memory() (usage, resident int64, err error) {
 		return usage, resident, nil
 	}
 	return 0, 0, fmt.Errorf("test host %s: no memory cgroup", h.Name)
+}
+
+// CPU is the CPU time everything the host ran has used since it booted (its cpuacct cgroup's
+// usage; on a machine with cgroup v2 only, usage_usec of cpu.stat).
+func (h *Host) CPU() (time.Duration, error) {
+	for _, d := range h.cgroupDirs() {
+		if raw, err := os.ReadFile(filepath.Join(d, "cpuacct.usage")); err == nil {
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("test host %s: cpuacct.usage: %w", h.Name, err)
+			}
+			return time.Duration(ns), nil
+		}
+		if raw, err := os.ReadFile(filepath.Join(d, "cpu.stat")); err == nil {
+			for _, l := range strings.Split(string(raw), "\n") {
+				if f := strings.Fields(l); len(f) == 2 && f[0] == "usage_usec" {
+					us, err := strconv.ParseInt(f[1], 10, 64)
+					if err != nil {
+						return 0, fmt.Errorf("test host %s: cpu.stat: %w", h.Name, err)
+					}
+					return time.Duration(us) * time.Microsecond, nil
+				}
+			}
+		}
+	}
+	return 0, fmt.Errorf("test host %s: no CPU accounting cgroup", h.Name)
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

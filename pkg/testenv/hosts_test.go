@@ -65,6 +65,13 @@ func TestHosts(t *testing.T) {
 		if !found {
 			t.Errorf("%s: ssh.service's cgroup is in none of %v", h.Name, h.cgroupDirs())
 		}
+		// Its cgroups account what it ran since it booted: systemd, sshd.
+		if cpu, err := h.CPU(); err != nil || cpu <= 0 {
+			t.Errorf("%s: CPU %s (%v), want the time its boot took", h.Name, cpu, err)
+		}
+		if usage, rss, err := h.Memory(); err != nil || usage <= 0 || rss <= 0 {
+			t.Errorf("%s: memory %d, resident %d (%v), want what systemd and sshd hold", h.Name, usage, rss, err)
+		}
 	}
 	if len(keys) != 2 {
 		t.Errorf("the two hosts share a host key")

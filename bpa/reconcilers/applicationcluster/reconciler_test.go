@@ -265,8 +265,8 @@ func TestReconcilerPhases(t *testing.T) {
 	}
 
 	t.Run("waiting for a provisioned host to answer over SSH", func(t *testing.T) {
-		// The host has not booted yet: the first file the BPA writes there cannot connect.
-		hosts.FailStep("app-cp-0", "", fixture.StepWrite, 1, &sshexec.UnreachableError{Host: "app-cp-0", Addr: "10.0.0.10:22", Err: errors.New("connection refused")})
+		// The host has not booted yet: the BPA's check that every host answers cannot connect.
+		hosts.FailStep("app-cp-0", "", fixture.StepReachable, 1, &sshexec.UnreachableError{Host: "app-cp-0", Addr: "10.0.0.10:22", Err: errors.New("connection refused")})
 		provision(t, ac.Spec.Hosts[0])
 		st := waitBootstrap(t, ac, "Waiting for SSH", func(st *sitev1.BootstrapStatus) bool {
 			return st.Phase == sitev1.BootstrapWaiting && st.Message != "waiting for control-plane hosts to be provisioned: cp-0"
