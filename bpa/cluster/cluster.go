@@ -114,6 +114,14 @@ type Result struct {
 	Files int
 	// Images is how many image imports ran (were not found done).
 	Images int
+	// LeftOut are the worker hosts the run did not install because they did not answer.
+	LeftOut []HostError
+}
+
+// HostError is why a host was left out of a run.
+type HostError struct {
+	Host string
+	Err  error
 }
 
 // Level is what a run did at one level of the install order (Levels).
@@ -220,7 +228,7 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 		return nil, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
 	res := &Result{}
-	if err := b.reachable(ctx, spec.Hosts); err != nil {
+	if spec.Hosts, err = b.reachable(ctx, res, spec.Hosts); err != nil {
 		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
 	for _, level := range levels {
@@ -244,10 +252,12 @@ func (b *BringUp) prepare(ctx context.Context, spec Spec) (Spec, *pki.Bundle, er
 	return spec, bundle, nil
 }
 
-// reachable checks that every host answers (at most maxParallel at once): nothing is installed
-// while one does not. An etcd member started without the others would wait for a quorum that
-// cannot form, and any level would fail at that host anyway. The error joins each host's.
-func (b *BringUp) reachable(ctx context.Context, hosts []Host) error {
+// reachable checks that every host answers (at most maxParallel at once) and returns those
+// that do. Nothing is installed while a control-plane host does not answer: an etcd member
+// started without the others would wait for a quorum that cannot form. A worker that does not
+// answer is left out of the run (res.LeftOut) so the others are not held up by one; a later run
+// joins it. The error joins each control-plane host's.
+func (b *BringUp) reachable(ctx context.Context, res *Result, hosts []Host) ([]Host, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallel)
 	errs := make([]error, len(hosts))
@@ -259,7 +269,19 @@ func (b *BringUp) reachable(ctx context.Context, hosts []Host) error {
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	var answer []Host
+	var cpErrs []error
+	for i, h := range hosts {
+		switch {
+		case errs[i] == nil:
+			answer = append(answer, h)
+		case h.ControlPlane:
+			cpErrs = append(cpErrs, errs[i])
+		default:
+			res.LeftOut = append(res.LeftOut, HostError{Host: h.Name, Err: errs[i]})
+		}
+	}
+	return answer, errors.Join(cpErrs...)
 }
 
 // installLevel installs the packages of one level on their hosts, all at once (at most

@@ -158,7 +158,7 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 	})
 
-	t.Run("a host that does not answer: nothing is installed anywhere, and the error names it", func(t *testing.T) {
+	t.Run("a control-plane host that does not answer: nothing is installed anywhere, and the error names it", func(t *testing.T) {
 		withExtra := spec
 		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("early", "1", packages.HostsAll, nil))
 		hosts.FailStep("cp-1", "", fixture.StepReachable, 1, &sshexec.UnreachableError{Host: "cp-1", Addr: "10.0.0.11:22", Err: errors.New("connection refused")})
@@ -172,6 +172,32 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 		if _, err := bu.Run(ctx, spec); err != nil {
 			t.Fatalf("the next run, cp-1 answering: %v", err)
+		}
+	})
+
+	t.Run("a worker that does not answer is left out, the others installed; the next run joins it", func(t *testing.T) {
+		withExtra := spec
+		withExtra.Packages = append(slices.Clone(spec.Packages), fakePkg("late", "1", packages.HostsAll, nil))
+		refused := &sshexec.UnreachableError{Host: "w-1", Addr: "10.0.0.13:22", Err: errors.New("connection refused")}
+		hosts.FailStep("w-1", "", fixture.StepReachable, 1, refused)
+		before := len(hosts.Log())
+		res, err := bu.Run(ctx, withExtra)
+		if err != nil {
+			t.Fatalf("run with w-1 not answering: %v", err)
+		}
+		if len(res.LeftOut) != 1 || res.LeftOut[0].Host != "w-1" || !errors.Is(res.LeftOut[0].Err, refused) {
+			t.Errorf("left out %+v, want w-1 and why", res.LeftOut)
+		}
+		if got := slices.Sorted(slices.Values(activations(hosts.Log()[before:]))); !slices.Equal(got, []string{"cp-0 late", "cp-1 late", "w-0 late"}) {
+			t.Errorf("activated %v, want late on every host but w-1", got)
+		}
+		before = len(hosts.Log())
+		res, err = bu.Run(ctx, withExtra)
+		if err != nil || len(res.LeftOut) != 0 {
+			t.Fatalf("the next run, w-1 answering: left out %+v, %v", res.LeftOut, err)
+		}
+		if got := activations(hosts.Log()[before:]); !slices.Equal(got, []string{"w-1 late"}) {
+			t.Errorf("activated %v, want late on w-1 alone", got)
 		}
 	})
 

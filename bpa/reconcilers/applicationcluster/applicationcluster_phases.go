@@ -101,9 +101,13 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return w.patch(ctx, bu, spec, patching)
 	}
 	w.progress(ctx, sitev1.BootstrapInstalling, fmt.Sprintf("installing %s on %d hosts", versions(pkgs), len(hosts)))
-	if _, err := bu.Run(ctx, spec); err != nil {
+	res, err := bu.Run(ctx, spec)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
+	hosts = slices.DeleteFunc(hosts, func(h cluster.Host) bool {
+		return slices.ContainsFunc(res.LeftOut, func(l cluster.HostError) bool { return l.Host == h.Name })
+	})
 	w.st.Nodes = int32(len(hosts))
 	w.st.Packages = installed(pkgs)
 	cfg, err := w.publishKubeconfig(ctx)
@@ -118,10 +122,16 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	w.st.Phase = sitev1.BootstrapInstalled
 	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
+	// The cluster serves, but may not be all its spec asks for yet: the status says what is missing.
+	var missing []string
 	if len(workersWaiting) > 0 {
-		// The cluster serves, but is not all its spec asks for yet: the status says so.
-		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; waiting for worker hosts to be provisioned: %s",
-			len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(workersWaiting, ", "))
+		missing = append(missing, "waiting for worker hosts to be provisioned: "+strings.Join(workersWaiting, ", "))
+	}
+	for _, l := range res.LeftOut {
+		missing = append(missing, fmt.Sprintf("worker host %s not installed yet, it does not answer (%v): if this stays, check the host's network and sshd", l.Host, l.Err))
+	}
+	if len(missing) > 0 {
+		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; %s", len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(missing, "; "))
 	}
 	if len(w.st.Charts) > 0 {
 		var ready, desired int32
@@ -134,6 +144,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 			// status shows follows them.
 			return ctrl.Result{RequeueAfter: w.r.Retry}, nil
 		}
+	}
+	if len(res.LeftOut) > 0 {
+		return ctrl.Result{RequeueAfter: w.r.Retry}, nil // the next run joins them once they answer
 	}
 	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
 }

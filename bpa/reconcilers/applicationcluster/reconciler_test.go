@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -283,8 +284,17 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
-	t.Run("installed once the hosts are provisioned", func(t *testing.T) {
+	t.Run("a provisioned worker that does not answer yet is left out, and the status says so", func(t *testing.T) {
+		hosts.FailStep("app-w-0", "", fixture.StepReachable, math.MaxInt, &sshexec.UnreachableError{Host: "app-w-0", Addr: "10.0.0.11:22", Err: errors.New("connection refused")})
 		provision(t, ac.Spec.Hosts[1])
+		st := waitBootstrap(t, ac, "w-0 left out", func(st *sitev1.BootstrapStatus) bool { return strings.Contains(st.Message, "not installed yet") })
+		if want := "1 of 2 nodes run db 1, agent 1; worker host w-0 not installed yet, it does not answer (host app-w-0: connect to 10.0.0.11:22: connection refused): if this stays, check the host's network and sshd"; st.Message != want || st.Nodes != 1 || st.Phase != sitev1.BootstrapInstalled {
+			t.Errorf("status %+v, want message %q", st, want)
+		}
+	})
+
+	t.Run("installed once the hosts are provisioned and answer", func(t *testing.T) {
+		hosts.StopFailing("app-w-0", fixture.StepReachable)
 		st := waitBootstrap(t, ac, "2 nodes", func(st *sitev1.BootstrapStatus) bool { return st.Nodes == 2 })
 		if st.Phase != sitev1.BootstrapInstalled || st.Message != "2 nodes run db 1, agent 1" {
 			t.Errorf("status %+v", st)
