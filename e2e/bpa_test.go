@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -42,11 +43,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		digest = map[string]string{} // of uploaded artifacts, by name
 	)
 
-	// release creates a Release of the packages (keys of digest, see stackWith), the images
-	// and the chart, and makes it the site's.
-	release := func(ctx context.Context, name string, pkgs ...string) {
+	// release creates a Release of Kubernetes version kube of the packages (keys of digest,
+	// see stackWith), the images and the chart, and makes it the site's.
+	release := func(ctx context.Context, name, kube string, pkgs ...string) {
 		GinkgoHelper()
-		createRelease(ctx, ns, name, digest, pkgs...)
+		createRelease(ctx, ns, name, kube, digest, pkgs...)
 		patch := fmt.Sprintf(`{"spec":{"cluster":{"release":%q}}}`, name)
 		_, err := fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
 		Expect(err).NotTo(HaveOccurred())
@@ -104,11 +105,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		dir = GinkgoT().TempDir()
 		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil)
 
-		uploadBase(ctx, dir, digest)
-		// The same kubelet packaged again: a patch of it drains every node.
-		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
-		digest["kubelet 1.36.3-3 broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-3", func(dir string) {
-			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'kubelet 1.36.3-3 is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
+		// The cluster starts on the previous Kubernetes minor; the upgrades go to the current.
+		uploadBase(ctx, dir, testenv.PreviousKubernetesVersion, digest)
+		uploadKubernetes(ctx, testenv.KubernetesVersion, digest)
+		digest["kubelet broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", testenv.KubernetesVersion+"-1", func(dir string) {
+			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'this kubelet is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
 			// It fails for good: no need to wait the 120 s a healthy kubelet may take.
 			m, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
 			Expect(err).NotTo(HaveOccurred())
@@ -116,7 +117,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(os.WriteFile(filepath.Join(dir, "manifest.yaml"), bytes.Replace(m, []byte("timeoutSeconds: 120"), []byte("timeoutSeconds: 10"), 1), 0o644)).To(Succeed())
 		}))
 		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
-		release(ctx, "bpa-1", stackWith()...)
+		release(ctx, "bpa-1", testenv.PreviousKubernetesVersion, stackWith()...)
 	})
 
 	ReportAfterEach(func(r SpecReport) {
@@ -174,7 +175,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		b := s.Status.Cluster.Bootstrap
 		Expect(b.Nodes).To(Equal(int32(5)))
 		var want []sitev1.InstalledPackage
-		for _, p := range testenv.StackPackages() {
+		for _, p := range testenv.StackPackages(testenv.PreviousKubernetesVersion) {
 			want = append(want, sitev1.InstalledPackage{Name: p.Name, Version: p.Version, SHA256: digest[p.Name]})
 		}
 		Expect(b.Packages).To(ConsistOf(want))
@@ -200,7 +201,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, n := range nodes.Items {
 			info := n.Status.NodeInfo
 			GinkgoWriter.Printf("node %s: kubelet %s, runtime %s, OS %s, kernel %s\n", n.Name, info.KubeletVersion, info.ContainerRuntimeVersion, info.OSImage, info.KernelVersion)
-			Expect(info.KubeletVersion).To(Equal("v1.36.3"), n.Name)
+			Expect(info.KubeletVersion).To(Equal("v"+testenv.PreviousKubernetesVersion), n.Name)
 			Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://1.6.20"), n.Name)
 			Expect(info.OSImage).To(HavePrefix("Debian GNU/Linux 12"), n.Name)
 			role := "node-role.kubernetes.io/worker"
@@ -293,26 +294,109 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(found).NotTo(BeEmpty())
 	})
 
-	It("patches the kubelet through a new release, draining node by node, and the application's Service never fails a request", func(ctx context.Context) {
+	It("stops an upgrade whose new kubelet fails its health check at the first node, that node back on the previous version, the application serving", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		release(ctx, "bpa-2-broken", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "kubelet broken")...)...)
+		var b *sitev1.BootstrapStatus
+		Eventually(func(g Gomega) {
+			b = siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapFailed), "bootstrap says: %s", b.Message)
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("requests to webapp through the failed upgrade: %d answered, %d failed\n", answered, len(failed))
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(b.FailedPackage).To(Equal(digest["kubelet broken"]))
+		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
+		Expect(b.Message).To(ContainSubstring("this kubelet is broken"))
+		// The control plane went first (the version skew policy: API servers before the
+		// kubelets): it runs the new version; every kubelet the previous one.
+		for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+			Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: testenv.KubernetesVersion, SHA256: digest[name+" "+testenv.KubernetesVersion]}))
+			for _, h := range hn.Hosts[:3] {
+				Expect(installed(ctx, h, name)).To(Equal(testenv.KubernetesVersion+" "+testenv.KubernetesVersion), "%s on %s", name, h.Name)
+			}
+		}
+		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: testenv.PreviousKubernetesVersion, SHA256: digest["kubelet"]}))
+		for _, h := range hn.Hosts {
+			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.PreviousKubernetesVersion+" "+testenv.PreviousKubernetesVersion), h.Name)
+		}
+		// The cluster still serves, every node Ready, schedulable and on the previous kubelet,
+		// the application's 3 pods Ready.
+		webappPods(ctx, cs)
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).To(HaveLen(5))
+		for _, n := range nodes.Items {
+			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
+			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+testenv.PreviousKubernetesVersion), n.Name)
+		}
+		// The global Site says it too, and its cluster is not on the new version.
+		s := &fleetv1.Site{}
+		Eventually(func(g Gomega) {
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapFailed))
+			g.Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + testenv.PreviousKubernetesVersion))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	})
+
+	It("upgrades Kubernetes with an upgrade campaign, node by node, etcd keeping its 3 healthy members and the application's Service never failing a request", func(ctx context.Context) {
 		cs := appClient(ctx)
 		before := webappPods(ctx, cs)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		// A client on a control-plane host asks the Service every 100 ms throughout.
+		// A client on a control-plane host asks the Service every 100 ms throughout; another
+		// control-plane host samples etcd's members every 2 s.
+		machines := func() []string {
+			GinkgoHelper()
+			list := &clusterv1.MachineList{}
+			Expect(siteD.client.List(ctx, list, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
+			var names []string
+			for _, m := range list.Items {
+				names = append(names, m.Name)
+			}
+			return names
+		}
+		machinesBefore := machines()
+		Expect(machinesBefore).To(HaveLen(5))
 		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
-		release(ctx, "bpa-2", stackWith("kubelet 1.36.3-2")...)
-		installedWith(ctx, sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]})
+		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[1])
+		createRelease(ctx, ns, "bpa-3", testenv.KubernetesVersion, digest, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
+		out := runCampaign(ctx, ns, "upgrade-bpa-3", "--action", "upgrade", "--release", "bpa-3", "--sites", site)
+		Expect(out).To(ContainSubstring("phase Succeeded"))
 		answered, failed := requests.Stop()
-		GinkgoWriter.Printf("requests to webapp through the kubelet patch: %d answered, %d failed\n", answered, len(failed))
+		samples := etcd.Stop()
+		GinkgoWriter.Printf("through the upgrade: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
 		Expect(failed).To(BeEmpty(), "%d answered", answered)
 		Expect(answered).To(BeNumerically(">", 100))
-		for _, h := range hn.Hosts {
-			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
+		Expect(len(samples)).To(BeNumerically(">", 10))
+		for i, e := range samples {
+			Expect(e).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}), "etcd sample %d of %d", i, len(samples))
 		}
+		s := &fleetv1.Site{}
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+		Expect(s.Status.LastOperation.Campaign).To(Equal("upgrade-bpa-3"))
+		Expect(s.Status.LastOperation.Action).To(Equal(fleetv1.ActionUpgrade))
+		Expect(s.Status.LastOperation.Phase).To(Equal(fleetv1.OperationSucceeded), s.Status.LastOperation.Message)
+		Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + testenv.KubernetesVersion))
+		for _, name := range testenv.KubernetesPackages() {
+			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: testenv.KubernetesVersion, SHA256: digest[name+" "+testenv.KubernetesVersion]}))
+		}
+		// Every node on the new kubelet, Ready and schedulable, on the same machines (upgraded
+		// in place, not provisioned again).
+		Expect(machines()).To(ConsistOf(machinesBefore))
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).To(HaveLen(5))
 		for _, n := range nodes.Items {
+			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+testenv.KubernetesVersion), n.Name)
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
+		}
+		for _, h := range hn.Hosts {
+			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.KubernetesVersion+" "+testenv.KubernetesVersion), h.Name)
 		}
 		// Both workers were drained: every pod of the application was evicted and runs anew.
 		for name := range webappPods(ctx, cs) {
@@ -321,7 +405,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
-		release(ctx, "bpa-2-hello", stackWith("kubelet 1.36.3-2", "edge-hello")...)
+		release(ctx, "bpa-3-hello", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
 		installedWith(ctx, sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]})
 		// Its manifest says hosts: worker; the first three hosts are the control plane.
 		for i, h := range hn.Hosts {
@@ -336,37 +420,5 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(out)).To(HavePrefix(fmt.Sprintf("hello from %s (%s), pods in ", h.Name, h.IP)))
 		}
-	})
-
-	It("stops a patch whose health check fails, rolls that node back, and says so", func(ctx context.Context) {
-		release(ctx, "bpa-3", stackWith("kubelet 1.36.3-3 broken", "edge-hello")...)
-		var b *sitev1.BootstrapStatus
-		Eventually(func(g Gomega) {
-			b = siteD.bootstrap(g, ctx)
-			g.Expect(b).NotTo(BeNil())
-			g.Expect(b.Phase).To(Equal(sitev1.BootstrapFailed), "bootstrap says: %s", b.Message)
-		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
-		Expect(b.FailedPackage).To(Equal(digest["kubelet 1.36.3-3 broken"]))
-		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
-		Expect(b.Message).To(ContainSubstring("kubelet 1.36.3-3 is broken"))
-		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: "1.36.3-2", SHA256: digest["kubelet 1.36.3-2"]}))
-		for _, h := range hn.Hosts {
-			Expect(installed(ctx, h, "kubelet")).To(Equal("1.36.3-2 1.36.3-2"), h.Name)
-		}
-		// The cluster still serves, every node Ready and schedulable, the application's 3 pods
-		// Ready.
-		webappPods(ctx, appClient(ctx))
-		nodes, err := appClient(ctx).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(nodes.Items).To(HaveLen(5))
-		for _, n := range nodes.Items {
-			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
-		}
-		// The global Site says it too.
-		s := &fleetv1.Site{}
-		Eventually(func(g Gomega) {
-			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
-			g.Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapFailed))
-		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 })

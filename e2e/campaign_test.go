@@ -27,18 +27,6 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 		digest = map[string]string{} // of uploaded artifacts, by name
 	)
 
-	// run creates a campaign with the CLI and watches it to its end with the CLI; watch exits
-	// non-zero unless the campaign succeeded.
-	run := func(ctx context.Context, name string, args ...string) string {
-		GinkgoHelper()
-		_, err := fleet.Edgefleet(ctx, append([]string{"campaign", "create", name, "-n", ns, "--site-timeout", "10m"}, args...)...)
-		Expect(err).NotTo(HaveOccurred())
-		watchCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-		defer cancel()
-		out, err := fleet.Edgefleet(watchCtx, "campaign", "watch", name, "-n", ns)
-		Expect(err).NotTo(HaveOccurred())
-		return string(out)
-	}
 	site := func(ctx context.Context, name string) *fleetv1.Site {
 		GinkgoHelper()
 		s := &fleetv1.Site{}
@@ -53,10 +41,10 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 			hn := testenv.NewHosts(GinkgoTB(), 1, testenv.HostOptions{Names: []string{name + "-cp-0"}})
 			sites = append(sites, startRealSite(ctx, name, ns, hn, 1, vault, map[string]string{"ring": "e2e"}))
 		}
-		uploadBase(ctx, dir, digest)
+		uploadBase(ctx, dir, testenv.KubernetesVersion, digest)
 		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
-		createRelease(ctx, ns, "edge-1", digest, stackWith()...)
-		createRelease(ctx, ns, "edge-1-p1", digest, stackWith("kubelet 1.36.3-2")...)
+		createRelease(ctx, ns, "edge-1", testenv.KubernetesVersion, digest, stackWith()...)
+		createRelease(ctx, ns, "edge-1-p1", testenv.KubernetesVersion, digest, stackWith("kubelet 1.36.3-2")...)
 	})
 
 	ReportAfterEach(func(r SpecReport) {
@@ -68,7 +56,7 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 	})
 
 	It("installs the release on every site with an install campaign, the artifacts cached at each site first", func(ctx context.Context) {
-		out := run(ctx, "install-edge-1", "--action", "install", "--release", "edge-1", "--selector", "ring=e2e",
+		out := runCampaign(ctx, ns, "install-edge-1", "--action", "install", "--release", "edge-1", "--selector", "ring=e2e",
 			"--max-concurrency", "2", "--pre-cache")
 		Expect(out).To(ContainSubstring("phase Succeeded"))
 		for i, name := range names {
@@ -95,7 +83,7 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 	})
 
 	It("patches the kubelet on every site with a patch campaign, the canary first", func(ctx context.Context) {
-		out := run(ctx, "patch-edge-1-p1", "--action", "patch", "--release", "edge-1-p1", "--sites", strings.Join(names, ","),
+		out := runCampaign(ctx, ns, "patch-edge-1-p1", "--action", "patch", "--release", "edge-1-p1", "--sites", strings.Join(names, ","),
 			"--canaries", "1", "--max-concurrency", "2")
 		Expect(out).To(ContainSubstring("phase Succeeded"))
 		for i, name := range names {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -48,11 +49,11 @@ func uploadPackage(ctx context.Context, b testenv.BuiltPackage) string {
 // "NAME …" key replaces the stack's package NAME ("kubelet 1.36.3-2"), any other is added.
 func stackWith(others ...string) []string {
 	var names []string
-	for _, p := range testenv.StackPackages() {
+	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) { // their names
 		names = append(names, p.Name)
 	}
 	for _, o := range others {
-		if i := slices.Index(names, strings.Fields(o)[0]); i >= 0 {
+		if i := slices.IndexFunc(names, func(n string) bool { return strings.Fields(n)[0] == strings.Fields(o)[0] }); i >= 0 {
 			names[i] = o
 			continue
 		}
@@ -61,16 +62,16 @@ func stackWith(others ...string) []string {
 	return names
 }
 
-// uploadBase uploads what every real site's cluster needs, built into dir, and records the
-// digests by name: "os", the stack's packages by name, its images as "image NAME" and its
-// charts as "chart NAME" (testenv.BuildStack).
-func uploadBase(ctx context.Context, dir string, digest map[string]string) {
+// uploadBase uploads what every real site's cluster at Kubernetes version kube needs, built
+// into dir, and records the digests by name: "os", the stack's packages by name, its images as
+// "image NAME" and its charts as "chart NAME" (testenv.BuildStack).
+func uploadBase(ctx context.Context, dir, kube string, digest map[string]string) {
 	GinkgoHelper()
 	osImage, osDigest := testenv.RandomContent(1<<20, 11)
 	Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), osImage, 0o600)).To(Succeed())
 	Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(osDigest))
 	digest["os"] = osDigest
-	built, err := testenv.BuildStack(ctx, dir)
+	built, err := testenv.BuildStack(ctx, dir, kube)
 	Expect(err).NotTo(HaveOccurred())
 	for _, a := range built {
 		key := a.Name
@@ -84,13 +85,32 @@ func uploadBase(ctx context.Context, dir string, digest map[string]string) {
 	}
 }
 
-// createRelease creates a Release of the OS image, the named packages (keys of digest; see
-// stackWith), and every image and chart of digest; it is deleted when the container's specs
-// are done, before the artifacts it references (cleanups run last in, first out).
-func createRelease(ctx context.Context, ns, name string, digest map[string]string, pkgs ...string) {
+// uploadKubernetes uploads the stack's Kubernetes packages (testenv.KubernetesPackages) at
+// version kube and records their digests as "NAME kube"; kubernetesAt lists those keys, for
+// stackWith.
+func uploadKubernetes(ctx context.Context, kube string, digest map[string]string) {
+	GinkgoHelper()
+	for _, name := range testenv.KubernetesPackages() {
+		digest[name+" "+kube] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), name, kube, nil))
+	}
+}
+
+func kubernetesAt(kube string, others ...string) []string {
+	var keys []string
+	for _, name := range testenv.KubernetesPackages() {
+		keys = append(keys, name+" "+kube)
+	}
+	return append(keys, others...)
+}
+
+// createRelease creates a Release of Kubernetes version kube (1.36.3) of the OS image, the named
+// packages (keys of digest; see stackWith), and every image and chart of digest; it is deleted
+// when the container's specs are done, before the artifacts it references (cleanups run last
+// in, first out).
+func createRelease(ctx context.Context, ns, name, kube string, digest map[string]string, pkgs ...string) {
 	GinkgoHelper()
 	r := &fleetv1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.ReleaseSpec{
-		KubernetesVersion: "v1.36.3",
+		KubernetesVersion: "v" + kube,
 		OSImage:           sitev1.OSImage{SHA256: digest["os"]},
 	}}
 	for _, key := range slices.Sorted(maps.Keys(digest)) {
@@ -158,4 +178,17 @@ func installed(ctx context.Context, h *testenv.Host, pkg string) string {
 	GinkgoHelper()
 	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active", pkg))
 	return strings.Join(strings.Fields(string(out)), " ")
+}
+
+// runCampaign creates a campaign in namespace ns with the CLI and watches it to its end with the
+// CLI (each site given 15 minutes); watch exits non-zero unless the campaign succeeded.
+func runCampaign(ctx context.Context, ns, name string, args ...string) string {
+	GinkgoHelper()
+	_, err := fleet.Edgefleet(ctx, append([]string{"campaign", "create", name, "-n", ns, "--site-timeout", "15m"}, args...)...)
+	Expect(err).NotTo(HaveOccurred())
+	watchCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	out, err := fleet.Edgefleet(watchCtx, "campaign", "watch", name, "-n", ns)
+	Expect(err).NotTo(HaveOccurred(), "campaign %s: %s", name, out)
+	return string(out)
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-const kubernetesVersion = "v1.36.3"
+const kubernetesVersion = "v" + testenv.KubernetesVersion
 
 func pkg(b testenv.BuiltPackage) install.Package {
 	return install.Package{Manifest: b.Manifest, Digest: b.Digest, Archive: b.Open}
@@ -74,7 +74,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		Workers:           2,
 		Images:            []install.Image{{Name: pause.Tag, Digest: pause.Digest, Archive: sshexec.Bytes(pause.Archive)}},
 	}
-	for _, p := range testenv.StackPackages() {
+	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
 		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
 	}
 	for i, h := range hn.Hosts {

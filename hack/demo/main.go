@@ -218,11 +218,11 @@ func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string, 
 kind: Release
 metadata: {name: edge-1.0, namespace: fleet}
 spec:
-  kubernetesVersion: v1.36.3
+  kubernetesVersion: v%s
   osImage: {sha256: %s}
   packages:
-`, imageDigest)
-	built, err := testenv.BuildStack(ctx, dir)
+`, testenv.KubernetesVersion, imageDigest)
+	built, err := testenv.BuildStack(ctx, dir, testenv.KubernetesVersion)
 	if err != nil {
 		return err
 	}

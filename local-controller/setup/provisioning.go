@@ -91,7 +91,7 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 		}},
 		{"ApplicationCluster", func() error {
 			return (&applicationcluster.Reconciler{Client: client, Recorder: mgr.GetEventRecorder("applicationcluster-controller"),
-				Resync: 10 * time.Second}).SetupWithManager(mgr, one)
+				Resync: 10 * time.Second, InPlaceUpgrades: opts.NodeBootstrap == NodeBootstrapBPA}).SetupWithManager(mgr, one)
 		}},
 	}
 	for _, rc := range reconcilers {

@@ -11,13 +11,28 @@ import (
 // PackageVersion names a test-bed package (hack/packages) at a version.
 type PackageVersion struct{ Name, Version string }
 
-// StackPackages are the packages of the real node stack at their versions, in the order a
-// Release lists them: etcd, kube-apiserver, kube-controller-manager, kube-scheduler (control
-// plane), containerd, pod-network, kubelet, kube-proxy (every host).
-func StackPackages() []PackageVersion {
+// Kubernetes versions the test beds build (hack/tools/kube, hack/tools/kube-1.35): the current
+// minor, which every real cluster runs unless a test says otherwise, and the previous one, which
+// upgrades start from.
+const (
+	KubernetesVersion         = "1.36.3"
+	PreviousKubernetesVersion = "1.35.8"
+)
+
+// KubernetesPackages are the packages of the real node stack that are Kubernetes' own, built
+// at the stack's Kubernetes version: an upgrade changes these.
+func KubernetesPackages() []string {
+	return []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"}
+}
+
+// StackPackages are the packages of the real node stack at their versions, Kubernetes' own at
+// kube (KubernetesVersion, PreviousKubernetesVersion), in the order a Release lists them: etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler (control plane), containerd,
+// pod-network, kubelet, kube-proxy (every host).
+func StackPackages(kube string) []PackageVersion {
 	return []PackageVersion{
-		{"etcd", "3.6.16"}, {"kube-apiserver", "1.36.3"}, {"kube-controller-manager", "1.36.3"}, {"kube-scheduler", "1.36.3"},
-		{"containerd", "1.6.20~ds1-1+deb12u3"}, {"pod-network", "0.1.0"}, {"kubelet", "1.36.3"}, {"kube-proxy", "1.36.3"},
+		{"etcd", "3.6.16"}, {"kube-apiserver", kube}, {"kube-controller-manager", kube}, {"kube-scheduler", kube},
+		{"containerd", "1.6.20~ds1-1+deb12u3"}, {"pod-network", "0.1.0"}, {"kubelet", kube}, {"kube-proxy", kube},
 	}
 }
 
@@ -39,11 +54,12 @@ func StackImages() []string { return []string{"pause", "coredns", "webapp"} }
 // CoreDNS and the test application.
 func StackCharts() []string { return []string{"coredns", "webapp"} }
 
-// BuildStack builds into dir what a Release of the real node stack lists besides its OS image:
-// the StackPackages, the StackImages and the StackCharts. An image's version is its tag's.
-func BuildStack(ctx context.Context, dir string) ([]StackArtifact, error) {
+// BuildStack builds into dir what a Release of the real node stack at Kubernetes version kube
+// lists besides its OS image: the StackPackages, the StackImages and the StackCharts. An image's
+// version is its tag's.
+func BuildStack(ctx context.Context, dir, kube string) ([]StackArtifact, error) {
 	var out []StackArtifact
-	for _, p := range StackPackages() {
+	for _, p := range StackPackages(kube) {
 		built, err := BuildPackageIn(dir, p.Name, p.Version, nil)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -76,56 +77,70 @@ func RunPod(t testing.TB, cs kubernetes.Interface, ns, name, node string, contai
 	return logs
 }
 
-// Requests are HTTP requests a host makes, each on a new connection, every 100 ms until
-// stopped: a client of a Service through a patch, say.
-type Requests struct {
-	t    testing.TB
-	h    *Host
-	done chan requestsDone
+// hostLoop is a shell loop run on a host until a file says stop: the output of its runs, for
+// a test to read once stopped.
+type hostLoop struct {
+	t        testing.TB
+	h        *Host
+	stopFile string
+	done     chan hostLoopDone
 }
 
-type requestsDone struct {
+type hostLoopDone struct {
 	out []byte
 	err error
 }
 
-// requestsStop is the file that stops the requests' loop in the host.
-const requestsStop = "/run/edgefleet-test-requests.stop"
+// startHostLoop runs script on h with "$1" the stop file (which the script removes first, and
+// polls), and its other arguments args.
+func startHostLoop(t testing.TB, h *Host, stopFile, script string, args ...string) *hostLoop {
+	l := &hostLoop{t: t, h: h, stopFile: stopFile, done: make(chan hostLoopDone, 1)}
+	go func() {
+		out, err := h.Exec(t.Context(), append([]string{"sh", "-c", script, "loop", stopFile}, args...)...)
+		l.done <- hostLoopDone{out, err}
+	}()
+	return l
+}
+
+// stop stops the loop and returns the lines it wrote.
+func (l *hostLoop) stop() []string {
+	l.t.Helper()
+	if _, err := l.h.Exec(l.t.Context(), "touch", l.stopFile); err != nil {
+		l.t.Fatal(err)
+	}
+	var d hostLoopDone
+	select {
+	case d = <-l.done:
+	case <-time.After(30 * time.Second):
+		l.t.Fatalf("the loop on %s did not stop", l.h.Name)
+	}
+	if d.err != nil {
+		l.t.Fatalf("loop on %s: %v", l.h.Name, d.err)
+	}
+	return strings.Split(strings.TrimSpace(string(d.out)), "\n")
+}
+
+// Requests are HTTP requests a host makes, each on a new connection, every 100 ms until
+// stopped: a client of a Service through a patch, say.
+type Requests struct{ loop *hostLoop }
 
 // StartRequests starts requesting url from host h: curl writes each answer's status code, after
 // its error when there is no answer ("000").
 func StartRequests(t testing.TB, h *Host, url string) *Requests {
-	const loop = `rm -f "$1"
+	const script = `rm -f "$1"
 while [ ! -e "$1" ]; do
 	curl -sS -o /dev/null -w '%{http_code}\n' --max-time 2 "$2" 2>&1 || true
 	sleep 0.1
 done`
-	r := &Requests{t: t, h: h, done: make(chan requestsDone, 1)}
-	go func() {
-		out, err := h.Exec(t.Context(), "sh", "-c", loop, "requests", requestsStop, url)
-		r.done <- requestsDone{out, err}
-	}()
-	return r
+	return &Requests{startHostLoop(t, h, "/run/edgefleet-test-requests.stop", script, url)}
 }
 
 // Stop stops the requests and returns how many were answered 200 OK, and the others: their
 // status codes, with curl's errors.
 func (r *Requests) Stop() (answered int, failed []string) {
-	r.t.Helper()
-	if _, err := r.h.Exec(r.t.Context(), "touch", requestsStop); err != nil {
-		r.t.Fatal(err)
-	}
-	var d requestsDone
-	select {
-	case d = <-r.done:
-	case <-time.After(30 * time.Second):
-		r.t.Fatalf("the requests from %s did not stop", r.h.Name)
-	}
-	if d.err != nil {
-		r.t.Fatalf("requests from %s: %v", r.h.Name, d.err)
-	}
+	r.loop.t.Helper()
 	var errs []string // curl's, before the code of the request they belong to
-	for _, line := range strings.Split(strings.TrimSpace(string(d.out)), "\n") {
+	for _, line := range r.loop.stop() {
 		switch {
 		case line == "200":
 			answered++
@@ -137,4 +152,46 @@ func (r *Requests) Stop() (answered int, failed []string) {
 		}
 	}
 	return answered, failed
+}
+
+// EtcdSamples sample, on a control-plane host of the real node stack, the cluster's etcd
+// members and how many of them answer healthy, every 2 s until stopped.
+type EtcdSamples struct{ loop *hostLoop }
+
+// EtcdSample is one look at the etcd cluster: how many members its member list has, and how
+// many of those answered their /health with "true".
+type EtcdSample struct{ Members, Healthy int }
+
+// StartEtcdSamples starts sampling the etcd cluster from control-plane host h: the member list
+// from the local member, then each member's /health at its client URL, with the member's own
+// serving-and-client certificate.
+func StartEtcdSamples(t testing.TB, h *Host) *EtcdSamples {
+	const script = `rm -f "$1"
+pki=/etc/kubernetes/pki/etcd
+c() { curl -sS --max-time 3 --cacert $pki/ca.crt --cert $pki/server.crt --key $pki/server.key "$@"; }
+while [ ! -e "$1" ]; do
+	urls=$(c -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list 2>/dev/null | grep -o '"clientURLs":\["[^"]*"' | sed 's/.*\["//; s/"$//')
+	n=0; healthy=0
+	for u in $urls; do
+		n=$((n+1))
+		if c "$u/health" 2>/dev/null | grep -q '"health":"true"'; then healthy=$((healthy+1)); fi
+	done
+	echo "$n $healthy"
+	sleep 2
+done`
+	return &EtcdSamples{startHostLoop(t, h, "/run/edgefleet-test-etcd-samples.stop", script)}
+}
+
+// Stop stops the sampling and returns the samples, in order.
+func (s *EtcdSamples) Stop() []EtcdSample {
+	s.loop.t.Helper()
+	var out []EtcdSample
+	for _, line := range s.loop.stop() {
+		var e EtcdSample
+		if _, err := fmt.Sscanf(line, "%d %d", &e.Members, &e.Healthy); err != nil {
+			s.loop.t.Fatalf("etcd sample %q from %s: %v", line, s.loop.h.Name, err)
+		}
+		out = append(out, e)
+	}
+	return out
 }

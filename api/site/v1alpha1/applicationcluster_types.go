@@ -439,7 +439,8 @@ type HostStatus struct {
 	// Machine is the Cluster-API Machine bound to the host.
 	// +optional
 	Machine string `json:"machine,omitempty"`
-	// Version is the Kubernetes version of the host's machine.
+	// Version is the Kubernetes version the host's node runs, as its kubelet reports it; the
+	// version its machine is provisioned with until the node has reported.
 	// +optional
 	Version string `json:"version,omitempty"`
 	// Ready is true when the host is a ready node.

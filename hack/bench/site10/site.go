@@ -21,7 +21,7 @@ import (
 )
 
 // kubernetesVersion is the version of the stack's Kubernetes packages.
-const kubernetesVersion = "v1.36.3"
+const kubernetesVersion = "v" + testenv.KubernetesVersion
 
 // stackFile is an artifact of the site's Release: built, uploaded, its sha256 known.
 type stackFile struct {
@@ -174,7 +174,7 @@ func uploadStack(ctx context.Context, fleet *testenv.Fleet, dir string) ([]stack
 	if err := os.WriteFile(image, data, 0o600); err != nil {
 		return nil, err
 	}
-	built, err := testenv.BuildStack(ctx, dir)
+	built, err := testenv.BuildStack(ctx, dir, testenv.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}

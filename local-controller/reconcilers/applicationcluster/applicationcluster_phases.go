@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileControlPlane(ctx context.Context, ac *sitev1.Appli
 			if !ready(m) {
 				return nil // replace only while the whole control plane is up
 			}
-			if m.Name != controlPlaneMachineName(ac, h.Name) && outdated == nil {
+			if m.Name != r.controlPlaneMachineName(ac, h.Name) && outdated == nil {
 				outdated = m
 			}
 		}
@@ -154,7 +154,7 @@ func (r *Reconciler) reconcileControlPlane(ctx context.Context, ac *sitev1.Appli
 }
 
 func (r *Reconciler) createControlPlaneMachine(ctx context.Context, ac *sitev1.ApplicationCluster, h sitev1.ClusterHost, image *sitev1.MachineImage) error {
-	name := controlPlaneMachineName(ac, h.Name)
+	name := r.controlPlaneMachineName(ac, h.Name)
 	labels := map[string]string{clusterv1.ClusterNameLabel: ac.Name, clusterv1.MachineControlPlaneLabel: "", sitev1.HostNameLabel: h.Name}
 	objs := []client.Object{
 		&sitev1.EdgeBootstrapConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: name, Labels: labels}},
@@ -200,11 +200,14 @@ func (r *Reconciler) reconcileWorkers(ctx context.Context, ac *sitev1.Applicatio
 	if err := r.Client.Create(ctx, bt); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create EdgeBootstrapConfigTemplate %s: %w", bt.Name, err)
 	}
-	version, template := ac.Spec.KubernetesVersion, workerTemplateName(ac)
-	if w.workers != nil && !controlPlaneCurrent(ac, w) {
+	version, template := ac.Spec.KubernetesVersion, r.workerTemplateName(ac)
+	if w.workers != nil && (!r.controlPlaneCurrent(ac, w) || w.workers.Spec.Template.Spec.InfrastructureRef.Name == template) {
+		// A new revision reaches the workers only once the control plane runs it; and with
+		// in-place upgrades a new version alone is no new revision: the template's version
+		// stays the one its machines were provisioned with, as any change would roll them.
 		version, template = w.workers.Spec.Template.Spec.Version, w.workers.Spec.Template.Spec.InfrastructureRef.Name
 	}
-	if template == workerTemplateName(ac) {
+	if template == r.workerTemplateName(ac) {
 		mt := &sitev1.EdgeMachineTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: template},
 			Spec: sitev1.EdgeMachineTemplateSpec{Template: sitev1.EdgeMachineTemplateResource{Spec: sitev1.EdgeMachineSpec{
@@ -258,14 +261,14 @@ func (r *Reconciler) reconcileWorkers(ctx context.Context, ac *sitev1.Applicatio
 
 // controlPlaneCurrent reports whether every control-plane host has a ready Machine of the
 // current revision and nothing else.
-func controlPlaneCurrent(ac *sitev1.ApplicationCluster, w *world) bool {
+func (r *Reconciler) controlPlaneCurrent(ac *sitev1.ApplicationCluster, w *world) bool {
 	byHost := w.controlPlaneMachines()
 	for _, h := range ac.Spec.Hosts {
 		if h.Role != sitev1.RoleControlPlane {
 			continue
 		}
 		ms := byHost[h.Name]
-		if len(ms) != 1 || ms[0].Name != controlPlaneMachineName(ac, h.Name) || !ready(ms[0]) {
+		if len(ms) != 1 || ms[0].Name != r.controlPlaneMachineName(ac, h.Name) || !ready(ms[0]) {
 			return false
 		}
 	}

@@ -31,6 +31,11 @@ type Reconciler struct {
 	// Resync is how often a cluster that has not settled is looked at again (its Machines and
 	// hosts also trigger reconciles when they change).
 	Resync time.Duration
+	// InPlaceUpgrades says that a new Kubernetes version is rolled through the nodes in place,
+	// by the site's BPA patching their packages (control plane first, each node drained), so
+	// that only a new OS image replaces machines. Without it (nodes that are not built from
+	// packages: the node simulator), a new version replaces the machines one by one.
+	InPlaceUpgrades bool
 }
 
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters,verbs=get;list;watch;update;patch

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
@@ -29,8 +30,8 @@ func (r *Reconciler) summarize(ac *sitev1.ApplicationCluster, w *world, image *s
 		}
 		m := w.machineOfHost[h.Name]
 		if m != nil {
-			hs.Machine, hs.Version, hs.Ready = m.Name, m.Spec.Version, ready(m)
-			versions[m.Spec.Version] = true
+			hs.Machine, hs.Version, hs.Ready = m.Name, nodeVersion(m), ready(m)
+			versions[hs.Version] = true
 		}
 		counts := &st.Workers
 		if h.Role == sitev1.RoleControlPlane {
@@ -38,7 +39,7 @@ func (r *Reconciler) summarize(ac *sitev1.ApplicationCluster, w *world, image *s
 		}
 		counts.Total++
 		upToDate := hs.Ready && hs.Version == ac.Spec.KubernetesVersion &&
-			(h.Role != sitev1.RoleControlPlane || m.Name == controlPlaneMachineName(ac, h.Name))
+			(h.Role != sitev1.RoleControlPlane || m.Name == r.controlPlaneMachineName(ac, h.Name))
 		if upToDate {
 			counts.Ready++
 		} else {
@@ -74,7 +75,7 @@ func (r *Reconciler) summarize(ac *sitev1.ApplicationCluster, w *world, image *s
 		bmh := w.hosts[name]
 		hs := sitev1.HostStatus{Name: name, ProvisioningState: string(bmh.Status.Provisioning.State), Message: "being removed from the cluster"}
 		if m := w.machineOfHost[name]; m != nil {
-			hs.Machine, hs.Version = m.Name, m.Spec.Version
+			hs.Machine, hs.Version = m.Name, nodeVersion(m)
 		}
 		st.Hosts = append(st.Hosts, hs)
 	}
@@ -136,4 +137,14 @@ func inSpec(ac *sitev1.ApplicationCluster, host string) bool {
 		}
 	}
 	return false
+}
+
+// nodeVersion is the Kubernetes version the machine's node runs, as its kubelet reports it
+// (Cluster-API copies the Node's system info into the Machine's status); the machine's version
+// until the node has reported.
+func nodeVersion(m *clusterv1.Machine) string {
+	if m.Status.NodeInfo != nil && m.Status.NodeInfo.KubeletVersion != "" {
+		return m.Status.NodeInfo.KubeletVersion
+	}
+	return m.Spec.Version
 }

@@ -92,21 +92,26 @@ func ready(m *clusterv1.Machine) bool {
 	return m != nil && m.DeletionTimestamp.IsZero() && m.Status.NodeRef.IsDefined() && conditions.IsTrue(m, clusterv1.MachineNodeReadyCondition)
 }
 
-// revision names what makes a machine current: its Kubernetes version and OS image. A
-// machine of another revision is replaced.
-func revision(ac *sitev1.ApplicationCluster) string {
-	sum := sha256.Sum256([]byte(ac.Spec.KubernetesVersion + "/" + ac.Spec.OSImage.SHA256))
+// revision names what makes a machine current: its OS image and, unless the site's BPA
+// upgrades Kubernetes in place (InPlaceUpgrades), its Kubernetes version. A machine of another
+// revision is replaced.
+func (r *Reconciler) revision(ac *sitev1.ApplicationCluster) string {
+	what := ac.Spec.KubernetesVersion + "/" + ac.Spec.OSImage.SHA256
+	if r.InPlaceUpgrades {
+		what = ac.Spec.OSImage.SHA256
+	}
+	sum := sha256.Sum256([]byte(what))
 	return hex.EncodeToString(sum[:4])
 }
 
 // controlPlaneMachineName is the name of the current control-plane Machine (and of its
 // EdgeMachine and EdgeBootstrapConfig) of a host.
-func controlPlaneMachineName(ac *sitev1.ApplicationCluster, host string) string {
-	return host + "-" + revision(ac)
+func (r *Reconciler) controlPlaneMachineName(ac *sitev1.ApplicationCluster, host string) string {
+	return host + "-" + r.revision(ac)
 }
 
 func workersName(ac *sitev1.ApplicationCluster) string { return ac.Name + "-workers" }
 
-func workerTemplateName(ac *sitev1.ApplicationCluster) string {
-	return workersName(ac) + "-" + revision(ac)
+func (r *Reconciler) workerTemplateName(ac *sitev1.ApplicationCluster) string {
+	return workersName(ac) + "-" + r.revision(ac)
 }
