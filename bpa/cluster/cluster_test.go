@@ -434,20 +434,28 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		t.Logf("scanned %d files for %d secrets", scanned, len(secret))
 	})
 
-	t.Run("a changed host key is refused after a restart", func(t *testing.T) {
-		h := hn.Hosts[0]
-		// host-0 reprovisioned behind the BPA's back: new host keys.
-		if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		if _, err := h.WaitSSH(ctx); err != nil {
-			t.Fatal(err)
+	t.Run("a changed host key is refused after a restart: a worker is left out, a control-plane host stops the run", func(t *testing.T) {
+		// A host reprovisioned behind the BPA's back: new host keys.
+		newKeys := func(h *testenv.Host) {
+			t.Helper()
+			if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			if _, err := h.WaitSSH(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		restarted := cluster.New(install.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{})), store)
-		_, err := restarted.Run(ctx, spec)
 		var hk *sshexec.HostKeyError
-		if !errors.As(err, &hk) || hk.Host != h.Name {
-			t.Fatalf("err %v, want a *HostKeyError for %s", err, h.Name)
+		newKeys(hn.Hosts[0]) // a worker
+		res, err := restarted.Run(ctx, spec)
+		if err != nil || len(res.LeftOut) != 1 || res.LeftOut[0].Host != hn.Hosts[0].Name || !errors.As(res.LeftOut[0].Err, &hk) {
+			t.Fatalf("run: left out %+v, %v; want %s left out with a *HostKeyError", res.LeftOut, err, hn.Hosts[0].Name)
+		}
+		newKeys(hn.Hosts[2]) // a control-plane host
+		_, err = restarted.Run(ctx, spec)
+		if !errors.As(err, &hk) || hk.Host != hn.Hosts[2].Name {
+			t.Fatalf("err %v, want a *HostKeyError for %s", err, hn.Hosts[2].Name)
 		}
 	})
 }

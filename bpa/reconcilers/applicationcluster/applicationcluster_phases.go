@@ -128,7 +128,11 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		missing = append(missing, "waiting for worker hosts to be provisioned: "+strings.Join(workersWaiting, ", "))
 	}
 	for _, l := range res.LeftOut {
-		missing = append(missing, fmt.Sprintf("worker host %s not installed yet, it does not answer (%v): if this stays, check the host's network and sshd", l.Host, l.Err))
+		if unreachable := (*sshexec.UnreachableError)(nil); errors.As(l.Err, &unreachable) {
+			missing = append(missing, fmt.Sprintf("worker host %s not installed yet, it does not answer (%v): if this stays, check the host's network and sshd", l.Host, l.Err))
+			continue
+		}
+		missing = append(missing, fmt.Sprintf("worker host %s not installed: %v", l.Host, l.Err))
 	}
 	if len(missing) > 0 {
 		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; %s", len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(missing, "; "))
