@@ -88,6 +88,8 @@ func AdminKubeconfigSecret(name string) string { return name + "-admin-kubeconfi
 type BringUp struct {
 	installer Installer
 	secrets   secrets.Store
+	// Progress, when set, is told each step of a patch as it starts (Patch).
+	Progress func(PatchStep)
 }
 
 // Installer is what BringUp does on hosts: install.Installer over SSH, or a fake in tests.

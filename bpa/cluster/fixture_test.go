@@ -328,13 +328,25 @@ func TestPatchOnFakeHosts(t *testing.T) {
 	}
 	with := func(p install.Package) cluster.Spec { return withPackage(spec, p) }
 
-	t.Run("a database patch goes over the control plane, one host at a time", func(t *testing.T) {
+	t.Run("a database patch goes over the control plane, one host at a time, telling each step", func(t *testing.T) {
 		old := spec.Packages[0].Manifest
 		db2 := fakePkg("db", "2", old.Hosts, old.After, old.Config...)
 		before := len(hosts.Log())
+		var steps []cluster.PatchStep
+		bu.Progress = func(s cluster.PatchStep) { steps = append(steps, s) }
+		defer func() { bu.Progress = nil }()
 		res, err := bu.Patch(ctx, with(db2), "db")
 		if err != nil {
 			t.Fatal(err)
+		}
+		want := []cluster.PatchStep{
+			{Package: "db", Version: "2", Host: "cp-0", Index: 1, Of: 2, Step: cluster.StepCheckOthers},
+			{Package: "db", Version: "2", Host: "cp-0", Index: 1, Of: 2, Step: cluster.StepInstall},
+			{Package: "db", Version: "2", Host: "cp-1", Index: 2, Of: 2, Step: cluster.StepCheckOthers},
+			{Package: "db", Version: "2", Host: "cp-1", Index: 2, Of: 2, Step: cluster.StepInstall},
+		}
+		if !slices.Equal(steps, want) {
+			t.Errorf("steps %+v, want %+v", steps, want)
 		}
 		if got := order(res); !slices.Equal(got, []string{"cp-0", "cp-1"}) {
 			t.Errorf("patched %v, want cp-0, cp-1", got)

@@ -32,6 +32,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install/fixture"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -344,6 +345,10 @@ func TestReconcilerPhases(t *testing.T) {
 		if st.FailedPackage != agent2 || !strings.Contains(st.Message, "patch failed and was rolled back") || !strings.Contains(st.Message, "stopped at host w-0") || !strings.Contains(st.Message, "package agent 2 failed its health check") {
 			t.Errorf("status %+v", st)
 		}
+		// Where it stopped: the second of the two nodes, at its install.
+		if s := st.Step; s == nil || s.Package != "agent" || s.Version != "2" || s.Node != "w-0" || s.Index != 2 || s.Of != 2 || s.Step != cluster.StepInstall || s.Since.IsZero() {
+			t.Errorf("step %+v, want agent 2 at w-0 (2 of 2) installing, with its start", s)
+		}
 		// Anything that brings the cluster back (here its ArtifactSet changing) finds it failed.
 		before := len(hosts.Log())
 		set := &sitev1.ArtifactSet{}
@@ -367,7 +372,7 @@ func TestReconcilerPhases(t *testing.T) {
 		st := waitBootstrap(t, ac, "Installed at agent 3", func(st *sitev1.BootstrapStatus) bool {
 			return st.Phase == sitev1.BootstrapInstalled && st.Message == "2 nodes run db 1, agent 3"
 		})
-		if st.FailedPackage != "" || !slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "agent" && p.Version == "3" }) {
+		if st.FailedPackage != "" || st.Step != nil || !slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "agent" && p.Version == "3" }) {
 			t.Errorf("status %+v", st)
 		}
 		for _, h := range []string{"app-cp-0", "app-w-0"} {
