@@ -1,10 +1,6 @@
 package cmd
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,39 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
-
-// global is a real API server with the CRDs; no controller runs: the tests check what the
-// commands write and how they print what a controller would have written.
-var global *testenv.ControlPlane
-
-func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
-		global = cp
-		return nil
-	}))
-}
-
-// run runs the CLI with args against the test API server and returns its output.
-func run(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	kc, err := global.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	root := newRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"--kubeconfig", path}, args...))
-	err = root.ExecuteContext(t.Context())
-	return out.String(), err
-}
 
 func TestCampaignCreatePauseResumeAbort(t *testing.T) {
 	ns := global.Namespace(t)
