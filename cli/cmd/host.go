@@ -79,4 +79,3 @@ With -o json|yaml|jsonpath=..., the objects the tree is drawn from: a List of th
 		},
 	}
 }
-

@@ -41,8 +41,14 @@ func adminKubeconfig(t *testing.T) string {
 // stderr).
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runAs(t, adminKubeconfig(t), args...)
+}
+
+// runAs runs the CLI with args and a kubeconfig and returns its output (stdout and stderr).
+func runAs(t *testing.T, kubeconfig string, args ...string) (string, error) {
+	t.Helper()
 	out := &syncBuffer{}
-	err := <-start(t, out, append([]string{"--kubeconfig", adminKubeconfig(t)}, args...)...)
+	err := <-start(t, out, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	return out.String(), err
 }
 
