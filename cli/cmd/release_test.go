@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -192,8 +193,7 @@ func TestReleaseCreateRefusesBadInput(t *testing.T) {
 		}
 	}
 	list := &fleetv1.ReleaseList{}
-	if err := global.Client.List(t.Context(), list); err != nil || len(list.Items) != 0 {
+	if err := global.Client.List(t.Context(), list, client.InNamespace(ns)); err != nil || len(list.Items) != 0 {
 		t.Errorf("releases after bad input: %v %+v", err, list.Items)
 	}
 }
-
