@@ -23,17 +23,20 @@ func newHostCmd(g *globals) *cobra.Command {
 
 func newHostListCmd(g *globals) *cobra.Command {
 	var site string
-	c := newObjectListCmd(g, hosts, "  edgefleet host list -n fleet --site site-a -o wide", func(ctx context.Context, k *kube) (string, error) {
+	c := newObjectListCmd(g, hosts, "  edgefleet host list -n fleet --site site-a -o wide", func(ctx context.Context, k *kube, allNamespaces bool) (string, error) {
 		if site == "" {
 			return "", nil
 		}
-		// A site that does not exist is a mistake, not a site without hosts.
-		if err := k.get(ctx, site, &fleetv1.Site{}); err != nil {
-			return "", err
+		// A site that does not exist is a mistake, not a site without hosts (with -A, the
+		// sites of that name in any namespace).
+		if !allNamespaces {
+			if err := k.get(ctx, site, &fleetv1.Site{}); err != nil {
+				return "", err
+			}
 		}
 		return "spec.siteRef.name=" + site, nil
 	})
-	c.Flags().StringVar(&site, "site", "", "Only the hosts of this site")
+	c.Flags().StringVar(&site, "site", "", "Only the hosts of this site (the API server filters them)")
 	_ = c.RegisterFlagCompletionFunc("site", g.completeNames(sites))
 	return c
 }

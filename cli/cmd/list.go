@@ -13,8 +13,8 @@ import (
 )
 
 // newObjectListCmd is the list verb of resource. fields, when not nil, turns the verb's own
-// flags into a field selector.
-func newObjectListCmd(g *globals, resource, example string, fields func(context.Context, *kube) (string, error)) *cobra.Command {
+// flags into a field selector (allNamespaces: for -A).
+func newObjectListCmd(g *globals, resource, example string, fields func(ctx context.Context, k *kube, allNamespaces bool) (string, error)) *cobra.Command {
 	var o listOptions
 	c := &cobra.Command{
 		Use:     "list",
@@ -27,7 +27,7 @@ func newObjectListCmd(g *globals, resource, example string, fields func(context.
 				return err
 			}
 			if fields != nil {
-				if o.fields, err = fields(cmd.Context(), k); err != nil {
+				if o.fields, err = fields(cmd.Context(), k, o.allNamespaces); err != nil {
 					return err
 				}
 			}
