@@ -187,12 +187,17 @@ func nodeRow(h *fleetv1.Host) *row {
 	return r
 }
 
-// bootstrapTree is what the site's Binary Provisioning Agent reports: its phase, the
-// packages every node runs and the charts' Helm releases.
+// bootstrapTree is what the site's Binary Provisioning Agent reports: its phase, the step a
+// patch is at (or stopped at), the packages every node runs and the charts' Helm releases.
 func bootstrapTree(b *sitev1.BootstrapStatus, all bool) *row {
 	r := &row{name: "Bootstrap", status: string(b.Phase), message: b.Message, severity: fine}
 	if b.Phase == sitev1.BootstrapFailed {
 		r.severity = problem
+	}
+	if st := b.Step; st != nil {
+		// Where a patch stands, or where it stopped when it failed.
+		r.add(&row{name: "Step", status: st.Step, since: &st.Since, severity: r.severity,
+			message: fmt.Sprintf("%s %s on node %s (%d of %d)", st.Package, st.Version, st.Node, st.Index, st.Of)})
 	}
 	if b.FailedPackage != "" {
 		r.add(&row{name: "FailedPackage", status: "RolledBack", severity: problem,

@@ -16,9 +16,10 @@ import (
 // global controller would have (fixture data through the status subresource: no controller
 // runs against this API server):
 //
-//   - store-1 is Ready; its application cluster is Provisioned but not Ready: one worker
-//     (store-1-w1) is still provisioning and not a ready node, and the webapp chart has 1 of 3
-//     pods ready. Host store-1-w2 claims another host's boot MAC.
+//   - store-1 is Ready; its application cluster is Provisioning and not Ready: one worker
+//     (store-1-w1) is still provisioning and not a ready node, the webapp chart has 1 of 3 pods
+//     ready, the BPA is draining a node to patch kubelet. Host store-1-w2 claims another
+//     host's boot MAC.
 //   - store-2 is unreachable; its cluster keeps the summary it last reported.
 func fleetFixture(t *testing.T, ns string) {
 	t.Helper()
@@ -48,7 +49,8 @@ func fleetFixture(t *testing.T, ns string) {
 				Release: "edge-1", Phase: fleetv1.OperationInProgress, StartTime: &now, Message: "waiting for 1 worker"},
 			Cluster: &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioning, KubernetesVersion: "v1.36.3",
 				ControlPlane: sitev1.NodeCounts{Ready: 1, Total: 1}, Workers: sitev1.NodeCounts{Ready: 1, Total: 2},
-				Bootstrap: &sitev1.BootstrapStatus{Phase: sitev1.BootstrapInstalled, Message: "2 nodes run kubelet 1.36.3; 2 charts deployed",
+				Bootstrap: &sitev1.BootstrapStatus{Phase: sitev1.BootstrapPatching, Message: "2 nodes run kubelet 1.36.3; 2 charts deployed; patching kubelet 1.36.4",
+					Step:     &sitev1.PatchStep{Package: "kubelet", Version: "1.36.4", Node: "store-1-w0", Index: 2, Of: 3, Step: "draining", Since: now},
 					Packages: []sitev1.InstalledPackage{{Name: "kubelet", Version: "1.36.3", SHA256: strings.Repeat("ab", 32)}},
 					Charts: []sitev1.ChartRelease{
 						{Name: "coredns", Namespace: "kube-system", Version: "1.12.0", Revision: 1, State: "deployed", PodsReady: 2, PodsDesired: 2},
@@ -276,7 +278,8 @@ func TestSiteDescribe(t *testing.T) {
 		{"Workers", "1/2"},
 		{"Node/store-1-w1", "NotReady"},
 		{"Node/store-1-w0", "Ready", "v1.36.3"},
-		{"Bootstrap", "Installed", "2 nodes run kubelet 1.36.3"},
+		{"Bootstrap", "Patching", "2 nodes run kubelet 1.36.3; 2 charts deployed; patching kubelet 1.36.4"},
+		{"Step", "draining", "kubelet 1.36.4 on node store-1-w0 (2 of 3)"},
 		{"Package/kubelet", "Installed", "1.36.3"},
 		{"Chart/webapp", "deployed", "0.1.0 in webapp, revision 2, pods 1/3 ready"},
 		{"Chart/coredns", "deployed", "pods 2/2 ready"},
