@@ -106,7 +106,9 @@ func TestClassify(t *testing.T) {
 					s.Status.Conditions = s.Status.Conditions[:4]
 				}),
 			want: StateReady, wantReason: fleetv1.ReasonSiteReady, wantSince: time.Minute},
-		{name: "cluster degraded", site: site(func(s *fleetv1.Site) { s.Status.Cluster.Phase, s.Status.Cluster.LastError = sitev1.ClusterDegraded, "host h1 failed" }),
+		{name: "cluster degraded", site: site(func(s *fleetv1.Site) {
+			s.Status.Cluster.Phase, s.Status.Cluster.LastError = sitev1.ClusterDegraded, "host h1 failed"
+		}),
 			want: StateDegraded, wantReason: "ClusterDegraded", wantSince: 3 * time.Minute},
 		{name: "BPA failed", site: site(func(s *fleetv1.Site) {
 			s.Status.Cluster.Bootstrap = &sitev1.BootstrapStatus{Phase: sitev1.BootstrapFailed, Message: "kubelet health check failed on h1"}

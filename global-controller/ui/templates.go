@@ -24,7 +24,7 @@ func parseTemplates() (map[string]*template.Template, error) {
 		"campaignURL":  func(ns, name string) string { return objectURL("campaigns", ns, name) },
 		"lower":        strings.ToLower,
 		"percent":      percent,
-		"stateClass":   func(s SiteState) string { return "state-" + strings.ToLower(string(s)) },
+		"stateClass":   func(s any) string { return "state-" + strings.ToLower(fmt.Sprint(s)) },
 		"statusClass":  func(s any) string { return "status-" + strings.ToLower(fmt.Sprint(s)) },
 		"query":        func(k, v string) string { return url.Values{k: {v}}.Encode() },
 		"shortDigest":  shortDigest,
