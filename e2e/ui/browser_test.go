@@ -176,7 +176,7 @@ func (u *user) waitFor(what, js string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(u.tab, pollTimeout)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(pollTimeout))); err != nil {
 		body, _ := chromedp.Run(u.tab, chromedp.Evaluate[string]("document.querySelector('main')?.innerText ?? document.body.innerText"))
 		Fail(fmt.Sprintf("%s: the page never showed %s (%v); it shows:\n%s", u.name, what, err, body))
 	}

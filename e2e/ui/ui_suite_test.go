@@ -106,7 +106,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		g.Expect(fleet.Global.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 		g.Expect(list.Items).To(HaveLen(13))
 		for _, s := range list.Items {
-			g.Expect(apimeta.IsStatusConditionTrue(s.Status.Conditions, fleetv1.SiteClusterReadyCondition)).To(BeTrue(), "site %s: cluster not Ready", s.Name)
+			g.Expect(apimeta.IsStatusConditionTrue(s.Status.Conditions, fleetv1.SiteClusterReadyCondition)).To(BeTrue(), "site %s: cluster not Ready: %+v", s.Name, s.Status)
 			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil(), "site %s: no BPA report", s.Name)
 		}
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())

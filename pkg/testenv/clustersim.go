@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -220,6 +221,16 @@ func nameVersion(a sitev1.ArtifactRef) (name, version string) {
 	return a.Name, ""
 }
 
+// simulatedMAC is the boot MAC of the i-th simulated site of a group: boot MACs are unique
+// fleet-wide, so two bytes come from the group (the namespace and the name's prefix, before
+// its index) and three from i; 52 marks a locally administered address.
+func simulatedMAC(ns, name string, i int) string {
+	h := fnv.New32a()
+	h.Write([]byte(ns + "/" + strings.TrimRight(name, "0123456789")))
+	g := h.Sum32()
+	return fmt.Sprintf("52:%02x:%02x:%02x:%02x:%02x", g>>8&0xff, g&0xff, i>>16&0xff, i>>8&0xff, i&0xff)
+}
+
 // RegisterSimulatedSites registers n Sites named <prefix>-<i> in namespace ns on the global
 // cluster, all pointing at the site control plane cp (which a ClusterSimulator answers for), each
 // with a cluster running release (none when empty: ready for an install) and one control-plane
@@ -283,7 +294,7 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp-0"},
 		Spec: fleetv1.HostSpec{
 			SiteRef: fleetv1.SiteReference{Name: name}, Role: fleetv1.RoleControlPlane,
-			BootMACAddress: fmt.Sprintf("52:54:01:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff),
+			BootMACAddress: simulatedMAC(ns, name, i),
 			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.2/redfish/v1/Systems/" + name,
 				CredentialsSecretRef: fleetv1.SecretReference{Name: creds.Name}},
 		},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +54,8 @@ type ControlPlane struct {
 	env     *envtest.Environment
 	certDir string
 	guard   *guard
+	// pids are the processes started for it (etcd, API servers), for KillAPIServer.
+	pids []int
 }
 
 // Scheme returns a scheme with the built-in Kubernetes kinds, edgefleet's kinds and
@@ -108,7 +112,8 @@ func Start(opts Options) (*ControlPlane, error) {
 
 	before := childPIDs()
 	cfg, startErr := env.Start()
-	cp.guard = startGuard(newPIDs(before, childPIDs()))
+	cp.pids = newPIDs(before, childPIDs())
+	cp.guard = startGuard(cp.pids)
 	if startErr != nil {
 		return nil, errors.Join(fmt.Errorf("testenv %s: start: %w", opts.Name, startErr), cp.Stop())
 	}
@@ -158,12 +163,31 @@ func (cp *ControlPlane) StopAPIServer() error {
 	return nil
 }
 
+// KillAPIServer kills the API server with SIGKILL, as a site that loses its power or its link:
+// nothing shuts down gracefully, connections just end. etcd keeps running; the API server is not
+// started again (StartAPIServer follows StopAPIServer only).
+func (cp *ControlPlane) KillAPIServer() error {
+	for _, pid := range cp.pids {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(comm)) != "kube-apiserver" {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("testenv %s: kill API server (pid %d): %w", cp.Name, pid, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("testenv %s: no running kube-apiserver among its processes %v", cp.Name, cp.pids)
+}
+
 // StartAPIServer starts the API server again after StopAPIServer, on the same address and with
 // the same certificates.
 func (cp *ControlPlane) StartAPIServer() error {
 	before := childPIDs()
 	err := cp.env.ControlPlane.GetAPIServer().Start()
-	cp.guard.watch(newPIDs(before, childPIDs()))
+	pids := newPIDs(before, childPIDs())
+	cp.pids = append(cp.pids, pids...)
+	cp.guard.watch(pids)
 	if err != nil {
 		return fmt.Errorf("testenv %s: restart API server: %w", cp.Name, err)
 	}
