@@ -111,7 +111,7 @@ func (u *user) do(actions ...chromedp.Action[chromedp.Void]) {
 // signIn signs in on the login page with token, and waits for the overview.
 func (u *user) signIn(baseURL, token string) {
 	GinkgoHelper()
-	u.do(chromedp.Navigate(baseURL+"/ui/login"))
+	u.do(chromedp.Navigate(baseURL + "/ui/login"))
 	u.submitToken(token)
 	u.do(chromedp.WaitVisible(chromedp.CSS("#live")))
 }

@@ -169,7 +169,7 @@ var _ = Describe("The web UI", Ordered, func() {
 		admin.waitFor("the campaign's end", `document.querySelector('#phase')?.textContent === 'PartiallySucceeded'`)
 		Expect(admin.stillLoaded()).To(BeTrue(), "the campaign page was reloaded")
 		Expect(admin.text("#progress")).To(Equal("12/12"))
-		Expect(admin.text(`tr.failed-site[data-site="`+failing+`"]`)).To(ContainSubstring("simulated host failure"))
+		Expect(admin.text(`tr.failed-site[data-site="` + failing + `"]`)).To(ContainSubstring("simulated host failure"))
 		Expect(admin.count("#pause, #resume, #abort")).To(BeZero(), "brakes on an ended campaign")
 		Expect(campaign(ctx, campaignName).Status.Phase).To(Equal(fleetv1.CampaignPartiallySucceeded))
 		admin.screenshot("campaign")
