@@ -70,13 +70,17 @@ CAMPAIGN_BENCH_FLAGS ?= -sites 100,1000,10000 -timeout 30m
 # hosts installed from its Site's spec.cluster to the test application serving, and the anchor,
 # the same install one call at a time (-anchor=false skips it).
 SITE10_BENCH_FLAGS ?= -timeout 20m
+# The web UI harness (hack/bench/ui): the overview and the site list over 10,000 sites, against
+# one API server list of 50 sites measured in the same process.
+UI_BENCH_FLAGS ?= -sites 10000
 
 .PHONY: bench
-bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts, Campaign-10k and Site-10 harnesses (results go to docs/benchmarks.md; Site-10 needs root).
+bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts, Campaign-10k, Site-10 and web UI harnesses (results go to docs/benchmarks.md; Site-10 needs root).
 	@pkgs="$(BENCH_PKGS)"; if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) $$pkgs; else echo "no Go benchmarks (func Benchmark...) in any package"; fi
 	$(GO) run ./hack/bench/artifacts $(ARTIFACTS_BENCH_FLAGS)
 	$(GO) run ./hack/bench/campaign $(CAMPAIGN_BENCH_FLAGS)
 	$(GO) run ./hack/bench/site10 $(SITE10_BENCH_FLAGS)
+	$(GO) run ./hack/bench/ui $(UI_BENCH_FLAGS)
 
 .PHONY: lint
 lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.

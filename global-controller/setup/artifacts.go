@@ -76,7 +76,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	}
 	handler := api.Handler()
 	if opts.UI {
-		web, err := setupUI(ctx, mgr, auth)
+		web, err := UI(ctx, mgr, auth)
 		if err != nil {
 			stop()
 			return nil, nil, err

@@ -12,9 +12,10 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
-// setupUI returns the web UI's handler: pages read the manager's cache, live pages follow its
-// informers, users are checked by auth.
-func setupUI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer) (http.Handler, error) {
+// UI returns the web UI's handler: pages read the manager's cache, live pages follow its
+// informers, users are checked by auth. The controller serves it on the artifact API's server;
+// hack/bench/ui measures it.
+func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer) (http.Handler, error) {
 	hub := ui.NewHub()
 	if err := hub.Watch(ctx, mgr.GetCache()); err != nil {
 		return nil, err
