@@ -124,9 +124,17 @@ func newBed(t *testing.T, limits Limits) *bed {
 	return b
 }
 
+// answer is what the server answered, read and closed.
+type answer struct {
+	status  int
+	header  http.Header
+	cookies []*http.Cookie
+	body    string
+}
+
 // do sends a request with the token's cookie (none when empty) and the given Origin
 // ("self" for the server's own), without following redirects.
-func (b *bed) do(t *testing.T, method, path, token, origin string, form url.Values) (*http.Response, string) {
+func (b *bed) do(t *testing.T, method, path, token, origin string, form url.Values) answer {
 	t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -159,7 +167,7 @@ func (b *bed) do(t *testing.T, method, path, token, origin string, form url.Valu
 	if err != nil {
 		t.Fatal(err)
 	}
-	return resp, string(data)
+	return answer{status: resp.StatusCode, header: resp.Header, cookies: resp.Cookies(), body: string(data)}
 }
 
 func TestPages(t *testing.T) {
@@ -215,11 +223,12 @@ func TestPages(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := b.do(t, tc.method, tc.path, tc.token, tc.origin, tc.form)
-			if resp.StatusCode != tc.wantStatus {
-				t.Fatalf("status %d, want %d; body:\n%s", resp.StatusCode, tc.wantStatus, body)
+			a := b.do(t, tc.method, tc.path, tc.token, tc.origin, tc.form)
+			body := a.body
+			if a.status != tc.wantStatus {
+				t.Fatalf("status %d, want %d; body:\n%s", a.status, tc.wantStatus, body)
 			}
-			if got := resp.Header.Get("Location"); got != tc.wantLocation {
+			if got := a.header.Get("Location"); got != tc.wantLocation {
 				t.Errorf("Location %q, want %q", got, tc.wantLocation)
 			}
 			for _, w := range tc.want {
@@ -245,8 +254,7 @@ func TestPages(t *testing.T) {
 
 func TestLoginCookie(t *testing.T) {
 	b := newBed(t, Limits{})
-	resp, _ := b.do(t, "POST", "/ui/login", "", "self", url.Values{"token": {"admin-token"}})
-	cookies := resp.Cookies()
+	cookies := b.do(t, "POST", "/ui/login", "", "self", url.Values{"token": {"admin-token"}}).cookies
 	if len(cookies) != 1 {
 		t.Fatalf("cookies %v, want one", cookies)
 	}
@@ -254,8 +262,7 @@ func TestLoginCookie(t *testing.T) {
 	if c.Name != tokenCookie || c.Value != "admin-token" || !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/ui" {
 		t.Errorf("cookie %+v: want %s=the token, HttpOnly, Secure, SameSite=Strict, Path=/ui", c, tokenCookie)
 	}
-	resp, _ = b.do(t, "POST", "/ui/logout", "admin-token", "self", url.Values{})
-	if c := resp.Cookies(); len(c) != 1 || c[0].MaxAge >= 0 || c[0].Value != "" {
+	if c := b.do(t, "POST", "/ui/logout", "admin-token", "self", url.Values{}).cookies; len(c) != 1 || c[0].MaxAge >= 0 || c[0].Value != "" {
 		t.Errorf("logout's cookies %v, want the token cookie removed", c)
 	}
 }
@@ -272,9 +279,9 @@ func TestCampaignActions(t *testing.T) {
 		{"resume", false, false, "ResumedFromUI resumed from the web UI by admin"},
 		{"abort", false, true, "AbortedFromUI aborted from the web UI by admin"},
 	} {
-		resp, body := b.do(t, "POST", "/ui/campaigns/fleet/patch-1/"+step.action, "admin-token", "self", url.Values{})
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/campaigns/fleet/patch-1" {
-			t.Fatalf("%s: status %d, Location %q; want 303 to the campaign:\n%s", step.action, resp.StatusCode, resp.Header.Get("Location"), body)
+		a := b.do(t, "POST", "/ui/campaigns/fleet/patch-1/"+step.action, "admin-token", "self", url.Values{})
+		if a.status != http.StatusSeeOther || a.header.Get("Location") != "/ui/campaigns/fleet/patch-1" {
+			t.Fatalf("%s: status %d, Location %q; want 303 to the campaign:\n%s", step.action, a.status, a.header.Get("Location"), a.body)
 		}
 		camp := &fleetv1.Campaign{}
 		if err := b.cache.Get(t.Context(), key, camp); err != nil {
@@ -295,13 +302,14 @@ func TestCampaignActions(t *testing.T) {
 	if err := b.cache.Status().Update(t.Context(), camp); err != nil {
 		t.Fatal(err)
 	}
-	if resp, body := b.do(t, "POST", "/ui/campaigns/fleet/patch-1/resume", "admin-token", "self", url.Values{}); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "has ended (Aborted)") {
-		t.Errorf("resume of an ended campaign: %d, want 409 saying it ended:\n%s", resp.StatusCode, body)
+	if a := b.do(t, "POST", "/ui/campaigns/fleet/patch-1/resume", "admin-token", "self", url.Values{}); a.status != http.StatusConflict || !strings.Contains(a.body, "has ended (Aborted)") {
+		t.Errorf("resume of an ended campaign: %d, want 409 saying it ended:\n%s", a.status, a.body)
 	}
 }
 
-// stream opens a live stream of path and returns a function reading its next event.
-func (b *bed) stream(t *testing.T, path, token string) (*http.Response, func() (event, data string)) {
+// stream opens a live stream of path and returns its status, Content-Type and a function
+// reading its next event.
+func (b *bed) stream(t *testing.T, path, token string) (status int, contentType string, next func() (event, data string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
@@ -317,7 +325,7 @@ func (b *bed) stream(t *testing.T, path, token string) (*http.Response, func() (
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	r := bufio.NewReader(resp.Body)
-	return resp, func() (event, data string) {
+	return resp.StatusCode, resp.Header.Get("Content-Type"), func() (event, data string) {
 		t.Helper()
 		var lines []string
 		for {
@@ -342,18 +350,17 @@ func TestStream(t *testing.T) {
 	limits := DefaultLimits()
 	limits.UpdateInterval, limits.MaxStreams = 10*time.Millisecond, 1
 	b := newBed(t, limits)
-	resp, next := b.stream(t, "/ui/campaigns/fleet/patch-1", "viewer-token")
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		t.Fatalf("status %d, Content-Type %q", resp.StatusCode, ct)
+	status, ct, next := b.stream(t, "/ui/campaigns/fleet/patch-1", "viewer-token")
+	if status != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("status %d, Content-Type %q", status, ct)
 	}
 	if ev, data := next(); ev != eventUpdate || !strings.Contains(data, `id="progress">0/1`) {
 		t.Fatalf("first event %s:\n%s\nwant an update with the progress", ev, data)
 	}
 
 	t.Run("one stream at a time", func(t *testing.T) {
-		resp, body := b.do(t, "GET", "/ui/campaigns/fleet/patch-1", "viewer-token", "", nil)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("the page itself: %d", resp.StatusCode)
+		if a := b.do(t, "GET", "/ui/campaigns/fleet/patch-1", "viewer-token", "", nil); a.status != http.StatusOK {
+			t.Fatalf("the page itself: %d", a.status)
 		}
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, b.srv.URL+"/ui/campaigns/fleet/patch-1", nil)
 		req.Header.Set("Accept", "text/event-stream")
@@ -364,7 +371,7 @@ func TestStream(t *testing.T) {
 		}
 		second.Body.Close()
 		if second.StatusCode != http.StatusServiceUnavailable {
-			t.Errorf("a second stream over MaxStreams 1: %d, want 503 (%s)", second.StatusCode, body[:0])
+			t.Errorf("a second stream over MaxStreams 1: %d, want 503", second.StatusCode)
 		}
 	})
 

@@ -77,8 +77,8 @@ func classify(s *fleetv1.Site) siteStatus {
 			Message: string(op.Action) + " to release " + op.Release + " (campaign " + op.Campaign + "): " + last.Message, Since: timeOf(last.CompletionTime)}
 	}
 	if s.Spec.Cluster != nil {
-		busy := op != nil && !(current && (finalPhase(last.Phase) || last.Phase == fleetv1.OperationPreCached))
-		if st, ok := clusterStatus(s, busy); ok {
+		settled := current && (finalPhase(last.Phase) || last.Phase == fleetv1.OperationPreCached)
+		if st, ok := clusterStatus(s, op != nil && !settled); ok {
 			return st
 		}
 	}

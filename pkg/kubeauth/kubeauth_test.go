@@ -336,7 +336,7 @@ func TestAuthorizeAccess(t *testing.T) {
 	uncached := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: group, Resource: resource, CacheTTL: -1})
 	testenv.Eventually(t, 10*time.Second, func() error {
 		if allowed, reason, err := uncached.AuthorizeAccess(t.Context(), u, sites("list", ns, "")); err != nil || !allowed {
-			return fmt.Errorf("the RoleBinding has not taken effect: %v, %s", err, reason)
+			return fmt.Errorf("the RoleBinding has not taken effect (%s): %w", reason, err)
 		}
 		return nil
 	})

@@ -256,7 +256,7 @@ func waitForSites(list func() ([]byte, error), n int) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the site list never counted %d sites (last error: %v)", n, err)
+			return fmt.Errorf("the site list never counted %d sites (last error: %w)", n, err)
 		}
 		time.Sleep(time.Second)
 	}
