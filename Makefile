@@ -91,6 +91,11 @@ lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
 demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster (the real node stack, CoreDNS, the test application) on two real hosts with its BPA (needs root), ending with its nodes, pods and the test application answering.
 	$(GO) run ./hack/demo
 
+.PHONY: ui-demo
+ui-demo: build ## Run the web UI over a simulated fleet (no root): a global and a site control plane, the global controller serving the UI over HTTPS, simulated stores, releases and a patch campaign; prints the URL and where the admin's and viewer's tokens are.
+	hack/tools.sh etcd kube-apiserver kubectl
+	$(GO) run ./hack/uidemo
+
 .PHONY: clean
 clean: ## Remove bin/ (the per-user tool cache stays).
 	rm -rf $(BIN)

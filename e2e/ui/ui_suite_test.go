@@ -2,9 +2,6 @@ package ui_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -78,22 +75,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 
 	By("uploading a release's artifacts and creating releases r0 (installed) and r1 (the patch)")
 	Expect(fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	dir := GinkgoT().TempDir()
-	for i, a := range []struct{ kind, name, version string }{
-		{"os-image", "edge-os", "1.0"}, {"binary-package", "kubelet", "1.36.2"}, {"binary-package", "kubelet", "1.36.3"},
-		{"binary-package", "containerd", "1.7.24"}, {"helm-chart", "coredns", "1.12.0"},
-	} {
-		data, _ := testenv.RandomContent(1024, uint64(i+1))
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s-%s", a.kind, a.name, a.version))
-		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
-		_, err := fleet.Upload(ctx, file, a.kind, a.name, a.version)
-		Expect(err).NotTo(HaveOccurred())
-	}
-	for release, kubelet := range map[string]string{"r0": "1.36.2", "r1": "1.36.3"} {
-		_, err := fleet.Edgefleet(ctx, "release", "create", release, "-n", ns, "--kubernetes-version", "v"+kubelet, "--os-image", "edge-os@1.0",
-			"--package", "kubelet@"+kubelet, "--package", "containerd@1.7.24", "--chart", "coredns@1.12.0", "--wait")
-		Expect(err).NotTo(HaveOccurred())
-	}
+	Expect(fleet.CreateSimulatedReleases(ctx, ns, map[string]string{"r0": "v1.36.2", "r1": "v1.36.3"})).To(Succeed())
 
 	By("registering twelve stores behind sim and one site behind far, all at r0")
 	stores, err = fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "store", 12, "r0", map[string]string{"chain": "stores"})

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -302,6 +304,46 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 	for _, o := range []client.Object{creds, site, host} {
 		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
 			return fmt.Errorf("register simulated site %s: create %T %s: %w", name, o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// CreateSimulatedReleases makes a Release in namespace ns for each name → Kubernetes version
+// ("v1.36.3") of releases, the way an operator does with bin/edgefleet: it uploads small
+// stand-ins (random bytes) of an OS image (edge-os 1.0), kubelet of each version, containerd
+// 1.7.24 and a coredns chart 1.12.0, then runs `edgefleet release create … --wait`. Simulated
+// sites (ClusterSimulator.Bootstrap) report those packages and charts as installed.
+func (f *Fleet) CreateSimulatedReleases(ctx context.Context, ns string, releases map[string]string) error {
+	dir, err := os.MkdirTemp("", "edgefleet-artifacts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	artifacts := []struct{ kind, name, version string }{{"os-image", "edge-os", "1.0"}, {"binary-package", "containerd", "1.7.24"}, {"helm-chart", "coredns", "1.12.0"}}
+	for _, v := range releases {
+		artifacts = append(artifacts, struct{ kind, name, version string }{"binary-package", "kubelet", strings.TrimPrefix(v, "v")})
+	}
+	uploaded := map[string]bool{}
+	for i, a := range artifacts {
+		key := a.kind + " " + a.name + " " + a.version
+		if uploaded[key] {
+			continue
+		}
+		uploaded[key] = true
+		data, _ := RandomContent(1024, uint64(i+1))
+		file := filepath.Join(dir, strings.ReplaceAll(key, " ", "-"))
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			return err
+		}
+		if _, err := f.Upload(ctx, file, a.kind, a.name, a.version); err != nil {
+			return err
+		}
+	}
+	for name, v := range releases {
+		if _, err := f.Edgefleet(ctx, "release", "create", name, "-n", ns, "--kubernetes-version", v, "--os-image", "edge-os@1.0",
+			"--package", "kubelet@"+strings.TrimPrefix(v, "v"), "--package", "containerd@1.7.24", "--chart", "coredns@1.12.0", "--wait"); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -164,18 +165,27 @@ func (cp *ControlPlane) StopAPIServer() error {
 }
 
 // KillAPIServer kills the API server with SIGKILL, as a site that loses its power or its link:
-// nothing shuts down gracefully, connections just end. etcd keeps running; the API server is not
-// started again (StartAPIServer follows StopAPIServer only).
+// nothing shuts down gracefully, connections just end. It returns once the process is gone.
+// etcd keeps running; the API server is not started again (StartAPIServer follows
+// StopAPIServer only).
 func (cp *ControlPlane) KillAPIServer() error {
 	for _, pid := range cp.pids {
 		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if err != nil || strings.TrimSpace(string(comm)) != "kube-apiserver" {
-			continue
+			continue // gone, or not the API server
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			return fmt.Errorf("testenv %s: kill API server (pid %d): %w", cp.Name, pid, err)
 		}
-		return nil
+		// envtest waits for its process, which removes it from /proc.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("testenv %s: killed API server (pid %d) still there after 10s", cp.Name, pid)
+			}
+		}
 	}
 	return fmt.Errorf("testenv %s: no running kube-apiserver among its processes %v", cp.Name, cp.pids)
 }
