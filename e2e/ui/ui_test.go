@@ -117,6 +117,13 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(admin.text("#phase")).To(Equal("Running"))
 		Expect(admin.count(`tr.wave.finished`)).To(BeNumerically(">=", 1))
 		admin.screenshot("campaign-running")
+
+		By("the campaign list and the overview show it running")
+		admin.open(base, "/ui/campaigns?namespace="+ns)
+		Expect(admin.text(`tr.campaign[data-name="`+campaignName+`"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
+		admin.open(base, "/ui/?namespace="+ns)
+		Expect(admin.text(`#running tr.campaign[data-name="`+campaignName+`"]`)).To(ContainSubstring("Running"))
+		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
 	})
 
 	It("pauses the campaign from the UI: nothing new is dispatched", func(ctx context.Context) {
@@ -173,6 +180,12 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(admin.count("#pause, #resume, #abort")).To(BeZero(), "brakes on an ended campaign")
 		Expect(campaign(ctx, campaignName).Status.Phase).To(Equal(fleetv1.CampaignPartiallySucceeded))
 		admin.screenshot("campaign")
+
+		By("the failed site's page: Degraded, why, and its operation history")
+		admin.click(`tr.failed-site[data-site="` + failing + `"] a`)
+		Expect(admin.text(".headline")).To(And(ContainSubstring("Degraded"), ContainSubstring("OperationFailed"), ContainSubstring("simulated host failure")))
+		Expect(admin.text("#operation-phase")).To(Equal("Failed"))
+		Expect(admin.text("#history")).To(And(ContainSubstring("OperationInProgress"), ContainSubstring("OperationFailed")))
 	})
 
 	It("shows a site cut off as Unreachable, not failed, while the rest of the page stays current", func(ctx context.Context) {

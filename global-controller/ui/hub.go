@@ -18,12 +18,11 @@ const (
 	KindSite     = "Site"
 	KindHost     = "Host"
 	KindCampaign = "Campaign"
-	KindRelease  = "Release"
 )
 
 // Change says that an object the pages show was added, changed or deleted.
 type Change struct {
-	// Kind is KindSite, KindHost, KindCampaign or KindRelease.
+	// Kind is KindSite, KindHost or KindCampaign.
 	Kind            string
 	Namespace, Name string
 	// Site is the Site a Host belongs to (empty for other kinds).
@@ -82,20 +81,13 @@ func (h *Hub) Publish(ch Change) {
 	}
 }
 
-// Subscribers is the number of open subscriptions.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
 // Informers gives the informers of kinds (the manager's cache).
 type Informers interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
-// Watch feeds the hub from the informers of Sites, Hosts, Campaigns and Releases: every add,
-// update and delete is published.
+// Watch feeds the hub from the informers of Sites, Hosts and Campaigns, what the pages show:
+// every add, update and delete is published.
 func (h *Hub) Watch(ctx context.Context, informers Informers) error {
 	for _, w := range []struct {
 		obj    client.Object
@@ -103,7 +95,6 @@ func (h *Hub) Watch(ctx context.Context, informers Informers) error {
 	}{
 		{&fleetv1.Site{}, objectChange(KindSite)},
 		{&fleetv1.Campaign{}, objectChange(KindCampaign)},
-		{&fleetv1.Release{}, objectChange(KindRelease)},
 		{&fleetv1.Host{}, func(obj any) (Change, bool) {
 			ch, ok := objectChange(KindHost)(obj)
 			if h, isHost := unwrapTombstone(obj).(*fleetv1.Host); ok && isHost {

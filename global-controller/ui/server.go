@@ -71,7 +71,7 @@ func DefaultLimits() Limits {
 
 // Config is what a Server reads, writes and checks.
 type Config struct {
-	// Cache reads Sites, Hosts, Campaigns and Releases: the manager's informer cache.
+	// Cache reads Sites, Hosts and Campaigns: the manager's informer cache.
 	Cache client.Reader
 	// Events lists a site's Events, uncached (the manager's API reader).
 	Events client.Reader

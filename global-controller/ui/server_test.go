@@ -422,7 +422,7 @@ func TestHub(t *testing.T) {
 	}
 	sites.Close()
 	all.Close()
-	if n := h.Subscribers(); n != 0 {
+	if n := len(h.subs); n != 0 {
 		t.Errorf("%d subscribers after Close, want 0", n)
 	}
 }
