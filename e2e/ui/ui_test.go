@@ -120,9 +120,9 @@ var _ = Describe("The web UI", Ordered, func() {
 
 		By("the campaign list and the overview show it running")
 		admin.open(base, "/ui/campaigns?namespace="+ns)
-		Expect(admin.text(`tr.campaign[data-name="`+campaignName+`"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
+		Expect(admin.text(`tr.campaign[data-name="` + campaignName + `"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
 		admin.open(base, "/ui/?namespace="+ns)
-		Expect(admin.text(`#running tr.campaign[data-name="`+campaignName+`"]`)).To(ContainSubstring("Running"))
+		Expect(admin.text(`#running tr.campaign[data-name="` + campaignName + `"]`)).To(ContainSubstring("Running"))
 		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
 	})
 
