@@ -28,9 +28,10 @@
       banner.className = 'error banner';
       banner.id = 'denied';
       banner.textContent = e.data + ' ';
+      // A reload signs in again when the token was the reason.
       const link = document.createElement('a');
-      link.href = '/ui/login?next=' + encodeURIComponent(location.pathname + location.search);
-      link.textContent = 'Sign in';
+      link.href = location.href;
+      link.textContent = 'Reload';
       banner.append(link);
       live.before(banner);
     });
