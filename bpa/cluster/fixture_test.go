@@ -315,17 +315,24 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 	})
 }
 
+// broughtUp is the fakeSpec cluster brought up on fake hosts.
+func broughtUp(t *testing.T) (*fixture.Hosts, *cluster.BringUp, cluster.Spec) {
+	t.Helper()
+	hosts := fixture.New()
+	bu := cluster.New(hosts, &secretsfake.Store{})
+	spec := fakeSpec()
+	if _, err := bu.Run(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	return hosts, bu, spec
+}
+
 // TestPatchOnFakeHosts: a patch goes one host at a time, control plane first, only on the hosts
 // the package runs on; it does not start while another host of the package is unhealthy; a host
 // failing its health check is rolled back and the patch stops there; run again, it resumes.
 func TestPatchOnFakeHosts(t *testing.T) {
 	ctx := t.Context()
-	hosts := fixture.New()
-	bu := cluster.New(hosts, &secretsfake.Store{})
-	spec := fakeSpec()
-	if _, err := bu.Run(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
+	hosts, bu, spec := broughtUp(t)
 	with := func(p install.Package) cluster.Spec { return withPackage(spec, p) }
 
 	t.Run("a database patch goes over the control plane, one host at a time, telling each step", func(t *testing.T) {
@@ -418,12 +425,7 @@ func TestPatchOnFakeHosts(t *testing.T) {
 // the package, and a later bring-up starting them again.
 func TestLeave(t *testing.T) {
 	ctx := t.Context()
-	hosts := fixture.New()
-	bu := cluster.New(hosts, &secretsfake.Store{})
-	spec := fakeSpec()
-	if _, err := bu.Run(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
+	hosts, bu, spec := broughtUp(t)
 	deactivated := func(from int) []string {
 		var out []string
 		for _, l := range hosts.Log()[from:] {
