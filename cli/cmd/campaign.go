@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -46,9 +45,7 @@ func newCampaignCmd(g *globals) *cobra.Command {
 
 // kube returns a client of the global cluster and the namespace to work in.
 func (cg *campaignGlobals) kube() (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = cg.kubeconfig
-	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: cg.context})
+	loader := cg.kubeconfigLoader()
 	cfg, err := loader.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("load kubeconfig: %w", err)

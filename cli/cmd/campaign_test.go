@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 // run runs the CLI with args against the test API server and returns its output.
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	kc, err := global.AdminKubeconfig()
+	return runOn(t, global, args...)
+}
+
+// runOn runs the CLI with args against cp as an admin and returns its output.
+func runOn(t *testing.T, cp *testenv.ControlPlane, args ...string) (string, error) {
+	t.Helper()
+	kc, err := cp.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "edgefleet",
-		Short:         "Manage an edgefleet fleet: artifacts and campaigns",
+		Short:         "Manage an edgefleet fleet: artifacts, campaigns and Secrets' encryption at rest",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -49,8 +49,16 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.apiCAFile, "api-ca-file", "", "CA bundle that signed the API's serving certificate (default: the system's)")
 	pf.StringVarP(&g.output, "output", "o", "", "Output format: table (default), wide, json or yaml")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars")
-	root.AddCommand(newArtifactCmd(g), newCampaignCmd(g))
+	root.AddCommand(newArtifactCmd(g), newCampaignCmd(g), newSecretsCmd(g))
 	return root
+}
+
+// kubeconfigLoader loads the kubeconfig of --kubeconfig (or $KUBECONFIG, ~/.kube/config) at
+// the context of --context.
+func (g *globals) kubeconfigLoader() clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = g.kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context})
 }
 
 // client builds an artifact API client that sends the kubeconfig user's credentials (a
@@ -59,9 +67,7 @@ func (g *globals) client() (*artifactclient.Client, error) {
 	if g.apiServer == "" {
 		return nil, fmt.Errorf("no artifact API given: set --api-server or EDGEFLEET_API_SERVER")
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = g.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context}).ClientConfig()
+	cfg, err := g.kubeconfigLoader().ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
