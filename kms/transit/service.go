@@ -39,8 +39,8 @@ func New(vault Vault, mount, key string, timeout time.Duration) *Service {
 	return &Service{vault: vault, mount: mount, key: key, timeout: timeout}
 }
 
-// KeyID is the key ID of version of the service's transit key: "<mount>/<key>:v<version>".
-func (s *Service) KeyID(version int) string {
+// keyID is the key ID of version of the service's transit key: "<mount>/<key>:v<version>".
+func (s *Service) keyID(version int) string {
 	return fmt.Sprintf("%s/%s:v%d", s.mount, s.key, version)
 }
 
@@ -50,7 +50,7 @@ func (s *Service) Encrypt(ctx context.Context, uid string, plaintext []byte) (*s
 	if err != nil {
 		return nil, fmt.Errorf("encrypt (request %s) with Vault transit key %s/%s: %w", uid, s.mount, s.key, err)
 	}
-	return &service.EncryptResponse{Ciphertext: []byte(ciphertext), KeyID: s.KeyID(version)}, nil
+	return &service.EncryptResponse{Ciphertext: []byte(ciphertext), KeyID: s.keyID(version)}, nil
 }
 
 func (s *Service) encrypt(ctx context.Context, plaintext []byte) (string, int, error) {
@@ -85,7 +85,7 @@ func (s *Service) decrypt(ctx context.Context, req *service.DecryptRequest) ([]b
 	if err != nil {
 		return nil, err
 	}
-	if want := s.KeyID(version); req.KeyID != want {
+	if want := s.keyID(version); req.KeyID != want {
 		return nil, fmt.Errorf("the ciphertext is of key ID %s: was it encrypted with another transit key?", want)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -112,7 +112,7 @@ func (s *Service) Status(ctx context.Context) (*service.StatusResponse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read Vault transit key %s/%s: %w", s.mount, s.key, err)
 	}
-	return &service.StatusResponse{Version: APIVersion, Healthz: "ok", KeyID: s.KeyID(version)}, nil
+	return &service.StatusResponse{Version: APIVersion, Healthz: "ok", KeyID: s.keyID(version)}, nil
 }
 
 func (s *Service) latestVersion(ctx context.Context) (int, error) {
@@ -133,14 +133,11 @@ func (s *Service) path(op string) string { return s.mount + "/" + op + "/" + s.k
 
 // ciphertextVersion reads the key version out of a transit ciphertext, "vault:v<version>:<data>".
 func ciphertextVersion(ciphertext string) (int, error) {
-	rest, ok := strings.CutPrefix(ciphertext, "vault:v")
-	if !ok {
-		return 0, errors.New("the ciphertext does not start with vault:v<version>:")
-	}
-	digits, _, ok := strings.Cut(rest, ":")
+	rest, prefixed := strings.CutPrefix(ciphertext, "vault:v")
+	digits, _, cut := strings.Cut(rest, ":")
 	version, err := strconv.Atoi(digits)
-	if !ok || err != nil || version < 1 {
-		return 0, errors.New("the ciphertext does not start with vault:v<version>:")
+	if !prefixed || !cut || err != nil || version < 1 {
+		return 0, errors.New(`the ciphertext does not start with "vault:v<version>:"`)
 	}
 	return version, nil
 }
