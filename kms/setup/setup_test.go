@@ -98,4 +98,3 @@ func TestPrepareSocket(t *testing.T) {
 		t.Errorf("the file was removed: %v", err)
 	}
 }
-
