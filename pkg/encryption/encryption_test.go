@@ -86,6 +86,44 @@ func TestSecretsAtRest(t *testing.T) {
 	}
 }
 
+// TestReencryptPageByPage switches secretbox on over more Secrets than one list call returns:
+// Reencrypt rewrites every one of them.
+func TestReencryptPageByPage(t *testing.T) {
+	t.Parallel()
+	cp := testenv.StartT(t, testenv.Options{Name: "reencrypt-pages"})
+	ns := cp.Namespace(t)
+	n := encryption.ReencryptPageSize + 1
+	for i := range n {
+		writeSecret(t, cp, ns, fmt.Sprintf("s-%d", i), "in clear")
+	}
+	box, err := encryption.SecretboxProvider("key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.SetEncryption(box); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := metadata.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := encryption.Reencrypt(t.Context(), meta, ns); err != nil || res != (encryption.Result{Rewritten: n}) {
+		t.Fatalf("Reencrypt = %+v, %v; want all %d Secrets rewritten", res, err, n)
+	}
+	stored, err := cp.Stored(t.Context(), "/registry/secrets/"+ns+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range stored {
+		if !bytes.HasPrefix(value, []byte("k8s:enc:secretbox:v1:key-1:")) {
+			t.Errorf("%s is not under key-1: %q…", key, truncate(value))
+		}
+	}
+	if len(stored) != n {
+		t.Errorf("etcd holds %d Secrets of the namespace, want %d", len(stored), n)
+	}
+}
+
 // TestKMSKeyRotation rotates the transit key: the plugin's key ID changes, the API server
 // takes a new data encryption key under the new key version, Reencrypt stores the Secrets
 // written before under it, and they read back.

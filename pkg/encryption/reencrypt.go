@@ -15,8 +15,8 @@ import (
 // ReencryptFieldManager is the field manager of Reencrypt's writes.
 const ReencryptFieldManager = "edgefleet-reencrypt"
 
-// reencryptPageSize is how many Secrets' metadata one list call returns.
-const reencryptPageSize = 500
+// ReencryptPageSize is how many Secrets' metadata one of Reencrypt's list calls returns.
+const ReencryptPageSize = 500
 
 // Result counts the Secrets Reencrypt went through.
 type Result struct {
@@ -40,7 +40,7 @@ func Reencrypt(ctx context.Context, c metadata.Interface, namespace string) (Res
 		res  Result
 		errs []error
 	)
-	opts := metav1.ListOptions{Limit: reencryptPageSize}
+	opts := metav1.ListOptions{Limit: ReencryptPageSize}
 	for {
 		list, err := secrets.Namespace(namespace).List(ctx, opts)
 		if apierrors.IsResourceExpired(err) {

@@ -94,8 +94,8 @@ func (p *process) waitReady(ctx context.Context, readyURL string) error {
 	}
 }
 
-// stop sends SIGTERM (and SIGCONT, in case it is paused), then SIGKILL after 10s, and releases the guard. A nil process is
-// stopped already.
+// stop sends SIGTERM (and SIGCONT, in case it is paused), then SIGKILL after 10s, and
+// releases the guard. A nil process is stopped already.
 func (p *process) stop() error {
 	if p == nil {
 		return nil
