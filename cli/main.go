@@ -1,5 +1,5 @@
-// Command edgefleet is the fleet's command line: artifacts now; releases and campaigns as they
-// land. It takes its credentials from a kubeconfig, like kubectl.
+// Command edgefleet is the fleet's command line: sites, hosts, artifacts, releases and
+// campaigns (docs/cli.md). It takes its credentials from a kubeconfig, like kubectl.
 package main
 
 import (

@@ -23,6 +23,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
@@ -312,6 +313,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(b.FailedPackage).To(Equal(digest["kubelet broken"]))
 		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
 		Expect(b.Message).To(ContainSubstring("this kubelet is broken"))
+		// Where it stopped, step by step: the kubelet's install on the first of the five nodes.
+		Expect(b.Step).To(PointTo(MatchFields(IgnoreExtras, Fields{"Package": Equal("kubelet"), "Version": Equal(testenv.KubernetesVersion + "-1"),
+			"Node": Equal("host-0"), "Index": Equal(int32(1)), "Of": Equal(int32(5)), "Step": Equal(cluster.StepInstall)})))
 		// The control plane went first (the version skew policy: API servers before the
 		// kubelets): it runs the new version; every kubelet the previous one.
 		for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {

@@ -88,6 +88,8 @@ func AdminKubeconfigSecret(name string) string { return name + "-admin-kubeconfi
 type BringUp struct {
 	installer Installer
 	secrets   secrets.Store
+	// Progress, when set, is told each step of a patch as it starts (Patch).
+	Progress func(PatchStep)
 }
 
 // Installer is what BringUp does on hosts: install.Installer over SSH, or a fake in tests.
@@ -96,6 +98,7 @@ type Installer interface {
 	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
+	Deactivate(ctx context.Context, target sshexec.Target, name string) (sshexec.Result, error)
 	ImportImage(ctx context.Context, target sshexec.Target, m *packages.Manifest, img install.Image) (sshexec.Result, error)
 	WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error)
 }

@@ -36,6 +36,24 @@ type NodePatch struct {
 	Report     install.Report
 }
 
+// PatchStep is where a patch is: which package, on which host (the Index-th of Of, from 1),
+// doing what (the Step… constants). BringUp.Progress gets one as each step starts.
+type PatchStep struct {
+	Package, Version, Host string
+	Index, Of              int
+	Step                   string
+}
+
+// The steps of a patch on one host, in order (the drain and node steps only for a package whose
+// manifest says patch.drain).
+const (
+	StepCheckOthers = "checking that the package is healthy on the other hosts"
+	StepDrain       = "cordoned, draining the node"
+	StepInstall     = "installing and health-checking"
+	StepNodeReady   = "waiting for the node to be Ready"
+	StepUncordon    = "uncordoning the node"
+)
+
 // PatchResult lists the nodes a patch went through, in order.
 type PatchResult struct {
 	Nodes []NodePatch
@@ -85,7 +103,12 @@ func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResu
 		}
 	}
 	res := &PatchResult{}
-	for _, h := range hosts {
+	for i, h := range hosts {
+		step := func(s string) {
+			if b.Progress != nil {
+				b.Progress(PatchStep{Package: m.Name, Version: m.Version, Host: h.Name, Index: i + 1, Of: len(hosts), Step: s})
+			}
+		}
 		fail := func(err error) (*PatchResult, error) {
 			return res, fmt.Errorf("cluster %s: patch %s %s stopped at host %s: %w", spec.Name, m.Name, m.Version, h.Name, err)
 		}
@@ -104,6 +127,7 @@ func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResu
 			res.Nodes = append(res.Nodes, np)
 			continue
 		}
+		step(StepCheckOthers)
 		for _, o := range hosts {
 			if o.Name == h.Name {
 				continue
@@ -112,7 +136,7 @@ func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResu
 				return fail(fmt.Errorf("not starting while %s is unhealthy on %s (a patch takes down one host of a package at a time): %w", m.Name, o.Name, err))
 			}
 		}
-		err = b.patchHost(ctx, cs, h, pkg, files, &np)
+		err = b.patchHost(ctx, cs, h, pkg, files, &np, step)
 		res.Nodes = append(res.Nodes, np)
 		if err != nil {
 			return fail(err)
@@ -121,10 +145,12 @@ func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResu
 	return res, nil
 }
 
-// patchHost patches one host; cs is nil unless the package drains nodes. See Patch.
-func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host, pkg install.Package, files []file, np *NodePatch) error {
+// patchHost patches one host; cs is nil unless the package drains nodes; step reports each
+// step as it starts. See Patch.
+func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host, pkg install.Package, files []file, np *NodePatch, step func(string)) error {
 	m := pkg.Manifest
 	if cs != nil {
+		step(StepDrain)
 		if err := cordon(ctx, cs, h.Name, m.Name+"-"+m.Version); err != nil {
 			return err
 		}
@@ -142,6 +168,7 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 			}
 		}
 	}
+	step(StepInstall)
 	for _, f := range files {
 		if _, err := b.installer.WriteFile(ctx, h.SSH, f.path, f.data, f.mode); err != nil {
 			return err
@@ -163,9 +190,11 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 	if cs == nil {
 		return nil
 	}
+	step(StepNodeReady)
 	if err := waitNodeReady(ctx, cs, h.Name); err != nil {
 		return err
 	}
+	step(StepUncordon)
 	return uncordon(ctx, cs, h.Name)
 }
 

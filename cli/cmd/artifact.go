@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifactclient"
@@ -27,11 +25,11 @@ func newArtifactCmd(g *globals) *cobra.Command {
 		Aliases: []string{"artifacts"},
 		Short:   "OS images, binary packages, Helm charts and container image archives in the artifact store",
 	}
-	c.AddCommand(newUploadCmd(g), newListCmd(g), newGetCmd(g), newDownloadCmd(g), newDeleteCmd(g))
+	c.AddCommand(newArtifactUploadCmd(g), newArtifactListCmd(g), newArtifactGetCmd(g), newArtifactDownloadCmd(g), newArtifactDeleteCmd(g))
 	return c
 }
 
-func newUploadCmd(g *globals) *cobra.Command {
+func newArtifactUploadCmd(g *globals) *cobra.Command {
 	var spec restv1.ArtifactSpec
 	var kind string
 	var labels []string
@@ -83,7 +81,7 @@ func newUploadCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func newListCmd(g *globals) *cobra.Command {
+func newArtifactListCmd(g *globals) *cobra.Command {
 	var kind, name, selector string
 	c := &cobra.Command{
 		Use:   "list",
@@ -115,7 +113,7 @@ func newListCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func newGetCmd(g *globals) *cobra.Command {
+func newArtifactGetCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
 		Short: "Show one artifact",
@@ -130,7 +128,7 @@ func newGetCmd(g *globals) *cobra.Command {
 	}
 }
 
-func newDownloadCmd(g *globals) *cobra.Command {
+func newArtifactDownloadCmd(g *globals) *cobra.Command {
 	var out string
 	c := &cobra.Command{
 		Use:   "download ID [-f FILE]",
@@ -158,7 +156,7 @@ func newDownloadCmd(g *globals) *cobra.Command {
 	return c
 }
 
-func newDeleteCmd(g *globals) *cobra.Command {
+func newArtifactDeleteCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete ID...",
 		Short: "Delete artifacts (refused while a release references them)",
@@ -205,37 +203,25 @@ func (g *globals) done(p artifactclient.Progress) {
 	}
 }
 
-// print writes artifacts as a table (wide adds columns), JSON or YAML; one is an object, not a list.
+// print writes artifacts as a table (wide adds columns), or in the structured formats; one
+// is an object, not a list.
 func (g *globals) print(w io.Writer, items []restv1.Artifact, one bool) error {
 	var v any = restv1.ArtifactList{Items: items}
 	if one && len(items) == 1 {
 		v = items[0]
 	}
-	switch g.output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+	if done, err := g.out.data(w, v); done {
 		return err
-	case "", "table", "wide":
-	default:
-		return fmt.Errorf("--output must be table, wide, json or yaml, got %q", g.output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	header := "ID\tKIND\tNAME\tVERSION\tARCH\tSIZE\tAGE"
-	if g.output == "wide" {
+	if g.out.wide() {
 		header += "\tSHA256\tCREATOR\tLABELS"
 	}
 	fmt.Fprintln(tw, header)
 	for _, a := range items {
 		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", a.ID, a.Kind, a.Name, a.Version, a.Architecture, size(a.Size), duration.HumanDuration(time.Since(a.Created)))
-		if g.output == "wide" {
+		if g.out.wide() {
 			var labels []string
 			for k, v := range a.Labels {
 				labels = append(labels, k+"="+v)

@@ -2,78 +2,46 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
 
-// campaignGlobals are the flags of the campaign commands.
-type campaignGlobals struct {
-	*globals
-	namespace string
-}
-
 func newCampaignCmd(g *globals) *cobra.Command {
-	cg := &campaignGlobals{globals: g}
 	c := &cobra.Command{
 		Use:     "campaign",
 		Aliases: []string{"campaigns"},
 		Short:   "Roll releases out to sites: create, plan, pause, resume, abort and watch campaigns",
 	}
-	c.PersistentFlags().StringVarP(&cg.namespace, "namespace", "n", "", "Namespace of the campaign and its sites (default: the kubeconfig context's)")
-	c.AddCommand(newCampaignCreateCmd(cg), newCampaignPlanCmd(cg), newCampaignWatchCmd(cg),
-		newCampaignSetCmd(cg, "pause", "Stop dispatching new sites (sites in flight finish)", `{"spec":{"paused":true}}`),
-		newCampaignSetCmd(cg, "resume", "Dispatch again after a pause", `{"spec":{"paused":false}}`),
-		newCampaignSetCmd(cg, "abort", "Stop the campaign for good (sites in flight finish; cannot be undone)", `{"spec":{"abort":true}}`))
+	c.AddCommand(newCampaignCreateCmd(g), newCampaignPlanCmd(g), newCampaignWatchCmd(g),
+		newCampaignSetCmd(g, "pause", "Stop dispatching new sites (sites in flight finish)", `{"spec":{"paused":true}}`,
+			"the controller took the pause in", false),
+		newCampaignSetCmd(g, "resume", "Dispatch again after a pause", `{"spec":{"paused":false}}`,
+			"the controller took the resume in", false),
+		newCampaignSetCmd(g, "abort", "Stop the campaign for good (sites in flight finish; cannot be undone)", `{"spec":{"abort":true}}`,
+			"the campaign ended (sites in flight finish first)", true))
 	return c
 }
 
-// kube returns a client of the global cluster and the namespace to work in.
-func (cg *campaignGlobals) kube() (client.Client, string, error) {
-	loader := cg.kubeconfigLoader()
-	cfg, err := loader.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
-	}
-	ns := cg.namespace
-	if ns == "" {
-		if ns, _, err = loader.Namespace(); err != nil {
-			return nil, "", fmt.Errorf("namespace of the kubeconfig context: %w", err)
-		}
-	}
-	s := runtime.NewScheme()
-	if err := fleetv1.AddToScheme(s); err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return nil, "", fmt.Errorf("client of %s: %w", cfg.Host, err)
-	}
-	return c, ns, nil
-}
-
-func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
+func newCampaignCreateCmd(g *globals) *cobra.Command {
 	var (
 		action, release, selector, canaries, maxConc, initial, maxFailures string
-		sites, exclude, blockedBy, windows                                 []string
+		targets, exclude, blockedBy, windows                               []string
 		ramp, minFinished                                                  int32
 		timeout, soak                                                      time.Duration
 		preCache, rollback, dryRun, paused                                 bool
+		wait                                                               *waitFlags
 	)
 	c := &cobra.Command{
 		Use:   "create NAME --action ACTION --release RELEASE (--selector SELECTOR | --sites A,B)",
@@ -83,15 +51,16 @@ func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
     --site-timeout 2h --window "0 2 * * 6/4h" --pre-cache --rollback --dry-run`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, ns, err := cg.kube()
+			k, err := g.kube()
 			if err != nil {
 				return err
 			}
+			ns := k.namespace
 			camp := &fleetv1.Campaign{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: args[0]},
 				Spec: fleetv1.CampaignSpec{
 					Action: fleetv1.OperationAction(action), Release: release,
-					Targets:   fleetv1.CampaignTargets{Names: sites, Exclude: exclude},
+					Targets:   fleetv1.CampaignTargets{Names: targets, Exclude: exclude},
 					BlockedBy: blockedBy, Paused: paused, DryRun: dryRun,
 					Strategy: fleetv1.CampaignStrategy{
 						RampFactor: ramp, PreCache: preCache, RollbackOnFailure: rollback,
@@ -134,18 +103,32 @@ func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
 				}
 				st.MaintenanceWindows = append(st.MaintenanceWindows, fleetv1.MaintenanceWindow{Schedule: sched, Duration: metav1.Duration{Duration: d}})
 			}
-			if err := kc.Create(cmd.Context(), camp); err != nil {
+			if err := k.Create(cmd.Context(), camp); err != nil {
 				return fmt.Errorf("create campaign %s/%s: %w", ns, args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s created\n", ns, args[0])
-			return nil
+			switch {
+			case !wait.wait:
+				return nil
+			case dryRun:
+				camp, err := waitPlan(cmd.Context(), k, wait.timeout, args[0])
+				if err != nil {
+					return err
+				}
+				return printPlan(g.out, cmd.OutOrStdout(), camp)
+			}
+			camp, err = waitCampaign(cmd.Context(), k, g.waitProgress(cmd.ErrOrStderr()), wait.timeout, time.Second, args[0], campaignFinal)
+			if err != nil {
+				return err
+			}
+			return succeeded(camp)
 		},
 	}
 	f := c.Flags()
 	f.StringVar(&action, "action", "", "install, patch or upgrade")
 	f.StringVar(&release, "release", "", "Release the sites go to")
 	f.StringVar(&selector, "selector", "", "Label selector of the target sites, e.g. region=eu-west,tier!=lab")
-	f.StringSliceVar(&sites, "sites", nil, "Target sites by name, dispatched first and in this order")
+	f.StringSliceVar(&targets, "sites", nil, "Target sites by name, dispatched first and in this order")
 	f.StringSliceVar(&exclude, "exclude", nil, "Sites never dispatched")
 	f.StringVar(&canaries, "canaries", "", "Canary sites, a count or a percentage (\"1%\"); the rest waits for all of them to succeed")
 	f.StringVar(&maxConc, "max-concurrency", "", "Most sites in flight at once, count or percentage (default 10)")
@@ -164,63 +147,115 @@ func newCampaignCreateCmd(cg *campaignGlobals) *cobra.Command {
 	for _, req := range []string{"action", "release"} {
 		_ = c.MarkFlagRequired(req)
 	}
+	wait = addWaitFlags(c, "the campaign ends (a dry run: until its plan is written, then print it)", 0)
+	_ = c.RegisterFlagCompletionFunc("action", cobra.FixedCompletions([]cobra.Completion{string(fleetv1.ActionInstall), string(fleetv1.ActionPatch), string(fleetv1.ActionUpgrade)}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.RegisterFlagCompletionFunc("release", g.completeNames(releases))
+	for _, flag := range []string{"sites", "exclude"} {
+		_ = c.RegisterFlagCompletionFunc(flag, g.completeNames(sites))
+	}
+	_ = c.RegisterFlagCompletionFunc("blocked-by", g.completeNames(campaigns))
 	return c
 }
 
-func newCampaignSetCmd(cg *campaignGlobals, verb, short, patch string) *cobra.Command {
-	return &cobra.Command{
-		Use:   verb + " NAME",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, ns, err := cg.kube()
-			if err != nil {
-				return err
-			}
-			camp := &fleetv1.Campaign{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: args[0]}}
-			if err := kc.Patch(cmd.Context(), camp, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-				return fmt.Errorf("%s campaign %s/%s: %w", verb, ns, args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s: %s requested\n", ns, args[0], verb)
-			return nil
-		},
-	}
-}
-
-func newCampaignPlanCmd(cg *campaignGlobals) *cobra.Command {
-	var wait time.Duration
+// newCampaignSetCmd is a verb that patches a campaign's spec; with --wait it waits until the
+// controller reconciled the change (untilFinal: until the campaign ended).
+func newCampaignSetCmd(g *globals, verb, short, patch, until string, untilFinal bool) *cobra.Command {
+	var wait *waitFlags
 	c := &cobra.Command{
-		Use:   "plan NAME",
-		Short: "Print the waves of a dry-run campaign (create it with --dry-run)",
-		Args:  cobra.ExactArgs(1),
+		Use:               verb + " NAME",
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeArg(campaigns),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, ns, err := cg.kube()
+			k, err := g.kube()
 			if err != nil {
 				return err
 			}
-			var camp *fleetv1.Campaign
-			err = poll(cmd.Context(), wait, func() (bool, error) {
-				camp = &fleetv1.Campaign{}
-				if err := kc.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: args[0]}, camp); err != nil {
-					return false, fmt.Errorf("get campaign %s/%s: %w", ns, args[0], err)
+			camp := &fleetv1.Campaign{ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: args[0]}}
+			if err := k.Patch(cmd.Context(), camp, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				if apierrors.IsNotFound(err) {
+					return fmt.Errorf("campaign %q not found in namespace %q", args[0], k.namespace)
 				}
-				if !camp.Spec.DryRun {
-					return false, fmt.Errorf("campaign %s/%s is not a dry run: only a dry run has a plan (create one with --dry-run)", ns, args[0])
-				}
-				return camp.Status.Plan != nil, nil
+				return fmt.Errorf("%s campaign %s/%s: %w", verb, k.namespace, args[0], err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s: %s requested\n", k.namespace, args[0], verb)
+			if !wait.wait {
+				return nil
+			}
+			// The patch answered the generation that carries the change. A campaign that ended
+			// is not reconciled any more: it is done whatever was asked.
+			generation := camp.Generation
+			_, err = waitCampaign(cmd.Context(), k, g.waitProgress(cmd.ErrOrStderr()), wait.timeout, time.Second, args[0], func(c *fleetv1.Campaign) (bool, error) {
+				final := c.Status.Phase.Final()
+				return final || (!untilFinal && c.Status.ObservedGeneration >= generation), nil
 			})
-			if err != nil {
-				return err
-			}
-			return cg.printPlan(cmd.OutOrStdout(), camp)
+			return err
 		},
 	}
-	c.Flags().DurationVar(&wait, "wait", 30*time.Second, "How long to wait for the controller to write the plan")
+	wait = addWaitFlags(c, until, 0)
 	return c
 }
 
-func (cg *campaignGlobals) printPlan(w io.Writer, camp *fleetv1.Campaign) error {
-	if done, err := cg.printStructured(w, camp.Status.Plan); done {
+// campaignFinal is done once the campaign reached a final phase.
+func campaignFinal(c *fleetv1.Campaign) (bool, error) { return c.Status.Phase.Final(), nil }
+
+// succeeded fails unless the campaign succeeded.
+func succeeded(c *fleetv1.Campaign) error {
+	if c.Status.Phase != fleetv1.CampaignSucceeded {
+		return fmt.Errorf("campaign %s/%s %s", c.Namespace, c.Name, strings.ToLower(string(c.Status.Phase)))
+	}
+	return nil
+}
+
+// waitCampaign shows the campaign's progress until done says it is done; it returns the
+// campaign as last read.
+func waitCampaign(ctx context.Context, k *kube, p *progress, timeout, interval time.Duration, name string, done func(*fleetv1.Campaign) (bool, error)) (*fleetv1.Campaign, error) {
+	camp := &fleetv1.Campaign{}
+	err := waitFor(ctx, p, timeout, interval, fmt.Sprintf("campaign %s/%s", k.namespace, name), func(ctx context.Context) (bool, string, error) {
+		if err := k.get(ctx, name, camp); err != nil {
+			return false, "", err
+		}
+		ok, err := done(camp)
+		return ok, progressFrame(camp), err
+	})
+	return camp, err
+}
+
+func newCampaignPlanCmd(g *globals) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:               "plan NAME",
+		Short:             "Print the waves of a dry-run campaign (create it with --dry-run)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeArg(campaigns),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			k, err := g.kube()
+			if err != nil {
+				return err
+			}
+			camp, err := waitPlan(cmd.Context(), k, timeout, args[0])
+			if err != nil {
+				return err
+			}
+			return printPlan(g.out, cmd.OutOrStdout(), camp)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "How long to wait for the controller to write the plan")
+	return c
+}
+
+// waitPlan waits until the controller wrote a dry run's plan.
+func waitPlan(ctx context.Context, k *kube, timeout time.Duration, name string) (*fleetv1.Campaign, error) {
+	return waitCampaign(ctx, k, &progress{w: io.Discard}, timeout, time.Second, name, func(c *fleetv1.Campaign) (bool, error) {
+		if !c.Spec.DryRun {
+			return false, fmt.Errorf("campaign %s/%s is not a dry run: only a dry run has a plan (create one with --dry-run)", c.Namespace, c.Name)
+		}
+		return c.Status.Plan != nil, nil
+	})
+}
+
+func printPlan(out printer, w io.Writer, camp *fleetv1.Campaign) error {
+	if done, err := out.data(w, camp.Status.Plan); done {
 		return err
 	}
 	p := camp.Status.Plan
@@ -249,65 +284,24 @@ func (cg *campaignGlobals) printPlan(w io.Writer, camp *fleetv1.Campaign) error 
 	return nil
 }
 
-// printStructured prints v as JSON or YAML when asked to, and reports whether it did.
-func (cg *campaignGlobals) printStructured(w io.Writer, v any) (bool, error) {
-	switch cg.output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return true, enc.Encode(v)
-	case "yaml":
-		b, err := yaml.Marshal(v)
-		if err != nil {
-			return true, err
-		}
-		_, err = w.Write(b)
-		return true, err
-	}
-	return false, nil
-}
-
-func newCampaignWatchCmd(cg *campaignGlobals) *cobra.Command {
+func newCampaignWatchCmd(g *globals) *cobra.Command {
 	var interval time.Duration
 	c := &cobra.Command{
-		Use:   "watch NAME",
-		Short: "Show a campaign's progress per state until it finishes (exit 1 if it failed or was aborted)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "watch NAME",
+		Short:             "Show a campaign's progress per state until it finishes (exit 1 if it failed or was aborted)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeArg(campaigns),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kc, ns, err := cg.kube()
+			k, err := g.kube()
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			redraw := isTerminal(out) && !cg.quiet
-			lines, last := 0, ""
-			var camp *fleetv1.Campaign
-			err = poll(cmd.Context(), 0, func() (bool, error) {
-				camp = &fleetv1.Campaign{}
-				if err := kc.Get(cmd.Context(), types.NamespacedName{Namespace: ns, Name: args[0]}, camp); err != nil {
-					return false, fmt.Errorf("get campaign %s/%s: %w", ns, args[0], err)
-				}
-				frame := progressFrame(camp)
-				switch {
-				case redraw:
-					if lines > 0 {
-						fmt.Fprintf(out, "\033[%dA\033[J", lines)
-					}
-					fmt.Fprint(out, frame)
-					lines = strings.Count(frame, "\n")
-				case frame != last:
-					fmt.Fprint(out, frame)
-				}
-				last = frame
-				return camp.Status.Phase.Final(), nil
-			}, interval)
+			camp, err := waitCampaign(cmd.Context(), k, &progress{w: out, redraw: isTerminal(out) && !g.quiet}, 0, interval, args[0], campaignFinal)
 			if err != nil {
 				return err
 			}
-			if camp.Status.Phase != fleetv1.CampaignSucceeded {
-				return fmt.Errorf("campaign %s/%s %s", ns, args[0], strings.ToLower(string(camp.Status.Phase)))
-			}
-			return nil
+			return succeeded(camp)
 		},
 	}
 	c.Flags().DurationVar(&interval, "interval", time.Second, "How often the campaign is read")
@@ -337,43 +331,6 @@ func progressFrame(c *fleetv1.Campaign) string {
 		}
 	}
 	return b.String()
-}
-
-// poll calls check every interval (default 1s) until it is done or fails; timeout 0 means no
-// limit but ctx.
-func poll(ctx context.Context, timeout time.Duration, check func() (bool, error), interval ...time.Duration) error {
-	every := time.Second
-	if len(interval) > 0 && interval[0] > 0 {
-		every = interval[0]
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	for {
-		done, err := check()
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("gave up after %s", timeout)
-			}
-			return ctx.Err()
-		case <-time.After(every):
-		}
-	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func orDash(s string) string {

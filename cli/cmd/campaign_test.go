@@ -1,12 +1,10 @@
 package cmd
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"path/filepath"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,43 +12,6 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
-
-// global is a real API server with the CRDs; no controller runs: the tests check what the
-// commands write and how they print what a controller would have written.
-var global *testenv.ControlPlane
-
-func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
-		global = cp
-		return nil
-	}))
-}
-
-// run runs the CLI with args against the test API server and returns its output.
-func run(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	return runOn(t, global, args...)
-}
-
-// runOn runs the CLI with args against cp as an admin and returns its output.
-func runOn(t *testing.T, cp *testenv.ControlPlane, args ...string) (string, error) {
-	t.Helper()
-	kc, err := cp.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	root := newRoot()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"--kubeconfig", path}, args...))
-	err = root.ExecuteContext(t.Context())
-	return out.String(), err
-}
 
 func TestCampaignCreatePauseResumeAbort(t *testing.T) {
 	ns := global.Namespace(t)
@@ -152,5 +113,72 @@ func TestCampaignPlanAndWatchPrintTheStatus(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("watch output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCampaignWait follows campaigns through --wait: the status a controller would write is
+// written here, while the command waits.
+func TestCampaignWait(t *testing.T) {
+	ns := global.Namespace(t)
+	kubeconfig := adminKubeconfig(t)
+	key := types.NamespacedName{Namespace: ns, Name: "w"}
+	// setStatus writes the campaign's status once its generation reached gen.
+	setStatus := func(gen int64, status func(*fleetv1.Campaign)) {
+		t.Helper()
+		testenv.Eventually(t, 30*time.Second, func() error {
+			c := &fleetv1.Campaign{}
+			if err := global.Client.Get(t.Context(), key, c); err != nil {
+				return err
+			}
+			if c.Generation < gen {
+				return fmt.Errorf("generation %d, waiting for %d", c.Generation, gen)
+			}
+			status(c)
+			return global.Client.Status().Update(t.Context(), c)
+		})
+	}
+
+	// A dry run: --wait prints the plan once it is written.
+	out := &syncBuffer{}
+	done := start(t, out, "--kubeconfig", kubeconfig, "campaign", "create", "w", "-n", ns, "--action", "install", "--release", "r1",
+		"--sites", "a,b", "--dry-run", "--wait", "--timeout", "60s")
+	setStatus(1, func(c *fleetv1.Campaign) {
+		c.Status.Phase = fleetv1.CampaignDryRun
+		c.Status.Plan = &fleetv1.CampaignPlan{Waves: []fleetv1.CampaignWave{{Index: 0, Size: 2, Window: 2, Sites: []string{"a", "b"}}}}
+		c.Status.ObservedGeneration = c.Generation
+	})
+	if err := <-done; err != nil || len(lines(out.String(), "0", "2", "a,b")) != 1 {
+		t.Errorf("create --dry-run --wait: %v\n%s", err, out)
+	}
+
+	// pause --wait returns once the controller reconciled the paused spec, showing progress.
+	out = &syncBuffer{}
+	done = start(t, out, "--kubeconfig", kubeconfig, "campaign", "pause", "w", "-n", ns, "--wait", "--timeout", "60s")
+	setStatus(2, func(c *fleetv1.Campaign) {
+		c.Status.Phase = fleetv1.CampaignPaused
+		c.Status.Conditions = []metav1.Condition{{Type: fleetv1.CampaignProgressingCondition, Status: metav1.ConditionFalse, Reason: fleetv1.ReasonPaused,
+			Message: "spec.paused is set: nothing new is dispatched, 0 sites in flight", LastTransitionTime: metav1.Now()}}
+		c.Status.ObservedGeneration = c.Generation
+	})
+	if err := <-done; err != nil || len(lines(out.String(), "phase Paused")) != 1 || len(lines(out.String(), "Paused: spec.paused is set")) != 1 {
+		t.Errorf("pause --wait: %v\n%s", err, out)
+	}
+
+	// resume --wait gives up when nothing reconciles it, naming the campaign and its last state.
+	o, err := run(t, "campaign", "resume", "w", "-n", ns, "--wait", "--timeout", "2s")
+	if err == nil || !strings.Contains(err.Error(), "timed out after 2s waiting for campaign "+ns+"/w; last seen: w  install → r1  phase Paused") {
+		t.Errorf("resume --wait with nothing reconciling it: %v\n%s", err, o)
+	}
+
+	// abort --wait returns once the campaign ended.
+	out = &syncBuffer{}
+	done = start(t, out, "--kubeconfig", kubeconfig, "campaign", "abort", "w", "-n", ns, "--wait", "--timeout", "60s")
+	setStatus(4, func(c *fleetv1.Campaign) { c.Status.Phase = fleetv1.CampaignAborted })
+	if err := <-done; err != nil || len(lines(out.String(), "phase Aborted")) != 1 {
+		t.Errorf("abort --wait: %v\n%s", err, out)
+	}
+
+	if o, err := run(t, "campaign", "pause", "nope", "-n", ns); err == nil || err.Error() != `campaign "nope" not found in namespace "`+ns+`"` {
+		t.Errorf("pause of a campaign that does not exist: %v\n%s", err, o)
 	}
 }

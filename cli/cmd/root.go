@@ -17,9 +17,12 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
-	kubeconfig, context, apiServer, apiCAFile string
-	output                                    string
-	quiet                                     bool
+	kubeconfig, context, namespace, apiServer, apiCAFile string
+	output                                               string
+	quiet                                                bool
+
+	// out prints in the format of --output; set before any command runs.
+	out printer
 }
 
 // Execute runs the CLI and returns the exit code.
@@ -37,25 +40,31 @@ func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "edgefleet",
-		Short:         "Manage an edgefleet fleet: artifacts, campaigns and Secrets' encryption at rest",
+		Short:         "Manage an edgefleet fleet: sites, hosts, artifacts, releases, campaigns and Secrets' encryption at rest",
 		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A bad --output fails before a command changes anything.
+		PersistentPreRunE: func(*cobra.Command, []string) (err error) {
+			g.out, err = parseOutput(g.output)
+			return err
+		},
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "Kubeconfig whose user's credentials are sent (default: $KUBECONFIG or ~/.kube/config)")
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "Kubeconfig of the global cluster; its user's credentials are also sent to the artifact API (default: $KUBECONFIG or ~/.kube/config)")
 	pf.StringVar(&g.context, "context", "", "Kubeconfig context to use")
+	pf.StringVarP(&g.namespace, "namespace", "n", "", "Namespace of the sites, hosts, releases and campaigns (default: the kubeconfig context's)")
 	pf.StringVar(&g.apiServer, "api-server", os.Getenv("EDGEFLEET_API_SERVER"), "URL of the global controller's artifact API (env EDGEFLEET_API_SERVER)")
 	pf.StringVar(&g.apiCAFile, "api-ca-file", "", "CA bundle that signed the API's serving certificate (default: the system's)")
-	pf.StringVarP(&g.output, "output", "o", "", "Output format: table (default), wide, json or yaml")
-	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars")
-	root.AddCommand(newArtifactCmd(g), newCampaignCmd(g), newSecretsCmd(g))
+	pf.StringVarP(&g.output, "output", "o", "", "Output format: "+outputFormats)
+	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars or progress lines")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "wide", "json", "yaml", "jsonpath="}, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
+	root.AddCommand(newSiteCmd(g), newHostCmd(g), newArtifactCmd(g), newReleaseCmd(g), newCampaignCmd(g), newSecretsCmd(g))
 	return root
 }
 
-// kubeconfigLoader loads the kubeconfig of --kubeconfig (or $KUBECONFIG, ~/.kube/config) at
-// the context of --context.
-func (g *globals) kubeconfigLoader() clientcmd.ClientConfig {
+// loader reads the kubeconfig the flags name.
+func (g *globals) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = g.kubeconfig
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: g.context})
@@ -67,7 +76,7 @@ func (g *globals) client() (*artifactclient.Client, error) {
 	if g.apiServer == "" {
 		return nil, fmt.Errorf("no artifact API given: set --api-server or EDGEFLEET_API_SERVER")
 	}
-	cfg, err := g.kubeconfigLoader().ClientConfig()
+	cfg, err := g.loader().ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}

@@ -20,7 +20,6 @@ func newSecretsCmd(g *globals) *cobra.Command {
 }
 
 func newSecretsReencryptCmd(g *globals) *cobra.Command {
-	var namespace string
 	c := &cobra.Command{
 		Use:   "reencrypt",
 		Short: "Have the API server store every Secret again under its current key (after a key rotation, or once encryption is switched on)",
@@ -28,10 +27,15 @@ func newSecretsReencryptCmd(g *globals) *cobra.Command {
 it is stored under a key other than its current one (or in clear), so running it twice is
 harmless. Run it once the API servers use the new key: after a rotation of the Vault transit key,
 wait a minute (the API server asks its KMS plugin for the key ID every minute). Only the Secrets'
-metadata is read, never their data. Needs list and patch on Secrets.`,
+metadata is read, never their data. Needs list and patch on Secrets. Every namespace's Secrets,
+or with -n those of one namespace.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.kubeconfigLoader().ClientConfig()
+			namespace := "" // all
+			if cmd.Flags().Changed("namespace") {
+				namespace = g.namespace
+			}
+			cfg, err := g.loader().ClientConfig()
 			if err != nil {
 				return fmt.Errorf("load kubeconfig: %w", err)
 			}
@@ -44,6 +48,5 @@ metadata is read, never their data. Needs list and patch on Secrets.`,
 			return err
 		},
 	}
-	c.Flags().StringVarP(&namespace, "namespace", "n", "", "Only the Secrets of this namespace (default: all namespaces)")
 	return c
 }

@@ -50,7 +50,7 @@ func TestSecretsReencrypt(t *testing.T) {
 	}
 	reencrypt := func(want string, args ...string) {
 		t.Helper()
-		out, err := runOn(t, cp, append([]string{"secrets", "reencrypt"}, args...)...)
+		out, err := runAs(t, kubeconfigOf(t, cp), append([]string{"secrets", "reencrypt"}, args...)...)
 		if err != nil || !strings.Contains(out, want) {
 			t.Fatalf("secrets reencrypt %v: %v\n%s\nwant %q", args, err, out, want)
 		}

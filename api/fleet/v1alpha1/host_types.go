@@ -202,6 +202,7 @@ type HostClusterStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=edgefleet
+// +kubebuilder:selectablefield:JSONPath=`.spec.siteRef.name`
 // +kubebuilder:printcolumn:name="Site",type=string,JSONPath=`.spec.siteRef.name`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.spec.role`
 // +kubebuilder:printcolumn:name="Boot-MAC",type=string,JSONPath=`.spec.bootMACAddress`

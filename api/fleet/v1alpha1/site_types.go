@@ -263,7 +263,9 @@ const (
 	ActionInstall OperationAction = "install"
 	// ActionPatch updates packages and charts in place, node by node.
 	ActionPatch OperationAction = "patch"
-	// ActionUpgrade changes the Kubernetes version or OS image: nodes are replaced one by one
+	// ActionUpgrade changes the Kubernetes version or OS image. Where the site's BPA builds the
+	// nodes, a new Kubernetes version is patched in place, package by package and node by node
+	// (API servers first, each node drained); a new OS image replaces the nodes one by one
 	// through Cluster-API, control plane first.
 	ActionUpgrade OperationAction = "upgrade"
 )

@@ -364,11 +364,43 @@ type BootstrapStatus struct {
 	// +optional
 	FailedPackage string `json:"failedPackage,omitempty"`
 
+	// Step is where a patch (an upgrade is one) stands while it runs, and where it stopped
+	// when it failed: which package, which node, which step, since when.
+	// +optional
+	Step *PatchStep `json:"step,omitempty"`
+
 	// Charts is the Helm release of each of spec.charts.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	Charts []ChartRelease `json:"charts,omitempty"`
+}
+
+// PatchStep is one step of a patch on one node.
+type PatchStep struct {
+	// Package and Version being rolled out.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Package string `json:"package"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+	// Node the step runs on, the Index-th of the Of nodes the package goes through (from 1).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// +optional
+	Index int32 `json:"index,omitempty"`
+	// +optional
+	Of int32 `json:"of,omitempty"`
+	// Step on that node: checking the others, draining, installing, waiting for Ready,
+	// uncordoning.
+	// +required
+	// +kubebuilder:validation:MaxLength=256
+	Step string `json:"step"`
+	// Since is when the step started.
+	// +required
+	Since metav1.Time `json:"since"`
 }
 
 // InstalledPackage is a package the cluster runs.

@@ -65,6 +65,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := w.leave(ctx, pkgs); err != nil {
+		return ctrl.Result{}, err
+	}
 	hosts, waiting, workersWaiting, err := w.hosts(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -108,6 +111,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	hosts = slices.DeleteFunc(hosts, func(h cluster.Host) bool {
 		return slices.ContainsFunc(res.LeftOut, func(l cluster.HostError) bool { return l.Host == h.Name })
 	})
+	if err := w.holdMachines(ctx, hosts); err != nil {
+		return ctrl.Result{}, err
+	}
 	w.st.Nodes = int32(len(hosts))
 	w.st.Packages = installed(pkgs)
 	cfg, err := w.publishKubeconfig(ctx)
@@ -120,7 +126,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err := w.charts(ctx, cfg, spec); err != nil {
 		return ctrl.Result{}, err
 	}
-	w.st.Phase = sitev1.BootstrapInstalled
+	w.st.Phase, w.st.Step = sitev1.BootstrapInstalled, nil
 	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
 	// The cluster serves, but may not be all its spec asks for yet: the status says what is missing.
 	var missing []string
@@ -348,6 +354,10 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		}
 	}
 	spec.Hosts = nodes
+	bu.Progress = func(s cluster.PatchStep) {
+		w.st.Step = &sitev1.PatchStep{Package: s.Package, Version: s.Version, Node: s.Host, Index: int32(s.Index), Of: int32(s.Of), Step: s.Step, Since: metav1.Now()}
+		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time: node %s (%d of %d): %s", s.Package, s.Version, s.Host, s.Index, s.Of, s.Step))
+	}
 	for _, pkg := range pkgs {
 		m := pkg.Manifest
 		w.progress(ctx, sitev1.BootstrapPatching, fmt.Sprintf("patching %s to %s, one node at a time", m.Name, m.Version))
@@ -369,6 +379,7 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 		i := slices.IndexFunc(w.st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == m.Name })
 		w.st.Packages[i] = sitev1.InstalledPackage{Name: m.Name, Version: m.Version, SHA256: pkg.Digest}
 	}
+	w.st.Step = nil
 	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts, new packages and charts on the next pass
 }
 

@@ -32,6 +32,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install/fixture"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -247,8 +248,12 @@ func TestReconcilerPhases(t *testing.T) {
 
 	provision := func(t *testing.T, h sitev1.ClusterHost) {
 		t.Helper()
+		labels := map[string]string{clusterv1.ClusterNameLabel: "app"}
+		if h.Role == sitev1.RoleControlPlane {
+			labels[clusterv1.MachineControlPlaneLabel] = "" // as the local controller labels them
+		}
 		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: "app"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: labels},
 			Spec: clusterv1.MachineSpec{
 				ClusterName: "app", ProviderID: "metal3://" + ns + "/" + h.Name,
 				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr("app-" + h.Name)},
@@ -344,6 +349,10 @@ func TestReconcilerPhases(t *testing.T) {
 		if st.FailedPackage != agent2 || !strings.Contains(st.Message, "patch failed and was rolled back") || !strings.Contains(st.Message, "stopped at host w-0") || !strings.Contains(st.Message, "package agent 2 failed its health check") {
 			t.Errorf("status %+v", st)
 		}
+		// Where it stopped: the second of the two nodes, at its install.
+		if s := st.Step; s == nil || s.Package != "agent" || s.Version != "2" || s.Node != "w-0" || s.Index != 2 || s.Of != 2 || s.Step != cluster.StepInstall || s.Since.IsZero() {
+			t.Errorf("step %+v, want agent 2 at w-0 (2 of 2) installing, with its start", s)
+		}
 		// Anything that brings the cluster back (here its ArtifactSet changing) finds it failed.
 		before := len(hosts.Log())
 		set := &sitev1.ArtifactSet{}
@@ -367,7 +376,7 @@ func TestReconcilerPhases(t *testing.T) {
 		st := waitBootstrap(t, ac, "Installed at agent 3", func(st *sitev1.BootstrapStatus) bool {
 			return st.Phase == sitev1.BootstrapInstalled && st.Message == "2 nodes run db 1, agent 3"
 		})
-		if st.FailedPackage != "" || !slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "agent" && p.Version == "3" }) {
+		if st.FailedPackage != "" || st.Step != nil || !slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "agent" && p.Version == "3" }) {
 			t.Errorf("status %+v", st)
 		}
 		for _, h := range []string{"app-cp-0", "app-w-0"} {
@@ -377,8 +386,9 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
+	var runtime string // the package that imports images, from here on
 	t.Run("images go through the package that imports them", func(t *testing.T) {
-		runtime := cache.add(t, packages.Manifest{Name: "runtime", Version: "1", After: []string{"db"}, Hooks: packages.Hooks{ImportImage: "health-check"}})
+		runtime = cache.add(t, packages.Manifest{Name: "runtime", Version: "1", After: []string{"db"}, Hooks: packages.Hooks{ImportImage: "health-check"}})
 		pause := cache.addBytes([]byte("an image archive"))
 		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
 			s.Packages = []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent3, Name: "agent"}, {SHA256: runtime, Name: "runtime"}}
@@ -442,6 +452,102 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 		if ran := hosts.Log()[before:]; len(ran) != 0 {
 			t.Errorf("ran %v for a spec it refuses", ran)
+		}
+	})
+
+	// Cluster-API's side of the leave contract is played by the test: a finalizer keeps a
+	// deleted Machine, and status.deletion.waitForPreTerminateHookStartTime says its node is
+	// drained and the hooks are waited for.
+	machine := func(t *testing.T, name string) *clusterv1.Machine {
+		t.Helper()
+		m := &clusterv1.Machine{}
+		if err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	deleteDrained := func(t *testing.T, name string) {
+		t.Helper()
+		m := machine(t, name)
+		base := m.DeepCopy()
+		m.Finalizers = append(m.Finalizers, "test.edgefleet.io/cluster-api")
+		if err := site.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		if err := site.Client.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		m = machine(t, name)
+		base = m.DeepCopy()
+		m.Status.Deletion = &clusterv1.MachineDeletionStatus{WaitForPreTerminateHookStartTime: metav1.Now()}
+		if err := site.Client.Status().Patch(ctx, m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("every installed host's Machine holds the BPA's leave hook and the host's address", func(t *testing.T) {
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: runtime, Name: "runtime"})
+		waitBootstrap(t, ac, "Installed again", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
+		for name, addr := range map[string]string{"app-cp-0": "10.0.0.10", "app-w-0": "10.0.0.11"} {
+			if a := machine(t, name).Annotations; a[applicationcluster.LeaveHookAnnotation] != "edgefleet-bpa" || a[applicationcluster.AddressAnnotation] != addr {
+				t.Errorf("machine %s: annotations %v, want the leave hook and address %s", name, a, addr)
+			}
+		}
+	})
+
+	t.Run("a worker's Machine deleted and drained: its packages stop, then the Machine may go", func(t *testing.T) {
+		before := len(hosts.Log())
+		deleteDrained(t, "app-w-0")
+		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
+			a := machine(t, "app-w-0").Annotations
+			return a[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(a)
+		})
+		if got := slices.Collect(func(yield func(string) bool) {
+			for _, l := range hosts.Log()[before:] {
+				if strings.HasSuffix(l, ": "+fixture.StepDeactivate) && !yield(l) {
+					return
+				}
+			}
+		}); !slices.Equal(got, []string{"app-w-0 agent: " + fixture.StepDeactivate, "app-w-0 runtime: " + fixture.StepDeactivate}) {
+			t.Errorf("deactivated %v, want w-0's packages in the reverse of the install order", got)
+		}
+		if st := hosts.State("app-w-0", "agent"); st.Active != "" {
+			t.Errorf("w-0's agent %+v, want nothing active", st)
+		}
+	})
+
+	t.Run("a control-plane host's Machine waits: the BPA does not change etcd membership yet", func(t *testing.T) {
+		deleteDrained(t, "app-cp-0")
+		st := waitBootstrap(t, ac, "the control-plane host waiting", func(st *sitev1.BootstrapStatus) bool {
+			return strings.Contains(st.Message, "control-plane host cp-0 is leaving the cluster, but the BPA does not change etcd membership yet")
+		})
+		if a := machine(t, "app-cp-0").Annotations; a[applicationcluster.LeaveHookAnnotation] == "" {
+			t.Errorf("the hook of app-cp-0 was removed (status %+v)", st)
+		}
+		if st.Phase != sitev1.BootstrapWaiting {
+			t.Errorf("phase %s, want Waiting", st.Phase)
+		}
+		if st := hosts.State("app-cp-0", "db"); st.Active == "" {
+			t.Error("cp-0's db was stopped")
+		}
+	})
+
+	t.Run("the cluster deleted: every hook goes", func(t *testing.T) {
+		if err := site.Client.Delete(ctx, ac); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-cp-0", func() (bool, string) {
+			m := &clusterv1.Machine{}
+			err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-cp-0"}, m)
+			return err == nil && m.Annotations[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(m.Annotations, err)
+		})
+		for _, name := range []string{"app-cp-0", "app-w-0"} {
+			m := machine(t, name)
+			base := m.DeepCopy()
+			m.Finalizers = nil
+			if err := site.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }
