@@ -98,6 +98,7 @@ type Installer interface {
 	Install(ctx context.Context, target sshexec.Target, pkg install.Package) (install.Report, error)
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
+	Deactivate(ctx context.Context, target sshexec.Target, name string) (sshexec.Result, error)
 	ImportImage(ctx context.Context, target sshexec.Target, m *packages.Manifest, img install.Image) (sshexec.Result, error)
 	WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error)
 }

@@ -315,17 +315,24 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 	})
 }
 
+// broughtUp is the fakeSpec cluster brought up on fake hosts.
+func broughtUp(t *testing.T) (*fixture.Hosts, *cluster.BringUp, cluster.Spec) {
+	t.Helper()
+	hosts := fixture.New()
+	bu := cluster.New(hosts, &secretsfake.Store{})
+	spec := fakeSpec()
+	if _, err := bu.Run(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	return hosts, bu, spec
+}
+
 // TestPatchOnFakeHosts: a patch goes one host at a time, control plane first, only on the hosts
 // the package runs on; it does not start while another host of the package is unhealthy; a host
 // failing its health check is rolled back and the patch stops there; run again, it resumes.
 func TestPatchOnFakeHosts(t *testing.T) {
 	ctx := t.Context()
-	hosts := fixture.New()
-	bu := cluster.New(hosts, &secretsfake.Store{})
-	spec := fakeSpec()
-	if _, err := bu.Run(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
+	hosts, bu, spec := broughtUp(t)
 	with := func(p install.Package) cluster.Spec { return withPackage(spec, p) }
 
 	t.Run("a database patch goes over the control plane, one host at a time, telling each step", func(t *testing.T) {
@@ -411,4 +418,63 @@ func TestPatchOnFakeHosts(t *testing.T) {
 			t.Errorf("err %v, want one naming the package", err)
 		}
 	})
+}
+
+// TestLeave takes hosts out of a cluster on fake hosts: their packages deactivated in the
+// reverse of the install order, nothing again on a second call, a failure naming the host and
+// the package, and a later bring-up starting them again.
+func TestLeave(t *testing.T) {
+	ctx := t.Context()
+	hosts, bu, spec := broughtUp(t)
+	deactivated := func(from int) []string {
+		var out []string
+		for _, l := range hosts.Log()[from:] {
+			if s, ok := strings.CutSuffix(l, ": "+fixture.StepDeactivate); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	w1, cp0 := spec.Hosts[3], spec.Hosts[0]
+
+	before := len(hosts.Log())
+	if _, err := bu.Leave(ctx, spec, w1); err != nil {
+		t.Fatal(err)
+	}
+	if got := deactivated(before); !slices.Equal(got, []string{"w-1 agent"}) {
+		t.Errorf("deactivated %v, want the worker's one package", got)
+	}
+	if st := hosts.State("w-1", "agent"); st.Active != "" || st.Current != "1" {
+		t.Errorf("w-1's agent %+v, want inactive, its version kept", st)
+	}
+	before = len(hosts.Log())
+	res, err := bu.Leave(ctx, spec, w1)
+	if err != nil || len(hosts.Log()) != before || len(res) != 1 || !res[0].Skipped {
+		t.Errorf("leave again: %v, %+v, ran %v; want it found done", err, res, hosts.Log()[before:])
+	}
+
+	hosts.FailStep("cp-0", "api", fixture.StepDeactivate, 1, errors.New("connection reset"))
+	before = len(hosts.Log())
+	if _, err := bu.Leave(ctx, spec, cp0); err == nil || !strings.Contains(err.Error(), "host cp-0 leaving") || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("err %v, want one naming cp-0 and the cause", err)
+	}
+	if got := deactivated(before); !slices.Equal(got, []string{"cp-0 agent"}) {
+		t.Errorf("deactivated %v before the failure, want agent only", got)
+	}
+	before = len(hosts.Log())
+	if _, err := bu.Leave(ctx, spec, cp0); err != nil {
+		t.Fatal(err)
+	}
+	if got := deactivated(before); !slices.Equal(got, []string{"cp-0 api", "cp-0 db"}) {
+		t.Errorf("deactivated %v, want the rest in the reverse of the install order", got)
+	}
+
+	// A host that joins again gets its packages started again.
+	before = len(hosts.Log())
+	if _, err := bu.Run(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(activations(hosts.Log()[before:]))); !slices.Equal(got, []string{"cp-0 agent", "cp-0 api", "cp-0 db", "w-1 agent"}) {
+		t.Errorf("activated %v, want what left started again", got)
+	}
 }

@@ -171,6 +171,24 @@ func (i *Installer) Rollback(ctx context.Context, target sshexec.Target, name st
 	return i.rollback(ctx, target, name, &Report{Host: target.Name, Package: name})
 }
 
+// Deactivate stops package name on target: its units are stopped and disabled, and no version
+// is active any more (a later Install starts the current version again). Its files stay. It is
+// done already when nothing is active.
+func (i *Installer) Deactivate(ctx context.Context, target sshexec.Target, name string) (sshexec.Result, error) {
+	res, err := i.runner.Run(ctx, target, sshexec.Step{
+		Name:  "deactivate " + name,
+		Check: fmt.Sprintf("[ ! -e %s/.active ]", quote(i.pkgDir(name))),
+		Command: fmt.Sprintf(`set -eu; P=%s
+for u in $(ls "$P/current/units" 2>/dev/null); do systemctl disable --now --quiet "$u" || true; done
+rm -f "$P/.active"`, quote(i.pkgDir(name))),
+		Timeout: 2 * time.Minute,
+	})
+	if err != nil {
+		return res, fmt.Errorf("deactivate package %s: %w", name, err)
+	}
+	return res, nil
+}
+
 // State is what a host has of a package.
 type State struct {
 	// Current is the version in use, Previous the one kept for rollback, Active the one that

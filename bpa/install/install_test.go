@@ -259,6 +259,26 @@ func TestOnARealHost(t *testing.T) {
 		}
 	})
 
+	t.Run("deactivate stops the units, once; an install starts them again", func(t *testing.T) {
+		res, err := in.Deactivate(ctx, target, "demo")
+		if err != nil || res.Skipped {
+			t.Fatalf("deactivate: skipped %v, %v", res.Skipped, err)
+		}
+		if got := onHost(t, "systemctl is-active edgefleet-demo.service; systemctl is-enabled edgefleet-demo.service || true"); got != "inactive\ndisabled" {
+			t.Errorf("service after deactivate: %q, want inactive and disabled", got)
+		}
+		if st, err := in.Installed(ctx, target, "demo"); err != nil || st.Current != "2.4" || st.Active != "" {
+			t.Errorf("state %+v (%v), want 2.4 current and nothing active", st, err)
+		}
+		if res, err := in.Deactivate(ctx, target, "demo"); err != nil || !res.Skipped {
+			t.Errorf("deactivate again: skipped %v, %v; want found done", res.Skipped, err)
+		}
+		if _, err := in.Install(ctx, target, demoPackage(t, "2.4", true)); err != nil {
+			t.Fatal(err)
+		}
+		running(t, "2.4")
+	})
+
 	t.Run("files are written once, with their mode", func(t *testing.T) {
 		data := []byte("not really a key\n")
 		res, err := in.WriteFile(ctx, target, "/etc/edgefleet/demo/pki/demo.key", data, 0o600)

@@ -26,7 +26,13 @@ func TestMain(m *testing.M) {
 // adminKubeconfig writes the test API server's admin kubeconfig and returns its path.
 func adminKubeconfig(t *testing.T) string {
 	t.Helper()
-	kc, err := global.AdminKubeconfig()
+	return kubeconfigOf(t, global)
+}
+
+// kubeconfigOf writes the admin kubeconfig of cp and returns its path.
+func kubeconfigOf(t *testing.T, cp *testenv.ControlPlane) string {
+	t.Helper()
+	kc, err := cp.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}

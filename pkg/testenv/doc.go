@@ -25,5 +25,10 @@
 // same bytes for the same inputs; the *In forms serve programs that are not tests (the demo).
 //
 // StartVault runs a Vault dev server (bin/vault) with a root token made at random for the test
-// and kept out of the server's log, for pkg/secrets.
+// and kept out of the server's log, for pkg/secrets and the KMS plugin's transit key.
+//
+// A control plane can encrypt Secrets at rest (Options.Encryption, SetEncryption): with the
+// secretbox fallback, or through bin/edgefleet-kms (StartKMSPlugin) and a Vault transit key;
+// Stored reads what etcd holds and EtcdFilesContaining searches etcd's files, so tests check
+// what is really on disk.
 package testenv

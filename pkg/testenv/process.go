@@ -94,14 +94,15 @@ func (p *process) waitReady(ctx context.Context, readyURL string) error {
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after 10s, and releases the guard. A nil process is
-// stopped already.
+// stop sends SIGTERM (and SIGCONT, in case it is paused), then SIGKILL after 10s, and
+// releases the guard. A nil process is stopped already.
 func (p *process) stop() error {
 	if p == nil {
 		return nil
 	}
 	defer p.guard.release()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to handle SIGTERM
 	select {
 	case <-p.exited:
 		return nil
@@ -110,6 +111,23 @@ func (p *process) stop() error {
 		<-p.exited
 		return errors.New(p.name + " did not stop within 10s of SIGTERM")
 	}
+}
+
+// pause freezes the process (SIGSTOP): it keeps its state and its listening sockets, whose
+// connections the kernel still accepts, and answers nothing until resume.
+func (p *process) pause() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pause %s: %w", p.name, err)
+	}
+	return nil
+}
+
+// resume lets a paused process go on (SIGCONT).
+func (p *process) resume() error {
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("resume %s: %w", p.name, err)
+	}
+	return nil
 }
 
 // kill sends SIGKILL and waits for the process to end. A nil process is stopped already.

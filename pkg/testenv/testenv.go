@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -21,6 +22,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 )
 
 // Options configure a control plane.
@@ -41,6 +43,11 @@ type Options struct {
 	// (deploy/webhook/global-controller), pointed at a local webhook server: run one with
 	// WebhookServerOptions.
 	GlobalWebhooks bool
+	// Encryption, when not empty, are the providers of the API server's EncryptionConfiguration
+	// for Secrets (encryption.Config: the first writes, identity reads last): a secretbox
+	// provider (encryption.SecretboxProvider) or a KMS v2 plugin (KMSPlugin.Provider). Empty:
+	// Secrets are stored in clear, as by an API server without --encryption-provider-config.
+	Encryption []apiserverv1.ProviderConfiguration
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -52,9 +59,11 @@ type ControlPlane struct {
 	// Client is an admin client whose scheme knows the built-in and edgefleet kinds.
 	Client client.Client
 
-	env     *envtest.Environment
-	certDir string
-	guard   *guard
+	env *envtest.Environment
+	// dir holds the API server's certificates (kept across StopAPIServer/StartAPIServer), its
+	// encryption configuration and etcd's data.
+	dir   string
+	guard *guard
 	// pids are the processes started for it (etcd, API servers), for KillAPIServer.
 	pids []int
 }
@@ -91,25 +100,17 @@ func Start(opts Options) (*ControlPlane, error) {
 		}
 	}
 	// A certificate directory of our own keeps the API server's serving certificate across
-	// StopAPIServer/StartAPIServer, so kubeconfigs handed out before a restart stay valid.
-	certDir, err := os.MkdirTemp("", "edgefleet-testenv-")
+	// StopAPIServer/StartAPIServer, so kubeconfigs handed out before a restart stay valid; etcd's
+	// data directory of our own can be searched (EtcdFilesContaining). Both are private (0700).
+	dir, err := os.MkdirTemp("", "edgefleet-testenv-")
 	if err != nil {
 		return nil, fmt.Errorf("testenv %s: %w", opts.Name, err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: binDir}
-	env.ControlPlane.GetAPIServer().CertDir = certDir
-	crdDirs, err := opts.crdDirs(context.Background(), root)
+	env, err := opts.environment(context.Background(), root, dir)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("testenv %s: CRDs: %w", opts.Name, err), os.RemoveAll(certDir))
+		return nil, errors.Join(fmt.Errorf("testenv %s: %w", opts.Name, err), os.RemoveAll(dir))
 	}
-	if len(crdDirs) > 0 {
-		env.CRDDirectoryPaths = crdDirs
-		env.ErrorIfCRDPathMissing = true
-	}
-	if opts.GlobalWebhooks {
-		env.WebhookInstallOptions.Paths = []string{filepath.Join(root, "deploy", "webhook", "global-controller")}
-	}
-	cp := &ControlPlane{Name: opts.Name, env: env, certDir: certDir}
+	cp := &ControlPlane{Name: opts.Name, env: env, dir: dir}
 
 	before := childPIDs()
 	cfg, startErr := env.Start()
@@ -124,6 +125,34 @@ func Start(opts Options) (*ControlPlane, error) {
 		return nil, errors.Join(fmt.Errorf("testenv %s: client: %w", opts.Name, err), cp.Stop())
 	}
 	return cp, nil
+}
+
+// environment is the envtest environment of a control plane keeping its files in dir.
+func (opts Options) environment(ctx context.Context, root, dir string) (*envtest.Environment, error) {
+	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(root, "bin")}
+	apiServer := env.ControlPlane.GetAPIServer()
+	apiServer.CertDir = dir
+	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
+	if err := os.Mkdir(env.ControlPlane.Etcd.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	if len(opts.Encryption) > 0 {
+		if err := configureEncryption(apiServer, dir, opts.Encryption); err != nil {
+			return nil, err
+		}
+	}
+	crdDirs, err := opts.crdDirs(ctx, root)
+	if err != nil {
+		return nil, fmt.Errorf("CRDs: %w", err)
+	}
+	if len(crdDirs) > 0 {
+		env.CRDDirectoryPaths = crdDirs
+		env.ErrorIfCRDPathMissing = true
+	}
+	if opts.GlobalWebhooks {
+		env.WebhookInstallOptions.Paths = []string{filepath.Join(root, "deploy", "webhook", "global-controller")}
+	}
+	return env, nil
 }
 
 // StartT starts a control plane for one test and stops it in the test's cleanup.
@@ -152,7 +181,7 @@ func (cp *ControlPlane) WebhookServerOptions() (host string, port int, certDir s
 func (cp *ControlPlane) Stop() error {
 	err := cp.env.Stop()
 	cp.guard.release()
-	return errors.Join(err, os.RemoveAll(cp.certDir))
+	return errors.Join(err, os.RemoveAll(cp.dir))
 }
 
 // StopAPIServer stops only the API server (etcd keeps the data), to make the control plane
@@ -201,6 +230,30 @@ func (cp *ControlPlane) StartAPIServer() error {
 	if err != nil {
 		return fmt.Errorf("testenv %s: restart API server: %w", cp.Name, err)
 	}
+	return nil
+}
+
+// SetEncryption restarts the API server (etcd keeps the data) with an EncryptionConfiguration of
+// providers, as Options.Encryption: to switch encryption on where Secrets were stored in
+// clear, or to rotate a secretbox key (the new key's provider first, the old one's after it).
+func (cp *ControlPlane) SetEncryption(providers ...apiserverv1.ProviderConfiguration) error {
+	if err := cp.StopAPIServer(); err != nil {
+		return err
+	}
+	if err := configureEncryption(cp.env.ControlPlane.GetAPIServer(), cp.dir, providers); err != nil {
+		return fmt.Errorf("testenv %s: %w", cp.Name, err)
+	}
+	return cp.StartAPIServer()
+}
+
+// configureEncryption writes the encryption configuration of providers into dir and names it
+// in the API server's arguments (for its next start).
+func configureEncryption(apiServer *envtest.APIServer, dir string, providers []apiserverv1.ProviderConfiguration) error {
+	path := filepath.Join(dir, "encryption-config.yaml")
+	if err := encryption.WriteConfig(path, providers...); err != nil {
+		return err
+	}
+	apiServer.Configure().Set("encryption-provider-config", path)
 	return nil
 }
 

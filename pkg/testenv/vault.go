@@ -48,6 +48,14 @@ func StartVault(t testing.TB) *Vault {
 // Stop stops the server; its in-memory storage goes with it.
 func (v *Vault) Stop() error { return v.proc.stop() }
 
+// Pause freezes the server (SIGSTOP): it keeps its in-memory storage, and its port still
+// accepts connections, but no request gets an answer until Resume — as when Vault hangs or the
+// link to it drops packets, so its clients meet their deadlines.
+func (v *Vault) Pause() error { return v.proc.pause() }
+
+// Resume lets a paused server answer again, its storage intact.
+func (v *Vault) Resume() error { return v.proc.resume() }
+
 // StartVaultIn starts a Vault dev server keeping its log (and HOME) in dir, for programs that
 // are not tests (the demo); Stop stops it.
 func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {

@@ -65,6 +65,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := w.leave(ctx, pkgs); err != nil {
+		return ctrl.Result{}, err
+	}
 	hosts, waiting, workersWaiting, err := w.hosts(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -108,6 +111,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	hosts = slices.DeleteFunc(hosts, func(h cluster.Host) bool {
 		return slices.ContainsFunc(res.LeftOut, func(l cluster.HostError) bool { return l.Host == h.Name })
 	})
+	if err := w.holdMachines(ctx, hosts); err != nil {
+		return ctrl.Result{}, err
+	}
 	w.st.Nodes = int32(len(hosts))
 	w.st.Packages = installed(pkgs)
 	cfg, err := w.publishKubeconfig(ctx)

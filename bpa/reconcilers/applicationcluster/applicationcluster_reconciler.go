@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -55,6 +56,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -95,11 +97,14 @@ func machineToCluster(_ context.Context, o client.Object) []reconcile.Request {
 // Reconcile brings the cluster's hosts, packages and charts in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	ac := &sitev1.ApplicationCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, ac); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, ac); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, r.releaseAll(ctx, req.Namespace, req.Name)
+	} else if err != nil {
+		return ctrl.Result{}, err
 	}
 	if !ac.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // Metal3 wipes the hosts; the secrets stay for an audit
+		// Metal3 wipes the hosts; the secrets stay for an audit. Nothing is left to stop.
+		return ctrl.Result{}, r.releaseAll(ctx, ac.Namespace, ac.Name)
 	}
 	before := ac.DeepCopy()
 	if ac.Status.Bootstrap == nil {

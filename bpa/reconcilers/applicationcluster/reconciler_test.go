@@ -248,8 +248,12 @@ func TestReconcilerPhases(t *testing.T) {
 
 	provision := func(t *testing.T, h sitev1.ClusterHost) {
 		t.Helper()
+		labels := map[string]string{clusterv1.ClusterNameLabel: "app"}
+		if h.Role == sitev1.RoleControlPlane {
+			labels[clusterv1.MachineControlPlaneLabel] = "" // as the local controller labels them
+		}
 		m := &clusterv1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: "app"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-" + h.Name, Labels: labels},
 			Spec: clusterv1.MachineSpec{
 				ClusterName: "app", ProviderID: "metal3://" + ns + "/" + h.Name,
 				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr("app-" + h.Name)},
@@ -382,8 +386,9 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
+	var runtime string // the package that imports images, from here on
 	t.Run("images go through the package that imports them", func(t *testing.T) {
-		runtime := cache.add(t, packages.Manifest{Name: "runtime", Version: "1", After: []string{"db"}, Hooks: packages.Hooks{ImportImage: "health-check"}})
+		runtime = cache.add(t, packages.Manifest{Name: "runtime", Version: "1", After: []string{"db"}, Hooks: packages.Hooks{ImportImage: "health-check"}})
 		pause := cache.addBytes([]byte("an image archive"))
 		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
 			s.Packages = []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent3, Name: "agent"}, {SHA256: runtime, Name: "runtime"}}
@@ -447,6 +452,102 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 		if ran := hosts.Log()[before:]; len(ran) != 0 {
 			t.Errorf("ran %v for a spec it refuses", ran)
+		}
+	})
+
+	// Cluster-API's side of the leave contract is played by the test: a finalizer keeps a
+	// deleted Machine, and status.deletion.waitForPreTerminateHookStartTime says its node is
+	// drained and the hooks are waited for.
+	machine := func(t *testing.T, name string) *clusterv1.Machine {
+		t.Helper()
+		m := &clusterv1.Machine{}
+		if err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	deleteDrained := func(t *testing.T, name string) {
+		t.Helper()
+		m := machine(t, name)
+		base := m.DeepCopy()
+		m.Finalizers = append(m.Finalizers, "test.edgefleet.io/cluster-api")
+		if err := site.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		if err := site.Client.Delete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		m = machine(t, name)
+		base = m.DeepCopy()
+		m.Status.Deletion = &clusterv1.MachineDeletionStatus{WaitForPreTerminateHookStartTime: metav1.Now()}
+		if err := site.Client.Status().Patch(ctx, m, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("every installed host's Machine holds the BPA's leave hook and the host's address", func(t *testing.T) {
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: runtime, Name: "runtime"})
+		waitBootstrap(t, ac, "Installed again", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
+		for name, addr := range map[string]string{"app-cp-0": "10.0.0.10", "app-w-0": "10.0.0.11"} {
+			if a := machine(t, name).Annotations; a[applicationcluster.LeaveHookAnnotation] != "edgefleet-bpa" || a[applicationcluster.AddressAnnotation] != addr {
+				t.Errorf("machine %s: annotations %v, want the leave hook and address %s", name, a, addr)
+			}
+		}
+	})
+
+	t.Run("a worker's Machine deleted and drained: its packages stop, then the Machine may go", func(t *testing.T) {
+		before := len(hosts.Log())
+		deleteDrained(t, "app-w-0")
+		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
+			a := machine(t, "app-w-0").Annotations
+			return a[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(a)
+		})
+		if got := slices.Collect(func(yield func(string) bool) {
+			for _, l := range hosts.Log()[before:] {
+				if strings.HasSuffix(l, ": "+fixture.StepDeactivate) && !yield(l) {
+					return
+				}
+			}
+		}); !slices.Equal(got, []string{"app-w-0 agent: " + fixture.StepDeactivate, "app-w-0 runtime: " + fixture.StepDeactivate}) {
+			t.Errorf("deactivated %v, want w-0's packages in the reverse of the install order", got)
+		}
+		if st := hosts.State("app-w-0", "agent"); st.Active != "" {
+			t.Errorf("w-0's agent %+v, want nothing active", st)
+		}
+	})
+
+	t.Run("a control-plane host's Machine waits: the BPA does not change etcd membership yet", func(t *testing.T) {
+		deleteDrained(t, "app-cp-0")
+		st := waitBootstrap(t, ac, "the control-plane host waiting", func(st *sitev1.BootstrapStatus) bool {
+			return strings.Contains(st.Message, "control-plane host cp-0 is leaving the cluster, but the BPA does not change etcd membership yet")
+		})
+		if a := machine(t, "app-cp-0").Annotations; a[applicationcluster.LeaveHookAnnotation] == "" {
+			t.Errorf("the hook of app-cp-0 was removed (status %+v)", st)
+		}
+		if st.Phase != sitev1.BootstrapWaiting {
+			t.Errorf("phase %s, want Waiting", st.Phase)
+		}
+		if st := hosts.State("app-cp-0", "db"); st.Active == "" {
+			t.Error("cp-0's db was stopped")
+		}
+	})
+
+	t.Run("the cluster deleted: every hook goes", func(t *testing.T) {
+		if err := site.Client.Delete(ctx, ac); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-cp-0", func() (bool, string) {
+			m := &clusterv1.Machine{}
+			err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-cp-0"}, m)
+			return err == nil && m.Annotations[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(m.Annotations, err)
+		})
+		for _, name := range []string{"app-cp-0", "app-w-0"} {
+			m := machine(t, name)
+			base := m.DeepCopy()
+			m.Finalizers = nil
+			if err := site.Client.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -1,0 +1,76 @@
+package encryption
+
+import (
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestWriteConfig(t *testing.T) {
+	secretbox, err := SecretboxProvider("key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kms := KMSProvider("edgefleet-vault", "/run/edgefleet-kms/kms.sock", 5*time.Second)
+	path := filepath.Join(t.TempDir(), "encryption-config.yaml")
+	if err := WriteConfig(path, kms, secretbox); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600: the file may hold a key", st.Mode().Perm())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.APIVersion != "apiserver.config.k8s.io/v1" || cfg.Kind != "EncryptionConfiguration" {
+		t.Errorf("type %s/%s, want apiserver.config.k8s.io/v1 EncryptionConfiguration", cfg.APIVersion, cfg.Kind)
+	}
+	if len(cfg.Resources) != 1 || len(cfg.Resources[0].Resources) != 1 || cfg.Resources[0].Resources[0] != "secrets" {
+		t.Fatalf("resources %+v, want secrets only", cfg.Resources)
+	}
+	p := cfg.Resources[0].Providers
+	if len(p) != 3 || p[0].KMS == nil || p[1].Secretbox == nil || p[2].Identity == nil {
+		t.Fatalf("providers %s, want kms, secretbox, identity", data)
+	}
+	if k := p[0].KMS; k.APIVersion != "v2" || k.Name != "edgefleet-vault" || k.Endpoint != "unix:///run/edgefleet-kms/kms.sock" || k.Timeout.Duration != 5*time.Second {
+		t.Errorf("kms provider %+v", k)
+	}
+	if err := WriteConfig(path); err == nil {
+		t.Error("a configuration without providers was written")
+	}
+}
+
+func TestSecretboxProviderMakesANewKeyEachTime(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3 {
+		p, err := SecretboxProvider("key-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Secretbox.Keys) != 1 || p.Secretbox.Keys[0].Name != "key-1" {
+			t.Fatalf("keys %+v, want one named key-1", p.Secretbox.Keys)
+		}
+		key, err := base64.StdEncoding.DecodeString(p.Secretbox.Keys[0].Secret)
+		if err != nil || len(key) != 32 {
+			t.Fatalf("key of %d bytes (%v), want 32 in base64", len(key), err)
+		}
+		if seen[string(key)] {
+			t.Fatal("the same key twice")
+		}
+		seen[string(key)] = true
+	}
+}
