@@ -18,7 +18,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs (needs root) and the node runtime's Debian packages into bin/ (cached per user).
+tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs (needs root) and the node runtime's Debian packages into bin/ (cached per user); install Debian's chromium for the web UI's browser tests when it is missing.
 	hack/tools.sh
 
 .PHONY: generate
@@ -71,13 +71,17 @@ CAMPAIGN_BENCH_FLAGS ?= -sites 100,1000,10000 -timeout 30m
 # hosts installed from its Site's spec.cluster to the test application serving, and the anchor,
 # the same install one call at a time (-anchor=false skips it).
 SITE10_BENCH_FLAGS ?= -timeout 20m
+# The web UI harness (hack/bench/ui): the overview and the site list over 10,000 sites, against
+# one API server list of 50 sites measured in the same process.
+UI_BENCH_FLAGS ?= -sites 10000
 
 .PHONY: bench
-bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts, Campaign-10k and Site-10 harnesses (results go to docs/benchmarks.md; Site-10 needs root).
+bench: tools build ## Run the benchmarks: Go benchmarks, the Artifacts, Campaign-10k, Site-10 and web UI harnesses (results go to docs/benchmarks.md; Site-10 needs root).
 	@pkgs="$(BENCH_PKGS)"; if [ -n "$$pkgs" ]; then $(GO) test -run '^$$' -bench . -benchmem $(GO_TEST_FLAGS) $$pkgs; else echo "no Go benchmarks (func Benchmark...) in any package"; fi
 	$(GO) run ./hack/bench/artifacts $(ARTIFACTS_BENCH_FLAGS)
 	$(GO) run ./hack/bench/campaign $(CAMPAIGN_BENCH_FLAGS)
 	$(GO) run ./hack/bench/site10 $(SITE10_BENCH_FLAGS)
+	$(GO) run ./hack/bench/ui $(UI_BENCH_FLAGS)
 
 .PHONY: lint
 lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
@@ -87,6 +91,11 @@ lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
 .PHONY: demo
 demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster (the real node stack, CoreDNS, the test application) on two real hosts with its BPA (needs root), ending with its nodes, pods and the test application answering.
 	$(GO) run ./hack/demo
+
+.PHONY: ui-demo
+ui-demo: build ## Run the web UI over a simulated fleet (no root): a global and a site control plane, the global controller serving the UI over HTTPS, simulated stores, releases and a patch campaign; prints the URL and where the admin's and viewer's tokens are.
+	hack/tools.sh etcd kube-apiserver kubectl
+	$(GO) run ./hack/uidemo
 
 .PHONY: clean
 clean: ## Remove bin/ (the per-user tool cache stays).

@@ -6,7 +6,7 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd controller-gen golangci-lint
-#                            bmo vault coredns rootfs node-debs)
+#                            bmo vault coredns rootfs node-debs chromium)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -18,6 +18,10 @@
 # are the .deb files of a node's container runtime (containerd, runc, CNI plugins) that tests
 # unpack into a test host (hack/node-debs.sh), cached as node-debs-bookworm-<hash>, linked at
 # bin/node-debs.
+#
+# chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
+# browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
+# is linked into bin/.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,7 +115,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -133,6 +137,13 @@ for t in "${want[@]}"; do
 		path=$("$root/hack/node-debs.sh" "$cache" "$("$root/hack/rootfs.sh" "$cache")")
 		ln -sfn "$path" "$bin/node-debs"
 		echo "tools: node-debs $(basename "$path")" ;;
+	chromium)
+		if [[ ! -x /usr/bin/chromium ]]; then
+			echo "tools: installing Debian's chromium with apt-get (for the web UI's browser tests)"
+			apt-get install -y --no-install-recommends chromium ||
+				{ apt-get update && apt-get install -y --no-install-recommends chromium; }
+		fi
+		echo "tools: chromium $(/usr/bin/chromium --version 2>/dev/null || echo '(version unknown)')" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

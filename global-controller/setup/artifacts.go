@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,8 +25,9 @@ import (
 // setupArtifactAPI opens the artifact store (starting the embedded FerretDB when no MongoDB URI
 // is given) and adds the REST API server and the upload janitor to mgr. The returned function
 // disconnects and stops the database once the manager has stopped. refs tells the store which
-// releases reference an artifact, so that it refuses to delete those.
-func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config, opts Options, refs artifacts.References) (*artifacts.Store, func(), error) {
+// releases reference an artifact, so that it refuses to delete those; auth checks callers.
+// With opts.UI the same server serves the web UI.
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer) (*artifacts.Store, func(), error) {
 	log := ctrl.Log.WithName("artifacts")
 	db := mongodb.External(opts.MongoURI)
 	if opts.MongoURI == "" {
@@ -65,14 +64,9 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 		stop()
 		return nil, nil, fmt.Errorf("register artifact store metrics: %w", err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("client for token and access reviews: %w", err)
-	}
 	api := &artifactapi.Server{
 		Store: store,
-		Auth:  kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
+		Auth:  auth,
 		Log:   log,
 
 		BodyReadTimeout: opts.APIBodyReadTimeout,
@@ -80,7 +74,16 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, cfg *rest.Config
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
-	srv := &httpserver.Server{Name: "artifact API", Addr: opts.APIAddr, CertFile: opts.APITLSCertFile, KeyFile: opts.APITLSKeyFile, Handler: api.Handler(), Log: log}
+	handler := api.Handler()
+	if opts.UI {
+		web, err := UI(ctx, mgr, auth)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		handler = withUI(handler, web)
+	}
+	srv := &httpserver.Server{Name: "artifact API", Addr: opts.APIAddr, CertFile: opts.APITLSCertFile, KeyFile: opts.APITLSKeyFile, Handler: handler, Log: log}
 	janitor := manager.RunnableFunc(func(ctx context.Context) error {
 		t := time.NewTicker(opts.JanitorInterval)
 		defer t.Stop()

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +32,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -78,6 +80,9 @@ type Options struct {
 	APIAddr string
 	// APITLSCertFile and APITLSKeyFile make the API serve HTTPS; without them it serves HTTP.
 	APITLSCertFile, APITLSKeyFile string
+	// UI serves the web UI under /ui/ on the artifact API's server (same address, same TLS);
+	// there is none while the artifact API is disabled.
+	UI bool
 	// APIBodyReadTimeout is how long an upload body may send nothing before it is cut.
 	APIBodyReadTimeout time.Duration
 	// APITransferMemory is the memory budget, in bytes, of all uploads' and downloads' buffers
@@ -131,6 +136,7 @@ func DefaultOptions() Options {
 		SiteTimeout:             10 * time.Second,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
+		UI:                      true,
 		APIBodyReadTimeout:      artifactapi.DefaultBodyReadTimeout,
 		APITransferMemory:       artifacts.DefaultTransferMemory,
 		MongoDatabase:           "edgefleet",
@@ -169,6 +175,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.APIAddr, "api-bind-address", o.APIAddr, "Address of the artifact REST API (\"0\" disables it). Without TLS files it serves plain HTTP: keep it on loopback then.")
 	fs.StringVar(&o.APITLSCertFile, "api-tls-cert-file", o.APITLSCertFile, "Serving certificate of the artifact REST API (PEM); with --api-tls-key-file the API serves HTTPS.")
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
+	fs.BoolVar(&o.UI, "ui", o.UI, "Serve the web UI under /ui/ on the artifact API's address, with its TLS (none while --api-bind-address is 0).")
 	fs.DurationVar(&o.APIBodyReadTimeout, "api-body-read-timeout", o.APIBodyReadTimeout, "How long an upload's body may send nothing before the upload is cut (408; an upload session keeps what arrived). It bounds each read, not the whole upload.")
 	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 128Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), func(v string) error {
 		q, err := resource.ParseQuantity(v)
@@ -312,7 +319,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	deps := Dependencies{SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics}
 	if opts.APIAddr != "0" {
-		store, stop, err := setupArtifactAPI(ctx, mgr, cfg, opts, release.References{Reader: mgr.GetClient()})
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("client for token and access reviews: %w", err)
+		}
+		auth := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
+		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth)
 		if err != nil {
 			return err
 		}

@@ -178,6 +178,9 @@ Everything keeps running until you press Ctrl-C. In another terminal:
 
   bin/kubectl --kubeconfig %[6]s get artifactsets -A -o yaml   # what site-a caches, with URLs
 
+  # the web UI: open %[4]s/ui/ and sign in with the operator's token (a fleet admin):
+  bin/kubectl config view --kubeconfig %[5]s --raw -o jsonpath='{.users[0].user.token}'
+
   # site-a's application cluster, its kubeconfig read from the site and never written to a file:
   bin/kubectl --kubeconfig %[6]s get secret site-a-kubeconfig -n edgefleet-system -o jsonpath='{.data.value}' \
     | base64 -d | bin/kubectl --kubeconfig /dev/stdin get nodes -o wide

@@ -122,26 +122,36 @@ func TestDecisionKey(t *testing.T) {
 		f(&u)
 		return u
 	}
+	get := Access{Verb: "get", Group: "fleet.edgefleet.io", Resource: "sites", Namespace: "fleet"}
+	access := func(f func(*Access)) Access {
+		a := get
+		f(&a)
+		return a
+	}
 	cases := []struct {
 		name      string
 		u1, u2    User
-		v1, v2    string
-		n1, n2    string
+		a1, a2    Access
 		wantEqual bool
 	}{
-		{name: "same request", u1: base, u2: base.clone(), v1: "get", v2: "get", wantEqual: true},
-		{name: "group order does not matter", u1: base, u2: with(func(u *User) { u.Groups = []string{"b", "a"} }), v1: "get", v2: "get", wantEqual: true},
-		{name: "verb", u1: base, u2: base, v1: "get", v2: "list"},
-		{name: "object name", u1: base, u2: base, v1: "get", v2: "get", n1: "x", n2: "y"},
-		{name: "uid", u1: base, u2: with(func(u *User) { u.UID = "2" }), v1: "get", v2: "get"},
-		{name: "groups", u1: base, u2: with(func(u *User) { u.Groups = []string{"a"} }), v1: "get", v2: "get"},
-		{name: "extra", u1: base, u2: with(func(u *User) { u.Extra = nil }), v1: "get", v2: "get"},
-		{name: "no ambiguity between fields", u1: User{Name: "a1:b"}, u2: User{Name: "a", UID: "b"}, v1: "get", v2: "get"},
-		{name: "no ambiguity between groups", u1: User{Name: "a", Groups: []string{"x,y"}}, u2: User{Name: "a", Groups: []string{"x", "y"}}, v1: "get", v2: "get"},
+		{name: "same request", u1: base, u2: base.clone(), a1: get, a2: get, wantEqual: true},
+		{name: "group order does not matter", u1: base, u2: with(func(u *User) { u.Groups = []string{"b", "a"} }), a1: get, a2: get, wantEqual: true},
+		{name: "verb", u1: base, u2: base, a1: get, a2: access(func(a *Access) { a.Verb = "list" })},
+		{name: "object name", u1: base, u2: base, a1: access(func(a *Access) { a.Name = "x" }), a2: access(func(a *Access) { a.Name = "y" })},
+		{name: "namespace", u1: base, u2: base, a1: get, a2: access(func(a *Access) { a.Namespace = "" })},
+		{name: "resource", u1: base, u2: base, a1: get, a2: access(func(a *Access) { a.Resource = "campaigns" })},
+		{name: "API group", u1: base, u2: base, a1: get, a2: access(func(a *Access) { a.Group = "" })},
+		{name: "uid", u1: base, u2: with(func(u *User) { u.UID = "2" }), a1: get, a2: get},
+		{name: "groups", u1: base, u2: with(func(u *User) { u.Groups = []string{"a"} }), a1: get, a2: get},
+		{name: "extra", u1: base, u2: with(func(u *User) { u.Extra = nil }), a1: get, a2: get},
+		{name: "no ambiguity between fields", u1: User{Name: "a1:b"}, u2: User{Name: "a", UID: "b"}, a1: get, a2: get},
+		{name: "no ambiguity between access fields", u1: base, u2: base,
+			a1: access(func(a *Access) { a.Namespace, a.Name = "ab", "" }), a2: access(func(a *Access) { a.Namespace, a.Name = "a", "b" })},
+		{name: "no ambiguity between groups", u1: User{Name: "a", Groups: []string{"x,y"}}, u2: User{Name: "a", Groups: []string{"x", "y"}}, a1: get, a2: get},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			k1, k2 := decisionKey(tc.u1, tc.v1, tc.n1), decisionKey(tc.u2, tc.v2, tc.n2)
+			k1, k2 := decisionKey(tc.u1, tc.a1), decisionKey(tc.u2, tc.a2)
 			if (k1 == k2) != tc.wantEqual {
 				t.Errorf("keys %q and %q: equal = %v, want %v", k1, k2, k1 == k2, tc.wantEqual)
 			}

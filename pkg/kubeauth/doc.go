@@ -7,7 +7,10 @@
 //     and Reviewer.Authenticate checks it with a TokenReview;
 //   - what the caller may do is RBAC on a virtual resource (for example "artifacts" in API group
 //     "fleet.edgefleet.io"), which needs no CRD: Reviewer.Authorize asks a SubjectAccessReview.
-//     The virtual resource is cluster-scoped, so only ClusterRoleBindings grant it.
+//     The virtual resource is cluster-scoped, so only ClusterRoleBindings grant it;
+//   - what the caller may do with real resources (a web UI acting for its user: list the sites of
+//     a namespace, patch a campaign) is Reviewer.AuthorizeAccess, any verb on any resource in
+//     any namespace.
 //
 // Reviewer.Middleware authenticates every request and puts the User into the request's context
 // (UserFrom); each handler then calls Authorize with the verb of its route.

@@ -179,21 +179,52 @@ func (r *Reviewer) reviewToken(ctx context.Context, token string) (tokenAnswer, 
 
 // Authorize reports whether u may do verb (get, list, create, delete, …) on the Reviewer's
 // virtual resource, on the object called name or, when name is "", on the resource as a whole.
-// reason is the SubjectAccessReview's reason, or when denied without one (RBAC gives none) a
-// sentence saying what was denied; it names no rule and suits an answer to the caller. Answers
-// are cached by user (name, UID, groups, extra), verb and name.
+// It is AuthorizeAccess of the Reviewer's group and resource, cluster-wide.
 func (r *Reviewer) Authorize(ctx context.Context, u User, verb, name string) (allowed bool, reason string, err error) {
+	return r.AuthorizeAccess(ctx, u, Access{Verb: verb, Group: r.group, Resource: r.resource, Name: name})
+}
+
+// Access is what a SubjectAccessReview asks: may the user do Verb on Resource (of API group
+// Group), in Namespace ("" for cluster-scoped resources, or all namespaces), on the object Name
+// ("" for the collection)?
+type Access struct {
+	Verb, Group, Resource, Namespace, Name string
+}
+
+// String says what was asked, as a sentence fragment: `patch campaigns.fleet.edgefleet.io
+// "patch-1" in namespace "fleet"`.
+func (a Access) String() string {
+	s := a.Verb + " " + a.Resource
+	if a.Group != "" {
+		s += "." + a.Group
+	}
+	if a.Name != "" {
+		s += fmt.Sprintf(" %q", a.Name)
+	}
+	if a.Namespace != "" {
+		s += fmt.Sprintf(" in namespace %q", a.Namespace)
+	} else {
+		s += " in all namespaces"
+	}
+	return s
+}
+
+// AuthorizeAccess reports whether u may do what a asks, with a SubjectAccessReview. reason is
+// the review's reason, or when denied without one (RBAC gives none) a sentence saying what was
+// denied; it names no rule and suits an answer to the caller. Answers are cached by user (name,
+// UID, groups, extra) and every field of a.
+func (r *Reviewer) AuthorizeAccess(ctx context.Context, u User, a Access) (allowed bool, reason string, err error) {
 	if u.Name == "" && len(u.Groups) == 0 {
 		return false, "", errors.New("kubeauth: authorize: user has neither a name nor groups")
 	}
-	if verb == "" {
-		return false, "", errors.New("kubeauth: authorize: empty verb")
+	if a.Verb == "" || a.Resource == "" {
+		return false, "", fmt.Errorf("kubeauth: authorize: empty verb or resource in %+v", a)
 	}
-	key := decisionKey(u, verb, name)
+	key := decisionKey(u, a)
 	if d, ok := r.decisions.get(key); ok {
 		return d.allowed, d.reason, nil
 	}
-	d, err := r.reviewAccess(ctx, u, verb, name)
+	d, err := r.reviewAccess(ctx, u, a)
 	if err != nil {
 		return false, "", err
 	}
@@ -201,16 +232,17 @@ func (r *Reviewer) Authorize(ctx context.Context, u User, verb, name string) (al
 	return d.allowed, d.reason, nil
 }
 
-func (r *Reviewer) reviewAccess(ctx context.Context, u User, verb, name string) (decision, error) {
+func (r *Reviewer) reviewAccess(ctx context.Context, u User, a Access) (decision, error) {
 	review := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 		User:   u.Name,
 		UID:    u.UID,
 		Groups: u.Groups,
 		ResourceAttributes: &authzv1.ResourceAttributes{
-			Group:    r.group,
-			Resource: r.resource,
-			Verb:     verb,
-			Name:     name,
+			Group:     a.Group,
+			Resource:  a.Resource,
+			Verb:      a.Verb,
+			Namespace: a.Namespace,
+			Name:      a.Name,
 		},
 	}}
 	if len(u.Extra) > 0 {
@@ -221,14 +253,17 @@ func (r *Reviewer) reviewAccess(ctx context.Context, u User, verb, name string) 
 	}
 	got, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
-		return decision{}, fmt.Errorf("kubeauth: create SubjectAccessReview for %s %s of user %q%s: %w",
-			verb, r.resource, u.Name, forbiddenHint(err), err)
+		return decision{}, fmt.Errorf("kubeauth: create SubjectAccessReview for %s of user %q%s: %w",
+			a, u.Name, forbiddenHint(err), err)
 	}
 	d := decision{allowed: got.Status.Allowed && !got.Status.Denied, reason: got.Status.Reason}
 	if !d.allowed && d.reason == "" {
-		d.reason = fmt.Sprintf("user %q cannot %s resource %q in API group %q", u.Name, verb, r.resource, r.group)
-		if name != "" {
-			d.reason += fmt.Sprintf(" (object %q)", name)
+		d.reason = fmt.Sprintf("user %q cannot %s resource %q in API group %q", u.Name, a.Verb, a.Resource, a.Group)
+		if a.Name != "" {
+			d.reason += fmt.Sprintf(" (object %q)", a.Name)
+		}
+		if a.Namespace != "" {
+			d.reason += fmt.Sprintf(" in namespace %q", a.Namespace)
 		}
 	}
 	return d, nil
@@ -236,7 +271,7 @@ func (r *Reviewer) reviewAccess(ctx context.Context, u User, verb, name string) 
 
 // decisionKey encodes everything a SubjectAccessReview depends on without ambiguity: every
 // field is length-prefixed; groups are sorted, extra keys too.
-func decisionKey(u User, verb, name string) string {
+func decisionKey(u User, a Access) string {
 	var b strings.Builder
 	field := func(s string) {
 		b.WriteString(strconv.Itoa(len(s)))
@@ -245,8 +280,11 @@ func decisionKey(u User, verb, name string) string {
 	}
 	field(u.Name)
 	field(u.UID)
-	field(verb)
-	field(name)
+	field(a.Verb)
+	field(a.Group)
+	field(a.Resource)
+	field(a.Namespace)
+	field(a.Name)
 	groups := slices.Sorted(slices.Values(u.Groups))
 	field(strconv.Itoa(len(groups)))
 	for _, g := range groups {

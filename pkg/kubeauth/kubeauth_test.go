@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -300,6 +301,73 @@ func TestAuthorize(t *testing.T) {
 			t.Errorf("Authorize = %v, %v; want false and an error", allowed, err)
 		}
 	})
+}
+
+// TestAuthorizeAccess asks about real resources in namespaces: a RoleBinding grants its
+// namespace only.
+func TestAuthorizeAccess(t *testing.T) {
+	ns, other := global.Namespace(t), global.Namespace(t)
+	reviewer := kubeauth.NewReviewer(kubeauth.Config{Client: adminClient(t, nil), Group: group, Resource: resource})
+	sa, tok := serviceAccount(t, ns, "site-reader")
+	u, err := reviewer.Authenticate(t.Context(), tok)
+	if err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	cs := adminClient(t, nil)
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site-reader"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: []string{"sites"}, Verbs: []string{"get", "list"}}},
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sites := func(verb, namespace, name string) kubeauth.Access {
+		return kubeauth.Access{Verb: verb, Group: group, Resource: "sites", Namespace: namespace, Name: name}
+	}
+	// RBAC reads bindings from an informer: wait (uncached) until the grant shows.
+	uncached := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: group, Resource: resource, CacheTTL: -1})
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if allowed, reason, err := uncached.AuthorizeAccess(t.Context(), u, sites("list", ns, "")); err != nil || !allowed {
+			return fmt.Errorf("the RoleBinding has not taken effect (%s): %w", reason, err)
+		}
+		return nil
+	})
+	cases := []struct {
+		name       string
+		access     kubeauth.Access
+		want       bool
+		wantReason string
+	}{
+		{name: "list in its namespace", access: sites("list", ns, ""), want: true},
+		{name: "get one in its namespace", access: sites("get", ns, "store-1"), want: true},
+		{name: "patch in its namespace", access: sites("patch", ns, "store-1"),
+			wantReason: `cannot patch resource "sites" in API group "fleet.edgefleet.io" (object "store-1") in namespace "` + ns + `"`},
+		{name: "list in another namespace", access: sites("list", other, ""), wantReason: `in namespace "` + other + `"`},
+		{name: "list in all namespaces", access: sites("list", "", ""), wantReason: `cannot list resource "sites"`},
+		{name: "another resource", access: kubeauth.Access{Verb: "list", Group: group, Resource: "campaigns", Namespace: ns}, wantReason: `"campaigns"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			allowed, reason, err := reviewer.AuthorizeAccess(t.Context(), u, tc.access)
+			if err != nil {
+				t.Fatalf("AuthorizeAccess: %v", err)
+			}
+			if allowed != tc.want || !strings.Contains(reason, tc.wantReason) {
+				t.Errorf("AuthorizeAccess(%s) = %v, %q; want %v, a reason containing %q", tc.access, allowed, reason, tc.want, tc.wantReason)
+			}
+		})
+	}
+	if _, _, err := reviewer.AuthorizeAccess(t.Context(), u, kubeauth.Access{Verb: "get"}); err == nil {
+		t.Error("AuthorizeAccess without a resource: no error")
+	}
 }
 
 // TestCaching counts the reviews a Reviewer sends to the real API server while a fake clock

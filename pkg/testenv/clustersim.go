@@ -5,6 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +41,11 @@ type ClusterSimulator struct {
 	Fail func(site, operation string) bool
 	// Concurrency is how many sites are answered in parallel (default 32).
 	Concurrency int
+	// Bootstrap has the simulator also report what a site's BPA and Metal3 would: while it
+	// works, the patch's step (the first package on the first host); after, every host
+	// provisioned and a ready node of the pushed version, the pushed packages installed and
+	// charts deployed (status.hosts, status.bootstrap).
+	Bootstrap bool
 
 	mu         sync.Mutex
 	seen       map[string]time.Time // "site/generation" → when first seen
@@ -111,12 +120,16 @@ func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	r.sim.mu.Unlock()
 	if wait := time.Until(first.Add(r.sim.WorkTime)); wait > 0 {
+		if r.sim.Bootstrap && reportWork(ac, first) {
+			return r.report(ctx, ac, ctrl.Result{RequeueAfter: wait})
+		}
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	hosts := int32(len(ac.Spec.Hosts))
 	st.ObservedGeneration, st.ObservedOperationGeneration = ac.Generation, ac.Spec.OperationGeneration
 	now := metav1.Now()
-	if r.sim.Fail != nil && op != "" && r.sim.Fail(ac.Name, op) {
+	failed := r.sim.Fail != nil && op != "" && r.sim.Fail(ac.Name, op)
+	if failed {
 		st.Phase, st.KubernetesVersion = sitev1.ClusterDegraded, ""
 		st.Conditions = []metav1.Condition{
 			{Type: sitev1.HostsProvisionedCondition, Status: metav1.ConditionFalse, Reason: sitev1.ReasonHostFailed, Message: "simulated host failure", LastTransitionTime: now},
@@ -130,13 +143,94 @@ func (r *simReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			{Type: sitev1.ApplicationClusterReadyCondition, Status: metav1.ConditionTrue, Reason: sitev1.ReasonClusterReady, Message: "simulated", LastTransitionTime: now},
 		}
 	}
+	if r.sim.Bootstrap {
+		reportDone(ac, failed)
+	}
+	return r.report(ctx, ac, ctrl.Result{})
+}
+
+// report writes the ApplicationCluster's status and returns then; a conflict is retried
+// shortly.
+func (r *simReconciler) report(ctx context.Context, ac *sitev1.ApplicationCluster, then ctrl.Result) (ctrl.Result, error) {
 	if err := r.client.Status().Update(ctx, ac); err != nil {
 		if apierrors.IsConflict(err) {
 			return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("report on ApplicationCluster %s: %w", req.NamespacedName, err)
+		return ctrl.Result{}, fmt.Errorf("report on ApplicationCluster %s/%s: %w", ac.Namespace, ac.Name, err)
 	}
-	return ctrl.Result{}, nil
+	return then, nil
+}
+
+// reportWork sets, once per generation, what a site reports while its BPA works on the
+// generation: the cluster updating (provisioning, the first time) and the step the BPA is at,
+// the first package on the first host. It returns false when that is reported already.
+func reportWork(ac *sitev1.ApplicationCluster, since time.Time) bool {
+	st := &ac.Status
+	if b := st.Bootstrap; b != nil && b.ObservedGeneration == ac.Generation && b.Step != nil {
+		return false
+	}
+	b := &sitev1.BootstrapStatus{Phase: sitev1.BootstrapPatching, ObservedGeneration: ac.Generation, Message: "simulated: rolling the packages through the nodes"}
+	st.Phase = sitev1.ClusterUpdating
+	if st.Bootstrap == nil {
+		b.Phase, b.Message, st.Phase = sitev1.BootstrapInstalling, "simulated: installing the packages", sitev1.ClusterProvisioning
+	} else {
+		b.Packages, b.Charts, b.Nodes = st.Bootstrap.Packages, st.Bootstrap.Charts, st.Bootstrap.Nodes
+	}
+	step := &sitev1.PatchStep{Package: "node", Node: ac.Spec.Hosts[0].Name, Index: 1, Of: int32(len(ac.Spec.Hosts)), Step: "installing", Since: metav1.NewTime(since)}
+	if len(ac.Spec.Packages) > 0 {
+		step.Package, step.Version = nameVersion(ac.Spec.Packages[0])
+	}
+	b.Step = step
+	st.Bootstrap = b
+	return true
+}
+
+// reportDone sets the hosts and the BPA's report once the generation is done: every host a
+// ready node of the pushed version, the packages installed and the charts deployed, or with
+// failed, the hosts not ready and the BPA stopped.
+func reportDone(ac *sitev1.ApplicationCluster, failed bool) {
+	st := &ac.Status
+	st.Hosts = st.Hosts[:0]
+	for _, h := range ac.Spec.Hosts {
+		hs := sitev1.HostStatus{Name: h.Name, Role: h.Role, ProvisioningState: "provisioned", Machine: h.Name, Version: ac.Spec.KubernetesVersion, Ready: !failed}
+		if failed {
+			hs.Message = "simulated host failure"
+		}
+		st.Hosts = append(st.Hosts, hs)
+	}
+	b := &sitev1.BootstrapStatus{Phase: sitev1.BootstrapInstalled, ObservedGeneration: ac.Generation, Nodes: int32(len(ac.Spec.Hosts)),
+		Message: fmt.Sprintf("simulated: %d packages on %d nodes, %d charts", len(ac.Spec.Packages), len(ac.Spec.Hosts), len(ac.Spec.Charts))}
+	if failed {
+		b.Phase, b.Message = sitev1.BootstrapWaiting, "simulated: waiting for the failed host"
+	}
+	for _, p := range ac.Spec.Packages {
+		name, version := nameVersion(p)
+		b.Packages = append(b.Packages, sitev1.InstalledPackage{Name: name, Version: version, SHA256: p.SHA256})
+	}
+	for _, c := range ac.Spec.Charts {
+		name, version := nameVersion(c)
+		b.Charts = append(b.Charts, sitev1.ChartRelease{Name: name, Namespace: "kube-system", Version: version, Revision: 1, State: "deployed", PodsReady: 1, PodsDesired: 1})
+	}
+	st.Bootstrap = b
+}
+
+// nameVersion reads an artifact's name and version from its reference's name ("KIND NAME
+// VERSION", as releases record them), or takes the whole name.
+func nameVersion(a sitev1.ArtifactRef) (name, version string) {
+	if f := strings.Fields(a.Name); len(f) == 3 {
+		return f[1], f[2]
+	}
+	return a.Name, ""
+}
+
+// simulatedMAC is the boot MAC of the i-th simulated site of a group: boot MACs are unique
+// fleet-wide, so two bytes come from the group (the namespace and the name's prefix, before
+// its index) and three from i; 52 marks a locally administered address.
+func simulatedMAC(ns, name string, i int) string {
+	h := fnv.New32a()
+	h.Write([]byte(ns + "/" + strings.TrimRight(name, "0123456789")))
+	g := h.Sum32()
+	return fmt.Sprintf("52:%02x:%02x:%02x:%02x:%02x", g>>8&0xff, g&0xff, i>>16&0xff, i>>8&0xff, i&0xff)
 }
 
 // RegisterSimulatedSites registers n Sites named <prefix>-<i> in namespace ns on the global
@@ -202,7 +296,7 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-cp-0"},
 		Spec: fleetv1.HostSpec{
 			SiteRef: fleetv1.SiteReference{Name: name}, Role: fleetv1.RoleControlPlane,
-			BootMACAddress: fmt.Sprintf("52:54:01:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff),
+			BootMACAddress: simulatedMAC(ns, name, i),
 			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.2/redfish/v1/Systems/" + name,
 				CredentialsSecretRef: fleetv1.SecretReference{Name: creds.Name}},
 		},
@@ -210,6 +304,46 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 	for _, o := range []client.Object{creds, site, host} {
 		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
 			return fmt.Errorf("register simulated site %s: create %T %s: %w", name, o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// CreateSimulatedReleases makes a Release in namespace ns for each name → Kubernetes version
+// ("v1.36.3") of releases, the way an operator does with bin/edgefleet: it uploads small
+// stand-ins (random bytes) of an OS image (edge-os 1.0), kubelet of each version, containerd
+// 1.7.24 and a coredns chart 1.12.0, then runs `edgefleet release create … --wait`. Simulated
+// sites (ClusterSimulator.Bootstrap) report those packages and charts as installed.
+func (f *Fleet) CreateSimulatedReleases(ctx context.Context, ns string, releases map[string]string) error {
+	dir, err := os.MkdirTemp("", "edgefleet-artifacts-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	artifacts := []struct{ kind, name, version string }{{"os-image", "edge-os", "1.0"}, {"binary-package", "containerd", "1.7.24"}, {"helm-chart", "coredns", "1.12.0"}}
+	for _, v := range releases {
+		artifacts = append(artifacts, struct{ kind, name, version string }{"binary-package", "kubelet", strings.TrimPrefix(v, "v")})
+	}
+	uploaded := map[string]bool{}
+	for i, a := range artifacts {
+		key := a.kind + " " + a.name + " " + a.version
+		if uploaded[key] {
+			continue
+		}
+		uploaded[key] = true
+		data, _ := RandomContent(1024, uint64(i+1))
+		file := filepath.Join(dir, strings.ReplaceAll(key, " ", "-"))
+		if err := os.WriteFile(file, data, 0o600); err != nil {
+			return err
+		}
+		if _, err := f.Upload(ctx, file, a.kind, a.name, a.version); err != nil {
+			return err
+		}
+	}
+	for name, v := range releases {
+		if _, err := f.Edgefleet(ctx, "release", "create", name, "-n", ns, "--kubernetes-version", v, "--os-image", "edge-os@1.0",
+			"--package", "kubelet@"+strings.TrimPrefix(v, "v"), "--package", "containerd@1.7.24", "--chart", "coredns@1.12.0", "--wait"); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
@@ -44,6 +45,9 @@ type FleetOptions struct {
 	// artifact API (--site-api-url set to APIURL). Without it, a Site gets one only when it sets
 	// spec.artifactAPIURL, or by hand (ConnectSite).
 	SiteTokens bool
+	// TLS has the artifact API (and the web UI on its server) serve HTTPS with a certificate
+	// made for 127.0.0.1 (APICAFile); APIURL is then https://.
+	TLS bool
 }
 
 // Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
@@ -58,6 +62,10 @@ type Fleet struct {
 	Dir string
 	// MetricsURL, HealthURL and APIURL are the global controller's endpoints.
 	MetricsURL, HealthURL, APIURL string
+	// APICertFile and APIKeyFile are the artifact API's serving certificate and key with
+	// FleetOptions.TLS; APICAFile is what clients verify it with (the certificate and the CA
+	// that signed it).
+	APICertFile, APIKeyFile, APICAFile string
 
 	// Applications are the control planes standing for the sites' application clusters, by
 	// site (StartSiteProvisioning).
@@ -129,6 +137,11 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err := f.writeOperatorKubeconfig(ctx); err != nil {
 		return nil, err
 	}
+	if opts.TLS {
+		if err := f.writeAPICertificate(); err != nil {
+			return nil, err
+		}
+	}
 	if err := f.StartController(ctx, opts.ControllerArgs...); err != nil {
 		return nil, err
 	}
@@ -141,41 +154,66 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 func (f *Fleet) OperatorKubeconfig() string { return filepath.Join(f.Dir, "operator.kubeconfig") }
 
 func (f *Fleet) writeOperatorKubeconfig(ctx context.Context) error {
-	const ns, name = "edgefleet-system", "fleet-admin"
-	c := f.Global.Client
-	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		return fmt.Errorf("create ServiceAccount %s/%s: %w", ns, name, err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-" + name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edgefleet-fleet-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
-	}
-	if err := c.Create(ctx, binding); err != nil {
-		return fmt.Errorf("bind %s: %w", name, err)
-	}
-	cs, err := kubernetes.NewForConfig(f.Global.Config)
+	const name = "fleet-admin"
+	token, err := f.Token(ctx, "edgefleet-system", name, "edgefleet-fleet-admin")
 	if err != nil {
 		return err
 	}
-	ttl := int64(24 * 3600)
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("token of %s: %w", name, err)
-	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["global"] = &clientcmdapi.Cluster{Server: f.Global.Config.Host, CertificateAuthorityData: f.Global.Config.CAData}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	kc.Contexts["global"] = &clientcmdapi.Context{Cluster: "global", AuthInfo: name}
 	kc.CurrentContext = "global"
 	return clientcmd.WriteToFile(*kc, f.OperatorKubeconfig())
 }
 
+// Token creates ServiceAccount ns/name on the global cluster, binds it fleet-wide to
+// clusterRole (edgefleet-fleet-admin, edgefleet-fleet-viewer, …) and returns a token of it,
+// valid for a day: a person's credentials for the CLI, the artifact API and the web UI.
+func (f *Fleet) Token(ctx context.Context, ns, name, clusterRole string) (string, error) {
+	c := f.Global.Client
+	if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		return "", fmt.Errorf("create ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-" + ns + "-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
+	}
+	if err := c.Create(ctx, binding); err != nil {
+		return "", fmt.Errorf("bind %s/%s to %s: %w", ns, name, clusterRole, err)
+	}
+	cs, err := kubernetes.NewForConfig(f.Global.Config)
+	if err != nil {
+		return "", err
+	}
+	ttl := int64(24 * 3600)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of %s/%s: %w", ns, name, err)
+	}
+	return tr.Status.Token, nil
+}
+
+// writeAPICertificate makes the artifact API's serving certificate for 127.0.0.1.
+func (f *Fleet) writeAPICertificate() error {
+	crt, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	if err != nil {
+		return fmt.Errorf("artifact API certificate: %w", err)
+	}
+	f.APICertFile, f.APIKeyFile = filepath.Join(f.Dir, "api-tls.crt"), filepath.Join(f.Dir, "api-tls.key")
+	f.APICAFile = f.APICertFile
+	return errors.Join(os.WriteFile(f.APICertFile, crt, 0o600), os.WriteFile(f.APIKeyFile, key, 0o600))
+}
+
 // Edgefleet runs bin/edgefleet with the operator's kubeconfig against the controller's API and
 // returns its combined output.
 func (f *Fleet) Edgefleet(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "edgefleet"),
-		append([]string{"--kubeconfig", f.OperatorKubeconfig(), "--api-server", f.APIURL, "--quiet"}, args...)...)
+	base := []string{"--kubeconfig", f.OperatorKubeconfig(), "--api-server", f.APIURL, "--quiet"}
+	if f.APICAFile != "" {
+		base = append(base, "--api-ca-file", f.APICAFile)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "edgefleet"), append(base, args...)...)
 	cmd.Dir = f.root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -216,6 +254,9 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
+	if f.APICertFile != "" {
+		f.APIURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	}
 	args = append([]string{
 		"--kubeconfig", f.Kubeconfig(),
 		"--leader-election-namespace", "edgefleet-system",
@@ -224,8 +265,14 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--data-dir", filepath.Join(f.Dir, "data"),
 	}, args...)
+	if f.APICertFile != "" {
+		args = append(args, "--api-tls-cert-file", f.APICertFile, "--api-tls-key-file", f.APIKeyFile)
+	}
 	if f.siteTokens {
 		args = append(args, "--site-api-url", f.APIURL)
+		if f.APICAFile != "" {
+			args = append(args, "--site-api-ca-file", f.APICAFile)
+		}
 	}
 	p, err := startProcess("global controller", filepath.Join(f.root, "bin", "global-controller"), args, nil, f.ControllerLog())
 	if err != nil {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,6 +64,8 @@ type ControlPlane struct {
 	// encryption configuration and etcd's data.
 	dir   string
 	guard *guard
+	// pids are the processes started for it (etcd, API servers), for KillAPIServer.
+	pids []int
 }
 
 // Scheme returns a scheme with the built-in Kubernetes kinds, edgefleet's kinds and
@@ -109,7 +114,8 @@ func Start(opts Options) (*ControlPlane, error) {
 
 	before := childPIDs()
 	cfg, startErr := env.Start()
-	cp.guard = startGuard(newPIDs(before, childPIDs()))
+	cp.pids = newPIDs(before, childPIDs())
+	cp.guard = startGuard(cp.pids)
 	if startErr != nil {
 		return nil, errors.Join(fmt.Errorf("testenv %s: start: %w", opts.Name, startErr), cp.Stop())
 	}
@@ -187,12 +193,40 @@ func (cp *ControlPlane) StopAPIServer() error {
 	return nil
 }
 
+// KillAPIServer kills the API server with SIGKILL, as a site that loses its power or its link:
+// nothing shuts down gracefully, connections just end. It returns once the process is gone.
+// etcd keeps running; the API server is not started again (StartAPIServer follows
+// StopAPIServer only).
+func (cp *ControlPlane) KillAPIServer() error {
+	for _, pid := range cp.pids {
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(comm)) != "kube-apiserver" {
+			continue // gone, or not the API server
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("testenv %s: kill API server (pid %d): %w", cp.Name, pid, err)
+		}
+		// envtest waits for its process, which removes it from /proc.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("testenv %s: killed API server (pid %d) still there after 10s", cp.Name, pid)
+			}
+		}
+	}
+	return fmt.Errorf("testenv %s: no running kube-apiserver among its processes %v", cp.Name, cp.pids)
+}
+
 // StartAPIServer starts the API server again after StopAPIServer, on the same address and with
 // the same certificates.
 func (cp *ControlPlane) StartAPIServer() error {
 	before := childPIDs()
 	err := cp.env.ControlPlane.GetAPIServer().Start()
-	cp.guard.watch(newPIDs(before, childPIDs()))
+	pids := newPIDs(before, childPIDs())
+	cp.pids = append(cp.pids, pids...)
+	cp.guard.watch(pids)
 	if err != nil {
 		return fmt.Errorf("testenv %s: restart API server: %w", cp.Name, err)
 	}

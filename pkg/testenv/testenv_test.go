@@ -54,3 +54,28 @@ func TestRestartKeepsKubeconfigValid(t *testing.T) {
 func clientKey(ns, name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: name}
 }
+
+// TestKillAPIServer kills a control plane's API server: it stops answering at once, and the
+// control plane still stops cleanly.
+func TestKillAPIServer(t *testing.T) {
+	cp, err := testenv.Start(testenv.Options{Name: "killed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := discovery.NewDiscoveryClientForConfigOrDie(cp.Config)
+	if _, err := dc.ServerVersion(); err != nil {
+		t.Fatalf("before the kill: %v", err)
+	}
+	if err := cp.KillAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dc.ServerVersion(); err == nil {
+		t.Fatal("the API server still answers after KillAPIServer")
+	}
+	if err := cp.KillAPIServer(); err == nil {
+		t.Error("a second KillAPIServer found an API server to kill")
+	}
+	if err := cp.Stop(); err != nil {
+		t.Errorf("Stop after KillAPIServer: %v", err)
+	}
+}

@@ -1,0 +1,112 @@
+package ui_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// The test bed, one for the suite: a global control plane; site control plane sim, where a
+// ClusterSimulator answers for the stores, and far, with one site of its own that the
+// unreachable spec cuts off; the real bin/global-controller serving the UI over HTTPS; Debian's
+// chromium.
+var (
+	fleet   *testenv.Fleet
+	browser context.Context
+	// base is the UI's origin (https://127.0.0.1:PORT).
+	base string
+	// adminToken and viewerToken belong to ServiceAccounts bound to edgefleet-fleet-admin and
+	// edgefleet-fleet-viewer.
+	adminToken, viewerToken string
+	// stores are the simulated sites behind sim, far the one behind far.
+	stores []string
+	far    string
+)
+
+const (
+	ns = "fleet"
+	// failing is the store whose patch fails (never the canary, the first store).
+	failing = "store-00007"
+	// workTime is how long each simulated site takes for an operation: long enough for a
+	// browser to see a campaign move, and a step of the BPA's on a site's page.
+	workTime = 4 * time.Second
+)
+
+// controllerArgs make the controller notice changes of a dozen sites within seconds.
+var controllerArgs = []string{"--site-heartbeat-interval=2s", "--site-operation-poll-interval=500ms", "--site-min-retry-interval=500ms",
+	"--site-timeout=2s", "--campaign-resync-interval=2s"}
+
+func TestUI(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "edgefleet web UI in headless Chromium")
+}
+
+var _ = BeforeSuite(func(ctx context.Context) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	var err error
+	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"sim", "far"}, ControllerArgs: controllerArgs, TLS: true})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(fleet.Stop()).To(Succeed()) })
+	base = fleet.APIURL
+	adminToken, err = fleet.Token(ctx, "edgefleet-system", "ui-admin", "edgefleet-fleet-admin")
+	Expect(err).NotTo(HaveOccurred())
+	viewerToken, err = fleet.Token(ctx, "edgefleet-system", "ui-viewer", "edgefleet-fleet-viewer")
+	Expect(err).NotTo(HaveOccurred())
+
+	By("simulating the sites' local controllers and BPAs")
+	simCtx, stopSims := context.WithCancel(context.WithoutCancel(ctx))
+	DeferCleanup(stopSims)
+	for _, name := range []string{"sim", "far"} {
+		sim := &testenv.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == failing && op != "" }}
+		Expect(sim.Start(simCtx, fleet.Sites[name].Config)).To(Succeed())
+	}
+
+	By("uploading a release's artifacts and creating releases r0 (installed) and r1 (the patch)")
+	Expect(fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	Expect(fleet.CreateSimulatedReleases(ctx, ns, map[string]string{"r0": "v1.36.2", "r1": "v1.36.3"})).To(Succeed())
+
+	By("registering twelve stores behind sim and one site behind far, all at r0")
+	stores, err = fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "store", 12, "r0", map[string]string{"chain": "stores"})
+	Expect(err).NotTo(HaveOccurred())
+	farSites, err := fleet.RegisterSimulatedSites(ctx, fleet.Sites["far"], ns, "far", 1, "r0", map[string]string{"chain": "remote"})
+	Expect(err).NotTo(HaveOccurred())
+	far = farSites[0]
+	Eventually(func(g Gomega) {
+		list := &fleetv1.SiteList{}
+		g.Expect(fleet.Global.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(13))
+		for _, s := range list.Items {
+			g.Expect(apimeta.IsStatusConditionTrue(s.Status.Conditions, fleetv1.SiteClusterReadyCondition)).To(BeTrue(), "site %s: cluster not Ready: %+v", s.Name, s.Status)
+			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil(), "site %s: no BPA report", s.Name)
+		}
+	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+	browser = startBrowser(ctx, fleet.APICAFile)
+})
+
+// Dump the controller's log when a spec fails.
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() && fleet != nil {
+		AddReportEntry("global controller log", fleet.ControllerLog())
+	}
+})
+
+// campaign reads a campaign from the global cluster.
+func campaign(ctx context.Context, name string) *fleetv1.Campaign {
+	GinkgoHelper()
+	c := &fleetv1.Campaign{}
+	Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+	return c
+}

@@ -1,0 +1,226 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+)
+
+// The checks run in order on the one test bed: sign in, look at every page, follow a patch
+// campaign over the stores while it runs, pause and resume it from the UI, look at it as a
+// viewer (no brakes, a forged resume refused), and cut site far off.
+var _ = Describe("The web UI", Ordered, func() {
+	const campaignName = "patch-stores"
+	var admin *user
+	BeforeAll(func() { admin = newUser(browser, "admin") }) // a browser context for all the checks
+
+	It("refuses a bad token, and signs in with a good one into a Secure, HttpOnly, SameSite=Strict cookie", func() {
+		admin.do(chromedp.Navigate(base + "/ui/sites"))
+		admin.waitFor("the login page", `location.pathname === '/ui/login' && !!document.querySelector('#token')`)
+		admin.screenshot("login")
+
+		admin.submitToken("not-a-token")
+		admin.waitFor("why the token was refused", `(document.querySelector('#login-error')?.textContent ?? '').includes('rejected this token')`)
+
+		admin.submitToken(adminToken)
+		admin.waitFor("the site list it was sent to first", `location.pathname === '/ui/sites' && !!document.querySelector('#site-table')`)
+		var token *network.Cookie
+		for _, c := range admin.cookies(base + "/ui/") {
+			if c.Name == "edgefleet-token" {
+				token = c
+			}
+		}
+		Expect(token).NotTo(BeNil(), "no edgefleet-token cookie")
+		Expect(token.HTTPOnly).To(BeTrue())
+		Expect(token.Secure).To(BeTrue())
+		Expect(token.SameSite).To(Equal(network.CookieSameSiteStrict))
+		Expect(token.Path).To(Equal("/ui"))
+	})
+
+	It("loads every page with the fleet's real data", func() {
+		By("the overview: sites by state, releases, versions")
+		admin.open(base, "/ui/?namespace="+ns)
+		admin.waitFor("13 sites, all Ready", `document.querySelector('#total')?.textContent === '13' &&
+			document.querySelector('[data-state="Ready"] .count')?.textContent === '13'`)
+		Expect(admin.text("#releases")).To(ContainSubstring("r0"))
+		Expect(admin.text("#versions")).To(ContainSubstring("v1.36.2"))
+		admin.screenshot("overview")
+
+		By("the site list: filtered, sorted and paged on the server")
+		admin.open(base, "/ui/sites?namespace="+ns+"&size=5")
+		Expect(admin.text(".summary")).To(ContainSubstring("13 sites · page 1 of 3"))
+		Expect(admin.count("#site-table tbody tr.site")).To(Equal(5))
+		Expect(admin.text("#site-table tbody tr.site:first-child")).To(ContainSubstring("far-00000"))
+		admin.click("#next-page")
+		Expect(admin.text(".summary")).To(ContainSubstring("page 2 of 3"))
+		admin.open(base, "/ui/sites?namespace="+ns+"&sort=name&order=desc&q=store-0000")
+		Expect(admin.text(".summary")).To(ContainSubstring("10 sites match"))
+		Expect(admin.text("#site-table tbody tr.site:first-child")).To(ContainSubstring("store-00009"))
+		admin.screenshot("sites")
+
+		By("a site: conditions with reasons, hosts, nodes, the BPA's packages and charts, events")
+		admin.open(base, "/ui/sites/"+ns+"/store-00001")
+		Expect(admin.text("#conditions")).To(And(ContainSubstring("Reachable"), ContainSubstring("APIServerReachable"), ContainSubstring("ClusterSynced")))
+		Expect(admin.text("#cluster-version")).To(Equal("v1.36.2"))
+		Expect(admin.text(`tr.host[data-host="store-00001-cp-0"]`)).To(And(ContainSubstring("provisioned"), ContainSubstring("Ready"), ContainSubstring("v1.36.2")))
+		Expect(admin.text("#packages")).To(And(ContainSubstring("kubelet"), ContainSubstring("1.36.2"), ContainSubstring("containerd")))
+		Expect(admin.text("#charts")).To(And(ContainSubstring("coredns"), ContainSubstring("deployed")))
+		Expect(admin.text("#events")).To(ContainSubstring("SiteReady"))
+		admin.screenshot("site")
+
+		By("the campaigns: none yet")
+		admin.open(base, "/ui/campaigns?namespace="+ns)
+		Expect(admin.text("#live")).To(ContainSubstring("none"))
+	})
+
+	It("shows a campaign's progress, and a site's patch step, live while it runs", func(ctx context.Context) {
+		pct := func(v int) *intstr.IntOrString { i := intstr.FromInt32(int32(v)); return &i }
+		camp := &fleetv1.Campaign{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: campaignName},
+			Spec: fleetv1.CampaignSpec{
+				Action: fleetv1.ActionPatch, Release: "r1",
+				Targets: fleetv1.CampaignTargets{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"chain": "stores"}}},
+				Strategy: fleetv1.CampaignStrategy{Canaries: pct(1), MaxConcurrency: pct(1),
+					FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromInt32(1)}, SiteTimeout: &metav1.Duration{Duration: time.Hour}},
+			},
+		}
+		siteTab := admin.newTab()
+		siteTab.open(base, "/ui/sites/"+ns+"/"+stores[0])
+		siteTab.markLoaded()
+
+		Expect(fleet.Global.Client.Create(ctx, camp)).To(Succeed())
+		By("the canary's page shows the BPA's step while it patches, without a reload")
+		siteTab.waitFor("the patch step", `(document.querySelector('#bootstrap-step')?.textContent ?? '').includes('on node `+stores[0]+`-cp-0')`)
+		siteTab.screenshot("site-patching")
+		siteTab.waitFor("the canary at r1", `document.querySelector('#cluster-version')?.textContent === 'v1.36.3'`)
+		Expect(siteTab.stillLoaded()).To(BeTrue(), "the site page was reloaded")
+
+		By("the campaign's page follows the progress, without a reload")
+		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		admin.markLoaded()
+		first := done(admin)
+		admin.waitFor("progress beyond "+strconv.Itoa(first), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, first))
+		second := done(admin)
+		admin.waitFor("progress beyond "+strconv.Itoa(second), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, second))
+		Expect(admin.stillLoaded()).To(BeTrue(), "the campaign page was reloaded")
+		Expect(admin.text("#phase")).To(Equal("Running"))
+		Expect(admin.count(`tr.wave.finished`)).To(BeNumerically(">=", 1))
+		admin.screenshot("campaign-running")
+
+		By("the campaign list and the overview show it running")
+		admin.open(base, "/ui/campaigns?namespace="+ns)
+		Expect(admin.text(`tr.campaign[data-name="` + campaignName + `"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
+		admin.open(base, "/ui/?namespace="+ns)
+		Expect(admin.text(`#running tr.campaign[data-name="` + campaignName + `"]`)).To(ContainSubstring("Running"))
+		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+	})
+
+	It("pauses the campaign from the UI: nothing new is dispatched", func(ctx context.Context) {
+		admin.click("#pause")
+		admin.waitFor("the campaign Paused, with a resume button", `document.querySelector('#phase')?.textContent === 'Paused' && !!document.querySelector('#resume')`)
+		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeTrue())
+		By("the site in flight finishes; then none is in flight and some wait")
+		Eventually(func(g Gomega) {
+			c := campaign(ctx, campaignName)
+			g.Expect(c.Status.Phase).To(Equal(fleetv1.CampaignPaused))
+			g.Expect(c.Status.Counts.InProgress).To(BeZero())
+		}).WithContext(ctx).WithTimeout(pollTimeout).WithPolling(time.Second).Should(Succeed())
+		pending := campaign(ctx, campaignName).Status.Counts.Pending
+		Expect(pending).To(BeNumerically(">", 0), "the campaign finished before the pause took effect")
+		Consistently(func() int32 { return campaign(ctx, campaignName).Status.Counts.Pending }).
+			WithContext(ctx).WithTimeout(3 * workTime).WithPolling(time.Second).Should(Equal(pending))
+		admin.waitFor("the pending count", fmt.Sprintf(`document.querySelector('#count-pending')?.textContent === '%d'`, pending))
+		admin.screenshot("campaign-paused")
+	})
+
+	It("shows a fleet viewer no brakes, and refuses a viewer's forged resume with 403", func(ctx context.Context) {
+		viewer := newUser(browser, "viewer")
+		viewer.signIn(base, viewerToken)
+		viewer.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		Expect(viewer.text("#phase")).To(Equal("Paused"))
+		Expect(viewer.count("#pause, #resume, #abort, #actions form")).To(BeZero(), "a viewer sees brakes")
+
+		By("a resume posted from the viewer's page, as a forged button would")
+		status := eval[int](viewer, `fetch(location.pathname + '/resume', {method: 'POST'}).then(r => r.status)`)
+		Expect(status).To(Equal(http.StatusForbidden))
+		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeTrue())
+
+		By("an admin's resume sent from another site's page (Origin) is refused too")
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/ui/campaigns/"+ns+"/"+campaignName+"/resume", nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Origin", "https://attacker.example")
+		req.AddCookie(&http.Cookie{Name: "edgefleet-token", Value: adminToken})
+		resp, err := httpsClient().Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeTrue())
+	})
+
+	It("resumes the campaign from the UI and follows it to its end, naming the failed site and why", func(ctx context.Context) {
+		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		admin.click("#resume")
+		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeFalse())
+		admin.markLoaded()
+		admin.waitFor("the campaign's end", `document.querySelector('#phase')?.textContent === 'PartiallySucceeded'`)
+		Expect(admin.stillLoaded()).To(BeTrue(), "the campaign page was reloaded")
+		Expect(admin.text("#progress")).To(Equal("12/12"))
+		Expect(admin.text(`tr.failed-site[data-site="` + failing + `"]`)).To(ContainSubstring("simulated host failure"))
+		Expect(admin.count("#pause, #resume, #abort")).To(BeZero(), "brakes on an ended campaign")
+		Expect(campaign(ctx, campaignName).Status.Phase).To(Equal(fleetv1.CampaignPartiallySucceeded))
+		admin.screenshot("campaign")
+
+		By("the failed site's page: Degraded, why, and its operation history")
+		admin.click(`tr.failed-site[data-site="` + failing + `"] a`)
+		Expect(admin.text(".headline")).To(And(ContainSubstring("Degraded"), ContainSubstring("OperationFailed"), ContainSubstring("simulated host failure")))
+		Expect(admin.text("#operation-phase")).To(Equal("Failed"))
+		Expect(admin.text("#history")).To(And(ContainSubstring("OperationInProgress"), ContainSubstring("OperationFailed")))
+	})
+
+	It("shows a site cut off as Unreachable, not failed, while the rest of the page stays current", func(ctx context.Context) {
+		admin.open(base, "/ui/?namespace="+ns)
+		admin.markLoaded()
+		admin.waitFor("the failed store as the only problem", `document.querySelector('[data-state="Degraded"] .count')?.textContent === '1' &&
+			document.querySelector('[data-state="Unreachable"] .count')?.textContent === '0'`)
+
+		By("killing far's API server, as a power cut would")
+		Expect(fleet.Sites["far"].KillAPIServer()).To(Succeed())
+		admin.waitFor(far+" Unreachable, and still one Degraded", fmt.Sprintf(`document.querySelector('[data-state="Unreachable"] .count')?.textContent === '1' &&
+			document.querySelector('[data-state="Degraded"] .count')?.textContent === '1' &&
+			(document.querySelector('tr.problem[data-site="%s"]')?.textContent ?? '').includes('Unreachable')`, far))
+
+		By("registering another store: the overview counts it, still without a reload")
+		_, err := fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "late", 1, "r1", nil)
+		Expect(err).NotTo(HaveOccurred())
+		admin.waitFor("14 sites, the new one Ready", `document.querySelector('#total')?.textContent === '14' &&
+			document.querySelector('[data-state="Ready"] .count')?.textContent === '12'`)
+		Expect(admin.stillLoaded()).To(BeTrue(), "the overview was reloaded")
+		Expect(admin.text(`[data-state="Unreachable"] .count`)).To(Equal("1"))
+		admin.screenshot("overview-unreachable")
+
+		By("the site's own page says so, and keeps its last report")
+		admin.open(base, "/ui/sites/"+ns+"/"+far)
+		Expect(admin.text(".headline")).To(ContainSubstring("Unreachable"))
+		Expect(admin.text("#cluster")).To(ContainSubstring("as last reported"))
+		admin.open(base, "/ui/sites?namespace="+ns+"&state=Unreachable")
+		Expect(admin.count("#site-table tbody tr.site")).To(Equal(1))
+		Expect(admin.text(`tr.site[data-site="` + far + `"]`)).To(ContainSubstring("Unreachable"))
+	})
+})
+
+// done is the number of finished sites the campaign page shows.
+func done(u *user) int {
+	GinkgoHelper()
+	return eval[int](u, `parseInt(document.querySelector('#progress')?.textContent) || 0`)
+}

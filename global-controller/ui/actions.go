@@ -1,0 +1,67 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+)
+
+// campaignActions are the brakes of a campaign: the merge patch of its spec each one writes,
+// and the reason of the event recorded.
+var campaignActions = map[string]struct {
+	patch  string
+	reason string
+	done   string
+}{
+	"pause":  {patch: `{"spec":{"paused":true}}`, reason: "PausedFromUI", done: "paused"},
+	"resume": {patch: `{"spec":{"paused":false}}`, reason: "ResumedFromUI", done: "resumed"},
+	"abort":  {patch: `{"spec":{"abort":true}}`, reason: "AbortedFromUI", done: "aborted"},
+}
+
+// campaignAction pauses, resumes or aborts a campaign for a user RBAC lets patch it: the
+// controller writes the patch with its own identity (the user's access was checked with a
+// SubjectAccessReview first, as the API server would check it), records an event naming the
+// user on the campaign, and sends the browser back to the campaign's page.
+func (s *Server) campaignAction(c *gin.Context) {
+	u := c.MustGet(userKey).(kubeauth.User)
+	ns, name, action := c.Param("namespace"), c.Param("name"), c.Param("action")
+	a, ok := campaignActions[action]
+	if !ok {
+		s.fail(c, &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("no campaign action %q: pause, resume or abort", action)})
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.Limits.RequestTimeout)
+	defer cancel()
+	if err := s.authorize(ctx, u, fleetAccess("patch", "campaigns", ns, name)); err != nil {
+		s.fail(c, err)
+		return
+	}
+	camp := &fleetv1.Campaign{}
+	if err := s.cfg.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, camp); err != nil {
+		if apierrors.IsNotFound(err) {
+			err = &httpError{status: http.StatusNotFound, msg: fmt.Sprintf("campaign %q not found in namespace %q", name, ns)}
+		}
+		s.fail(c, err)
+		return
+	}
+	if camp.Status.Phase.Final() {
+		s.fail(c, &httpError{status: http.StatusConflict, msg: fmt.Sprintf("campaign %s/%s has ended (%s): there is nothing to %s", ns, name, camp.Status.Phase, action)})
+		return
+	}
+	if err := s.cfg.Campaigns.Patch(ctx, camp, client.RawPatch(types.MergePatchType, []byte(a.patch))); err != nil {
+		s.fail(c, fmt.Errorf("%s campaign %s/%s: %w", action, ns, name, err))
+		return
+	}
+	s.cfg.Log.Info("campaign changed from the web UI", "campaign", ns+"/"+name, "action", action, "user", u.Name)
+	s.cfg.Recorder.Eventf(camp, nil, corev1.EventTypeNormal, a.reason, "WebUI", "%s from the web UI by %s", a.done, u.Name)
+	c.Redirect(http.StatusSeeOther, objectURL("campaigns", ns, name))
+}
