@@ -7,8 +7,8 @@ import (
 	"maps"
 	"time"
 
-	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	"google.golang.org/protobuf/proto"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
