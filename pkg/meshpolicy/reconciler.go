@@ -100,7 +100,7 @@ func (r *Reconciler) ensure(ctx context.Context, want, got client.Object) error 
 		if err := r.Client.Create(ctx, want); err != nil {
 			return fmt.Errorf("create %s %s: %w", kind, key, err)
 		}
-		ctrl.LoggerFrom(ctx).Info("created mesh policy", "kind", kind, "name", key)
+		ctrl.LoggerFrom(ctx).Info("created mesh policy", "kind", kind, "policy", key)
 		return nil
 	case err != nil:
 		return fmt.Errorf("get %s %s: %w", kind, key, err)
@@ -120,7 +120,7 @@ func (r *Reconciler) ensure(ctx context.Context, want, got client.Object) error 
 	if err := r.Client.Patch(ctx, got, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("repair %s %s: %w", kind, key, err)
 	}
-	ctrl.LoggerFrom(ctx).Info("repaired mesh policy edited by hand", "kind", kind, "name", key)
+	ctrl.LoggerFrom(ctx).Info("repaired mesh policy edited by hand", "kind", kind, "policy", key)
 	return nil
 }
 

@@ -72,7 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, mode string, c Component, time
 	if err := ValidateMode(mode); err != nil {
 		return err
 	}
-	log := ctrl.Log.WithName("meshpolicy")
+	log := mgr.GetLogger().WithName("meshpolicy")
 	if mode == ModeOff {
 		log.Info("mesh policies off (--istio=off)")
 		return nil
@@ -100,7 +100,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, mode string, c Component, time
 // does nothing. Every request is bounded by timeout. It is the documented uninstall's step
 // (--uninstall-mesh-policies): run it before the controller's own objects are deleted.
 func Uninstall(ctx context.Context, cfg *rest.Config, namespace, name string, timeout time.Duration) error {
-	log := ctrl.Log.WithName("meshpolicy")
+	log := ctrl.LoggerFrom(ctx).WithName("meshpolicy")
 	ok, err := Installed(ctx, cfg, timeout)
 	switch {
 	case err != nil:
