@@ -27,7 +27,8 @@ type Component struct {
 	// Selector are labels of the workload's pods (their Deployment's pod template labels).
 	Selector map[string]string
 	// Ports the workload serves to others. A port listed with no caller is closed to everyone;
-	// a port not listed is closed too (Istio denies what no ALLOW rule matches).
+	// a port not listed is closed too (Istio denies what no ALLOW rule matches), and so is
+	// every port when there is none.
 	Ports []Port
 }
 
@@ -62,8 +63,6 @@ func (c Component) Validate() error {
 		return errors.New("mesh policy: name must not be empty")
 	case len(c.Selector) == 0:
 		return fmt.Errorf("mesh policy %s/%s: the workload selector must not be empty (it would apply to every pod of the namespace)", c.Namespace, c.Name)
-	case len(c.Ports) == 0:
-		return fmt.Errorf("mesh policy %s/%s: no port", c.Namespace, c.Name)
 	}
 	seen := map[uint32]bool{}
 	for _, p := range c.Ports {

@@ -110,7 +110,6 @@ func TestValidateNamesTheBadField(t *testing.T) {
 		{"no namespace", meshpolicy.Component{Name: "x", Selector: map[string]string{"a": "b"}, Ports: []meshpolicy.Port{ok}}, "namespace"},
 		{"no name", meshpolicy.Component{Namespace: "x", Selector: map[string]string{"a": "b"}, Ports: []meshpolicy.Port{ok}}, "name"},
 		{"no selector", meshpolicy.Component{Namespace: "x", Name: "x", Ports: []meshpolicy.Port{ok}}, "selector"},
-		{"no port", component(), "no port"},
 		{"port 0", component(meshpolicy.Port{Name: "api"}), "api port 0"},
 		{"port twice", component(ok, ok), "twice"},
 		{"bad principal", component(meshpolicy.Port{Name: "api", Number: 1, Principals: []string{"edgefleet-bpa"}}), `"edgefleet-bpa" is not a principal`},

@@ -36,8 +36,6 @@ type Reconciler struct {
 	Timeout time.Duration
 }
 
-// +kubebuilder:rbac:groups=security.istio.io,namespace=edgefleet-system,resources=peerauthentications;authorizationpolicies,verbs=get;list;watch;create;patch;delete
-
 // SetupWithManager registers the reconciler, watching the two policies through a cache of
 // their own that holds only them (so it needs no access outside the Component's namespace).
 // The manager's scheme must know security.istio.io/v1 (securityv1.AddToScheme) and the API
