@@ -36,7 +36,9 @@ func meshComponent(opts Options) (meshpolicy.Component, error) {
 		if err != nil {
 			return c, fmt.Errorf("--api-bind-address %q: port: %w", opts.APIAddr, err)
 		}
-		c.Ports = append(c.Ports, meshpolicy.Port{Name: "artifact API and web UI", Number: uint32(n), Principals: opts.IstioAPIPrincipals})
+		if n != 0 { // a port picked at random (tests) cannot be named: it stays closed
+			c.Ports = append(c.Ports, meshpolicy.Port{Name: "artifact API and web UI", Number: uint32(n), Principals: opts.IstioAPIPrincipals})
+		}
 	}
 	if opts.WebhookPort != 0 {
 		c.Ports = append(c.Ports, meshpolicy.Port{Name: "webhooks", Number: uint32(opts.WebhookPort), SourceRanges: opts.IstioWebhookSourceRanges})

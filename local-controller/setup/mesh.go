@@ -35,7 +35,9 @@ func meshComponent(opts Options) (meshpolicy.Component, error) {
 	if err != nil {
 		return c, fmt.Errorf("--cache-bind-address %q: port: %w", opts.CacheAddr, err)
 	}
-	c.Ports = []meshpolicy.Port{{Name: "site cache", Number: uint32(n), Principals: opts.IstioCachePrincipals, SourceRanges: opts.IstioCacheSourceRanges}}
+	if n != 0 { // a port picked at random (tests) cannot be named: it stays closed
+		c.Ports = []meshpolicy.Port{{Name: "site cache", Number: uint32(n), Principals: opts.IstioCachePrincipals, SourceRanges: opts.IstioCacheSourceRanges}}
+	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("--istio-cache-principals, --istio-cache-source-ranges: %w", err)
 	}
