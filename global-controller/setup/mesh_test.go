@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,10 +100,11 @@ func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- Run(ctx, opts) }()
-	t.Cleanup(func() {
+	stop := sync.OnceValue(func() error {
 		cancel()
-		<-done
+		return <-done
 	})
+	t.Cleanup(func() { _ = stop() })
 	testenv.Eventually(t, time.Minute, func() error {
 		pa, ap := &securityv1.PeerAuthentication{}, &securityv1.AuthorizationPolicy{}
 		if err := cl.Get(t.Context(), key, pa); err != nil {
@@ -121,11 +123,9 @@ func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
 		}
 		return nil
 	})
-	cancel()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("global controller: %v", err)
 	}
-	done <- nil // for the cleanup
 
 	opts.UninstallMeshPolicies = true
 	if err := Run(t.Context(), opts); err != nil {
