@@ -8,7 +8,10 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -33,6 +36,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -116,6 +120,18 @@ type Options struct {
 	WebhookPort int
 	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
 	WebhookCertDir string
+	// Istio is meshpolicy.ModeAuto, ModeOn or ModeOff: whether the controller keeps its
+	// PeerAuthentication and AuthorizationPolicy current.
+	Istio string
+	// IstioNamespace is the namespace of the controller's pods and of its mesh policies.
+	IstioNamespace string
+	// IstioAPIPrincipals are the mesh identities that may call the artifact API and web UI.
+	IstioAPIPrincipals []string
+	// IstioWebhookSourceRanges are the API servers' addresses, which call the webhooks from
+	// outside the mesh.
+	IstioWebhookSourceRanges []string
+	// UninstallMeshPolicies deletes the mesh policies and exits, instead of running.
+	UninstallMeshPolicies bool
 }
 
 // DefaultOptions returns safe production defaults.
@@ -150,6 +166,10 @@ func DefaultOptions() Options {
 		CampaignDispatchConcurrency: 32,
 		CampaignResync:              30 * time.Second,
 		ReleaseRecheck:              30 * time.Second,
+
+		Istio:              meshpolicy.ModeAuto,
+		IstioNamespace:     "edgefleet-system",
+		IstioAPIPrincipals: []string{meshpolicy.ServiceAccount("istio-system", "istio-ingressgateway-service-account")},
 	}
 }
 
@@ -202,6 +222,28 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
+	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
+	fs.StringVar(&o.IstioNamespace, "istio-namespace", o.IstioNamespace, "Namespace of the controller's pods, where its mesh policies live.")
+	fs.Func("istio-api-principals", fmt.Sprintf("Comma-separated mesh identities (cluster.local/ns/<namespace>/sa/<service account>) that may call the artifact API and web UI; callers outside the mesh (sites, browsers, the CLI) come through an ingress gateway, whose identity goes here (default %s).", strings.Join(o.IstioAPIPrincipals, ",")), func(v string) error {
+		o.IstioAPIPrincipals = splitList(v)
+		return nil
+	})
+	fs.Func("istio-webhook-source-ranges", "Comma-separated addresses (CIDRs or IPs) of the Kubernetes API servers, which call the webhooks from outside the mesh (default none: the webhook port is closed by the mesh).", func(v string) error {
+		o.IstioWebhookSourceRanges = splitList(v)
+		return nil
+	})
+	fs.BoolVar(&o.UninstallMeshPolicies, "uninstall-mesh-policies", o.UninstallMeshPolicies, "Delete the controller's PeerAuthentication and AuthorizationPolicy in --istio-namespace and exit (the uninstall's step; nothing to do where Istio's CRDs are absent).")
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Validate names the first bad option.
@@ -255,6 +297,14 @@ func (o *Options) Validate() error {
 		return errors.New("--webhook-port needs the artifact store: the artifact API cannot be disabled (--api-bind-address 0) then")
 	case o.WebhookPort != 0 && o.WebhookCertDir == "":
 		return errors.New("--webhook-port needs --webhook-cert-dir")
+	case o.IstioNamespace == "":
+		return errors.New("--istio-namespace must not be empty")
+	}
+	if err := meshpolicy.ValidateMode(o.Istio); err != nil {
+		return err
+	}
+	if _, err := meshComponent(*o); err != nil {
+		return err
 	}
 	return nil
 }
@@ -262,7 +312,7 @@ func (o *Options) Validate() error {
 // Scheme returns the scheme of the global controller's manager.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleetv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleetv1.AddToScheme, securityv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
 		}
@@ -278,6 +328,9 @@ func Run(ctx context.Context, opts Options) error {
 	cfg, err := restconfig.Load(opts.Kubeconfig)
 	if err != nil {
 		return err
+	}
+	if opts.UninstallMeshPolicies {
+		return meshpolicy.Uninstall(ctx, cfg, opts.IstioNamespace, MeshPolicyName, meshPolicyTimeout)
 	}
 	cfg.QPS, cfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	if opts.KubeAPIQPS == 0 {
@@ -332,6 +385,13 @@ func Run(ctx context.Context, opts Options) error {
 		deps.Artifacts = storeDigests{store}
 	}
 	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
+		return err
+	}
+	mesh, err := meshComponent(opts)
+	if err != nil {
+		return err
+	}
+	if err := meshpolicy.Setup(ctx, mgr, opts.Istio, mesh, meshPolicyTimeout); err != nil {
 		return err
 	}
 	if opts.WebhookPort != 0 {

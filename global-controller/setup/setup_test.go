@@ -37,6 +37,13 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"no operation polls", func(o *Options) { o.OperationPollRate = 0 }, "--site-operation-poll-rate"},
 		{"webhooks without the store", func(o *Options) { o.WebhookPort = 9443; o.WebhookCertDir = "/tls"; o.APIAddr = "0" }, "--webhook-port"},
 		{"webhooks without certificates", func(o *Options) { o.WebhookPort = 9443 }, "--webhook-cert-dir"},
+		{"unknown Istio mode", func(o *Options) { o.Istio = "yes" }, "--istio"},
+		{"no mesh policy namespace", func(o *Options) { o.IstioNamespace = "" }, "--istio-namespace"},
+		{"a service account name for a principal", func(o *Options) { o.IstioAPIPrincipals = []string{"edgefleet-cli"} }, "--istio-api-principals"},
+		{"a bad webhook source range", func(o *Options) {
+			o.WebhookPort, o.WebhookCertDir = 9443, "/tls"
+			o.IstioWebhookSourceRanges = []string{"10.0.0.0/99"}
+		}, "--istio-webhook-source-ranges"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	securityv1 "istio.io/client-go/pkg/apis/security/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,7 @@ import (
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/artifactset"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
+	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
@@ -60,6 +63,15 @@ type Options struct {
 	// NodeBootstrap says who makes provisioned hosts nodes: NodeBootstrapBPA or
 	// NodeBootstrapSimulated.
 	NodeBootstrap string
+	// Istio is meshpolicy.ModeAuto, ModeOn or ModeOff: whether the controller keeps its
+	// PeerAuthentication and AuthorizationPolicy current (in Namespace).
+	Istio string
+	// IstioCachePrincipals are the mesh identities that may read the site cache.
+	IstioCachePrincipals []string
+	// IstioCacheSourceRanges are addresses outside the mesh that may read the site cache.
+	IstioCacheSourceRanges []string
+	// UninstallMeshPolicies deletes the mesh policies and exits, instead of running.
+	UninstallMeshPolicies bool
 }
 
 // Who makes provisioned hosts nodes of the application cluster.
@@ -84,6 +96,11 @@ func DefaultOptions() Options {
 		FetchRetries:        8,
 		Concurrency:         2,
 		NodeBootstrap:       NodeBootstrapBPA,
+		Istio:               meshpolicy.ModeAuto,
+		IstioCachePrincipals: []string{
+			meshpolicy.ServiceAccount(sitev1.InfoNamespace, "edgefleet-bpa"),
+			meshpolicy.ServiceAccount(sitev1.InfoNamespace, "ironic"),
+		},
 	}
 }
 
@@ -102,6 +119,27 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "ArtifactSets reconciled in parallel.")
 	fs.StringVar(&o.NodeBootstrap, "node-bootstrap", o.NodeBootstrap, "Who makes provisioned hosts nodes: \""+NodeBootstrapBPA+
 		"\" (the site's BPA installs packages over SSH) or \""+NodeBootstrapSimulated+"\" (nodes are registered without touching the hosts; test beds).")
+	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current in --namespace: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
+	fs.Func("istio-cache-principals", fmt.Sprintf("Comma-separated mesh identities (cluster.local/ns/<namespace>/sa/<service account>) that may read the site cache (default %s: the site's BPA and Ironic).", strings.Join(o.IstioCachePrincipals, ",")), func(v string) error {
+		o.IstioCachePrincipals = splitList(v)
+		return nil
+	})
+	fs.Func("istio-cache-source-ranges", "Comma-separated addresses (CIDRs or IPs) outside the mesh that may read the site cache, e.g. the provisioning network whose hosts' Ironic agent downloads the OS image (default none).", func(v string) error {
+		o.IstioCacheSourceRanges = splitList(v)
+		return nil
+	})
+	fs.BoolVar(&o.UninstallMeshPolicies, "uninstall-mesh-policies", o.UninstallMeshPolicies, "Delete the controller's PeerAuthentication and AuthorizationPolicy in --namespace and exit (the uninstall's step; nothing to do where Istio's CRDs are absent).")
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Validate names the first bad option, and fills CacheURL from CacheAddr when it can.
@@ -130,13 +168,19 @@ func (o *Options) Validate() error {
 	case o.NodeBootstrap != NodeBootstrapBPA && o.NodeBootstrap != NodeBootstrapSimulated:
 		return fmt.Errorf("--node-bootstrap must be %q or %q, got %q", NodeBootstrapBPA, NodeBootstrapSimulated, o.NodeBootstrap)
 	}
+	if err := meshpolicy.ValidateMode(o.Istio); err != nil {
+		return err
+	}
+	if _, err := meshComponent(*o); err != nil {
+		return err
+	}
 	return nil
 }
 
 // Scheme returns the scheme of the local controller's manager.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme, clusterv1.AddToScheme, metal3api.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, sitev1.AddToScheme, clusterv1.AddToScheme, metal3api.AddToScheme, securityv1.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
 		}
@@ -152,6 +196,9 @@ func Run(ctx context.Context, opts Options) error {
 	cfg, err := restconfig.Load(opts.Kubeconfig)
 	if err != nil {
 		return err
+	}
+	if opts.UninstallMeshPolicies {
+		return meshpolicy.Uninstall(ctx, cfg, opts.Namespace, MeshPolicyName, meshPolicyTimeout)
 	}
 	mgr, stop, err := NewManager(ctx, cfg, opts)
 	if err != nil {
@@ -190,6 +237,13 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		return nil, nil, fmt.Errorf("add ready check: %w", err)
 	}
 	if err := setupArtifactCache(ctx, mgr, opts); err != nil {
+		return nil, nil, err
+	}
+	mesh, err := meshComponent(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := meshpolicy.Setup(ctx, mgr, opts.Istio, mesh, meshPolicyTimeout); err != nil {
 		return nil, nil, err
 	}
 	stop, err := setupProvisioning(ctx, mgr, opts)

@@ -23,6 +23,9 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"negative retries", func(o *Options) { o.FetchRetries = -1 }, "--fetch-retries", ""},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency", ""},
 		{"unknown node bootstrap", func(o *Options) { o.NodeBootstrap = "kubeadm" }, "--node-bootstrap", ""},
+		{"unknown Istio mode", func(o *Options) { o.Istio = "yes" }, "--istio", ""},
+		{"a service account name for a principal", func(o *Options) { o.IstioCachePrincipals = []string{"edgefleet-bpa"} }, "--istio-cache-principals", ""},
+		{"a bad cache source range", func(o *Options) { o.IstioCacheSourceRanges = []string{"provisioning"} }, "--istio-cache-source-ranges", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,12 +20,16 @@ const (
 	Metal3Module = "github.com/metal3-io/baremetal-operator"
 	// ClusterAPIModule is Cluster-API (Cluster, Machine, MachineDeployment, ...).
 	ClusterAPIModule = "sigs.k8s.io/cluster-api"
+	// IstioAPIModule is Istio's API (PeerAuthentication, AuthorizationPolicy, ...).
+	IstioAPIModule = "istio.io/api"
 )
 
 // Where the CRDs sit inside their modules.
 const (
 	metal3CRDPath     = "config/base/crds/bases"
 	clusterAPICRDPath = "core/config/crd/bases"
+	// istioCRDPath is one file with every Istio CRD.
+	istioCRDPath = "kubernetes/customresourcedefinitions.gen.yaml"
 )
 
 // Metal3CRDDir returns the directory of the baremetal-operator's CRDs in the module cache.
@@ -113,7 +117,7 @@ func goCmd(ctx context.Context, dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// crdDirs lists the CRD directories opts asks for.
+// crdDirs lists the CRD directories (and files) opts asks for.
 func (opts Options) crdDirs(ctx context.Context, root string) ([]string, error) {
 	var dirs []string
 	if opts.InstallCRDs {
@@ -135,6 +139,13 @@ func (opts Options) crdDirs(ctx context.Context, root string) ([]string, error) 
 			return nil, err
 		}
 		dirs = append(dirs, dir)
+	}
+	if opts.IstioCRDs {
+		file, err := moduleSubdir(ctx, root, IstioAPIModule, istioCRDPath)
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, file)
 	}
 	return dirs, nil
 }

@@ -39,6 +39,9 @@ type Options struct {
 	// ClusterAPICRDs installs Cluster-API's core CRDs (Cluster, Machine, ...) from the
 	// cluster-api module in the module cache.
 	ClusterAPICRDs bool
+	// IstioCRDs installs Istio's CRDs (security.istio.io and the others) from the istio.io/api
+	// module in the module cache.
+	IstioCRDs bool
 	// GlobalWebhooks installs the global controller's webhook configurations
 	// (deploy/webhook/global-controller), pointed at a local webhook server: run one with
 	// WebhookServerOptions.
