@@ -74,7 +74,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
-	handler := api.Handler()
+	handler := withEnrollment(api.Handler(), enrollmentServer(mgr, opts, auth))
 	if opts.UI {
 		web, err := UI(ctx, mgr, auth)
 		if err != nil {

@@ -116,6 +116,9 @@ type Options struct {
 	WebhookPort int
 	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
 	WebhookCertDir string
+	// EnrollmentTokenTTL is the lifetime of an enrollment token when its request names none;
+	// EnrollmentTokenMaxTTL the longest a request may ask for.
+	EnrollmentTokenTTL, EnrollmentTokenMaxTTL time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -150,6 +153,8 @@ func DefaultOptions() Options {
 		CampaignDispatchConcurrency: 32,
 		CampaignResync:              30 * time.Second,
 		ReleaseRecheck:              30 * time.Second,
+		EnrollmentTokenTTL:          4 * time.Hour,
+		EnrollmentTokenMaxTTL:       7 * 24 * time.Hour,
 	}
 }
 
@@ -202,6 +207,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
+	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
+	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 }
 
 // Validate names the first bad option.
@@ -255,6 +262,8 @@ func (o *Options) Validate() error {
 		return errors.New("--webhook-port needs the artifact store: the artifact API cannot be disabled (--api-bind-address 0) then")
 	case o.WebhookPort != 0 && o.WebhookCertDir == "":
 		return errors.New("--webhook-port needs --webhook-cert-dir")
+	case o.EnrollmentTokenTTL < time.Minute || o.EnrollmentTokenMaxTTL < o.EnrollmentTokenTTL:
+		return fmt.Errorf("--enrollment-token-ttl must be at least 1m and at most --enrollment-token-max-ttl, got %s and %s", o.EnrollmentTokenTTL, o.EnrollmentTokenMaxTTL)
 	}
 	return nil
 }
