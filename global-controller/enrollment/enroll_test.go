@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -289,6 +290,31 @@ func TestEnrollment(t *testing.T) {
 			if r.Status.Allowed != tc.want {
 				t.Errorf("%s may %s %s/%s in %q (%s): %v, want %v", user, attrs.Verb, attrs.Group, attrs.Resource, attrs.Namespace, attrs.Name, r.Status.Allowed, tc.want)
 			}
+		}
+	})
+
+	t.Run("the CLI issues, lists and revokes tokens", func(t *testing.T) {
+		out, err := b.f.Edgefleet(ctx, "site", "token", "create", "site-b", "-n", ns, "--ttl", "2h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := strings.TrimSpace(string(out))
+		id, _, err := enrollment.ParseToken(token)
+		if err != nil {
+			t.Fatalf("create printed %q: %v", out, err)
+		}
+		b.issued = append(b.issued, token)
+		if out, err = b.f.Edgefleet(ctx, "site", "token", "list", "site-b", "-n", ns); err != nil || !regexp.MustCompile(id+`\s+Valid\s+in 1(19|20)m`).Match(out) {
+			t.Errorf("list: %v\n%s", err, out)
+		}
+		if bytes.Contains(out, []byte(token)) {
+			t.Errorf("list shows the token")
+		}
+		if out, err = b.f.Edgefleet(ctx, "site", "token", "revoke", "site-b", id, "-n", ns); err != nil || !regexp.MustCompile(id+`\s+Revoked`).Match(out) {
+			t.Errorf("revoke: %v\n%s", err, out)
+		}
+		if out, err = b.f.Edgefleet(ctx, "site", "token", "revoke", "site-a", id, "-n", ns); err == nil || !strings.Contains(string(out), `site fleet/site-a has no enrollment token "`+id+`"`) {
+			t.Errorf("revoke through another site: %v\n%s", err, out)
 		}
 	})
 
