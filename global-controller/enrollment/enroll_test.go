@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -51,6 +52,8 @@ type bed struct {
 	ca       []byte // the API's CA, pinned by the sites
 	manifest []byte // deploy/rbac/site/global-access.yaml
 	issued   []string
+	// enrollLog is what bin/local-controller enroll wrote.
+	enrollLog string
 }
 
 func TestEnrollment(t *testing.T) {
@@ -194,12 +197,10 @@ func TestEnrollment(t *testing.T) {
 	})
 
 	t.Run("enrollment makes the Site Ready with no hand-written Secret", func(t *testing.T) {
-		got, err := enroll.Enroll(ctx, b.f.Sites["site-a"].Config, b.options("site-a", good, b.ca))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Secret != "site-a-kubeconfig" || len(got.Fingerprint) != 64 {
-			t.Errorf("enrolled: %+v", got)
+		// As the site's first boot runs it: bin/local-controller enroll, the token in a file.
+		b.enrollLog = b.runEnroll("site-a", good)
+		if !strings.Contains(b.enrollLog, `"msg":"Enrolled"`) || !strings.Contains(b.enrollLog, `"secret":"site-a-kubeconfig"`) {
+			t.Errorf("local-controller enroll said:\n%s", b.enrollLog)
 		}
 		b.waitReady("site-a")
 		secret := &corev1.Secret{}
@@ -345,6 +346,9 @@ func TestEnrollment(t *testing.T) {
 				if bytes.Contains(logData, []byte(needle)) {
 					t.Errorf("a token's secret is in the global controller's log")
 				}
+				if strings.Contains(b.enrollLog, needle) {
+					t.Errorf("a token's secret is in local-controller enroll's log")
+				}
 				if strings.Contains(evs, needle) {
 					t.Errorf("a token's secret is in an event")
 				}
@@ -395,6 +399,32 @@ func (b *bed) request(method, path, token, body string, out any) (int, restv1.Er
 		_ = json.Unmarshal(data, &e)
 	}
 	return resp.StatusCode, e
+}
+
+// runEnroll runs bin/local-controller enroll on site's admin kubeconfig with token in a 0600
+// file and returns its output.
+func (b *bed) runEnroll(site, token string) string {
+	b.t.Helper()
+	dir := b.t.TempDir()
+	tokenFile, caFile, manifestFile := dir+"/token", dir+"/ca.crt", dir+"/site-access.yaml"
+	for path, data := range map[string][]byte{tokenFile: []byte(token + "\n"), caFile: b.ca, manifestFile: b.manifest} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	cmd := exec.CommandContext(b.t.Context(), root+"/bin/local-controller", "enroll",
+		"--kubeconfig", b.f.SiteKubeconfig(site), "--global-url", b.f.APIURL, "--global-ca-file", caFile,
+		"--token-file", tokenFile, "--site", ns+"/"+site, "--machine", "edge-a", "--site-access-manifest", manifestFile,
+		"--credential-ttl", "24h", "--deadline", "1m")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("local-controller enroll: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 // options are the site side's options of an enrollment of site with token, pinning ca.
