@@ -37,6 +37,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"no operation polls", func(o *Options) { o.OperationPollRate = 0 }, "--site-operation-poll-rate"},
 		{"webhooks without the store", func(o *Options) { o.WebhookPort = 9443; o.WebhookCertDir = "/tls"; o.APIAddr = "0" }, "--webhook-port"},
 		{"webhooks without certificates", func(o *Options) { o.WebhookPort = 9443 }, "--webhook-cert-dir"},
+		{"enrollment tokens of seconds", func(o *Options) { o.EnrollmentTokenTTL = 30 * time.Second }, "--enrollment-token-ttl"},
+		{"enrollment token default above the maximum", func(o *Options) { o.EnrollmentTokenMaxTTL = time.Hour }, "--enrollment-token-max-ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
