@@ -258,6 +258,49 @@ func TestEnrollment(t *testing.T) {
 		b.assertUnchanged(before)
 	})
 
+	t.Run("two machines racing with one token: one wins, the other is refused", func(t *testing.T) {
+		race := b.issue("site-b", "")
+		type result struct {
+			machine string
+			err     error
+		}
+		results := make(chan result, 2)
+		for _, m := range []string{"site-a", "site-b"} {
+			go func() {
+				opts := b.options("site-b", race, b.ca)
+				opts.Machine = "racer-" + m
+				_, err := enroll.Enroll(ctx, b.f.Sites[m].Config, opts)
+				results <- result{opts.Machine, err}
+			}()
+		}
+		var won, lost []string
+		for range 2 {
+			r := <-results
+			var perm *enroll.PermanentError
+			switch {
+			case r.err == nil:
+				won = append(won, r.machine)
+			case errors.As(r.err, &perm) && perm.Reason == enrollment.ReasonUsed:
+				lost = append(lost, r.machine)
+			default:
+				t.Errorf("%s: %v", r.machine, r.err)
+			}
+		}
+		if len(won) != 1 || len(lost) != 1 {
+			t.Fatalf("won %v, lost %v; want one each", won, lost)
+		}
+		var list restv1.EnrollmentTokenList
+		if status, e := b.request(http.MethodGet, "/api/v1/namespaces/fleet/sites/site-b/enrollment-tokens", b.admin, "", &list); status != http.StatusOK {
+			t.Fatalf("list: %d %+v", status, e)
+		}
+		for _, it := range list.Items {
+			if strings.HasPrefix(race, it.ID+".") && (it.State != restv1.TokenUsed || it.Machine != won[0]) {
+				t.Errorf("the raced token: %+v, want Used by %s", it, won[0])
+			}
+		}
+		b.waitReady("site-b")
+	})
+
 	t.Run("the stored identity can do on the site only what the global controller needs", func(t *testing.T) {
 		cs, err := kubernetes.NewForConfig(b.f.Sites["site-a"].Config)
 		if err != nil {
