@@ -399,6 +399,24 @@ func TestEnrollment(t *testing.T) {
 		}
 		t.Logf("searched %d tokens in 3 etcd data directories, %d bytes of log and the events", len(b.issued), len(logData))
 	})
+
+	t.Run("the janitor deletes the records of tokens expired longer than the retention", func(t *testing.T) {
+		expired, _, _ := strings.Cut(b.issued[1], ".") // edited to have expired a minute ago
+		if err := b.f.StartController(ctx, "--enrollment-token-retention", "30s", "--janitor-interval", "1s"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, time.Minute, "the expired token's record pruned", func() (bool, string) {
+			err := b.f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrollment.SecretName(expired)}, &corev1.Secret{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		var list corev1.SecretList
+		if err := b.f.Global.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{enrollment.SiteLabel}); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != len(b.issued)-1 {
+			t.Errorf("%d token records left of %d, want all but the expired one", len(list.Items), len(b.issued))
+		}
+	})
 }
 
 // issue creates a token of site as the fleet admin.

@@ -28,7 +28,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -1,12 +1,15 @@
 package enrollment
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
@@ -103,4 +106,39 @@ func (r Record) wire(now time.Time) restv1.EnrollmentToken {
 		t.Used = &used
 	}
 	return t
+}
+
+// Prunable reports whether a record may go: retention after its token expired (a used or
+// revoked token too: its record says who enrolled, for that long).
+func (r Record) Prunable(now time.Time, retention time.Duration) bool {
+	return !now.Before(r.Expires.Add(retention))
+}
+
+// Prune deletes the records of every namespace whose tokens expired retention ago or more, page
+// by page, and returns how many it deleted. Records it cannot read are left alone.
+func Prune(ctx context.Context, reader client.Reader, writer client.Writer, now time.Time, retention time.Duration) (int, error) {
+	deleted := 0
+	opts := []client.ListOption{client.MatchingFields{"type": string(SecretType)}, client.Limit(500)}
+	for cont := ""; ; {
+		var list corev1.SecretList
+		if err := reader.List(ctx, &list, append(opts, client.Continue(cont))...); err != nil {
+			return deleted, fmt.Errorf("list enrollment token records: %w", err)
+		}
+		for i := range list.Items {
+			rec, err := recordOf(&list.Items[i])
+			if err != nil || !rec.Prunable(now, retention) {
+				continue
+			}
+			err = writer.Delete(ctx, &list.Items[i], client.Preconditions{ResourceVersion: &list.Items[i].ResourceVersion})
+			if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+				return deleted, fmt.Errorf("delete enrollment token record %s/%s: %w", list.Items[i].Namespace, list.Items[i].Name, err)
+			}
+			if err == nil {
+				deleted++
+			}
+		}
+		if cont = list.Continue; cont == "" {
+			return deleted, nil
+		}
+	}
 }

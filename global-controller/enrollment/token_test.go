@@ -213,3 +213,21 @@ func TestCheckCredential(t *testing.T) {
 		t.Errorf("Questions: %d needed, %d denied", need, deny)
 	}
 }
+
+func TestPrunable(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		expires   time.Time
+		retention time.Duration
+		want      bool
+	}{
+		{now.Add(time.Hour), 0, false},
+		{now, 0, true},
+		{now.Add(-time.Hour), 2 * time.Hour, false},
+		{now.Add(-2 * time.Hour), 2 * time.Hour, true},
+	} {
+		if got := (Record{Expires: tc.expires}).Prunable(now, tc.retention); got != tc.want {
+			t.Errorf("expires %s, retention %s: Prunable = %v, want %v", tc.expires, tc.retention, got, tc.want)
+		}
+	}
+}
