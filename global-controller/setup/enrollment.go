@@ -29,7 +29,9 @@ func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer
 		Random:     rand.Reader,
 		DefaultTTL: opts.EnrollmentTokenTTL,
 		MaxTTL:     opts.EnrollmentTokenMaxTTL,
-		Timeout:    opts.SiteTimeout + 20*time.Second,
+		// A request reads and writes a few objects of the global cluster and asks the site a
+		// few reviews, each of which --site-timeout bounds.
+		Timeout: opts.SiteTimeout + 20*time.Second,
 	}
 }
 
