@@ -13,6 +13,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "enroll" {
+		enroll(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("local-controller", flag.ExitOnError)
 	opts := setup.DefaultOptions()
 	opts.AddFlags(fs)
@@ -28,6 +32,22 @@ func main() {
 
 	if err := setup.Run(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller:", err)
+		os.Exit(1)
+	}
+}
+
+// enroll runs `local-controller enroll`: the site's first boot hands the global controller its
+// credential in exchange for the enrollment token.
+func enroll(args []string) {
+	fs := flag.NewFlagSet("local-controller enroll", flag.ExitOnError)
+	opts := setup.DefaultEnrollOptions()
+	opts.AddFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	_ = fs.Parse(args)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := setup.RunEnroll(ctrl.SetupSignalHandler(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, "local-controller enroll:", err)
 		os.Exit(1)
 	}
 }

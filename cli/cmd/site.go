@@ -20,9 +20,9 @@ func newSiteCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "site",
 		Aliases: []string{"sites"},
-		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts)",
+		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens",
 	}
-	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g))
+	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteTokenCmd(g))
 	return c
 }
 

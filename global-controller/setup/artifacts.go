@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -74,7 +75,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
-	handler := api.Handler()
+	handler := withEnrollment(api.Handler(), enrollmentServer(mgr, opts, auth))
 	if opts.UI {
 		web, err := UI(ctx, mgr, auth)
 		if err != nil {
@@ -92,6 +93,11 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 				log.Error(err, "expire upload sessions")
 			} else if n > 0 {
 				log.Info("expired upload sessions", "count", n)
+			}
+			if n, err := enrollment.Prune(ctx, mgr.GetAPIReader(), mgr.GetClient(), time.Now(), opts.EnrollmentTokenRetention); err != nil {
+				log.Error(err, "prune enrollment token records")
+			} else if n > 0 {
+				log.Info("pruned enrollment token records", "count", n)
 			}
 			if disk != nil {
 				if err := compactIfWasteful(ctx, store, disk, log); err != nil {

@@ -132,6 +132,11 @@ type Options struct {
 	IstioWebhookSourceRanges []string
 	// UninstallMeshPolicies deletes the mesh policies and exits, instead of running.
 	UninstallMeshPolicies bool
+	// EnrollmentTokenTTL is the lifetime of an enrollment token when its request names none;
+	// EnrollmentTokenMaxTTL the longest a request may ask for.
+	EnrollmentTokenTTL, EnrollmentTokenMaxTTL time.Duration
+	// EnrollmentTokenRetention is how long a token's record is kept after it expired.
+	EnrollmentTokenRetention time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -167,9 +172,12 @@ func DefaultOptions() Options {
 		CampaignResync:              30 * time.Second,
 		ReleaseRecheck:              30 * time.Second,
 
-		Istio:              meshpolicy.ModeAuto,
-		IstioNamespace:     "edgefleet-system",
-		IstioAPIPrincipals: []string{meshpolicy.ServiceAccount("istio-system", "istio-ingressgateway-service-account")},
+		Istio:                    meshpolicy.ModeAuto,
+		IstioNamespace:           "edgefleet-system",
+		IstioAPIPrincipals:       []string{meshpolicy.ServiceAccount("istio-system", "istio-ingressgateway-service-account")},
+		EnrollmentTokenTTL:       4 * time.Hour,
+		EnrollmentTokenMaxTTL:    7 * 24 * time.Hour,
+		EnrollmentTokenRetention: 7 * 24 * time.Hour,
 	}
 }
 
@@ -209,7 +217,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MongoDatabase, "mongo-database", o.MongoDatabase, "MongoDB database of the artifact store.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
 	fs.DurationVar(&o.UploadTTL, "upload-ttl", o.UploadTTL, "How long an artifact upload session lives without receiving a chunk.")
-	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions are deleted.")
+	fs.DurationVar(&o.JanitorInterval, "janitor-interval", o.JanitorInterval, "How often expired upload sessions (and enrollment token records past their retention) are deleted.")
 	fs.Func("kube-api-qps", "Requests per second to the global cluster's API server (default 0: no client-side limit, the API server's priority and fairness applies).", func(v string) error {
 		q, err := strconv.ParseFloat(v, 32)
 		o.KubeAPIQPS = float32(q)
@@ -233,6 +241,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&o.UninstallMeshPolicies, "uninstall-mesh-policies", o.UninstallMeshPolicies, "Delete the controller's PeerAuthentication and AuthorizationPolicy in --istio-namespace and exit (the uninstall's step; nothing to do where Istio's CRDs are absent).")
+	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
+	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
+	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
@@ -299,6 +310,10 @@ func (o *Options) Validate() error {
 		return errors.New("--webhook-port needs --webhook-cert-dir")
 	case o.IstioNamespace == "":
 		return errors.New("--istio-namespace must not be empty")
+	case o.EnrollmentTokenTTL < time.Minute || o.EnrollmentTokenMaxTTL < o.EnrollmentTokenTTL:
+		return fmt.Errorf("--enrollment-token-ttl must be at least 1m and at most --enrollment-token-max-ttl, got %s and %s", o.EnrollmentTokenTTL, o.EnrollmentTokenMaxTTL)
+	case o.EnrollmentTokenRetention < 0:
+		return fmt.Errorf("--enrollment-token-retention must not be negative, got %s", o.EnrollmentTokenRetention)
 	}
 	if err := meshpolicy.ValidateMode(o.Istio); err != nil {
 		return err

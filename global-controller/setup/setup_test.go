@@ -44,6 +44,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 			o.WebhookPort, o.WebhookCertDir = 9443, "/tls"
 			o.IstioWebhookSourceRanges = []string{"10.0.0.0/99"}
 		}, "--istio-webhook-source-ranges"},
+		{"enrollment tokens of seconds", func(o *Options) { o.EnrollmentTokenTTL = 30 * time.Second }, "--enrollment-token-ttl"},
+		{"enrollment token default above the maximum", func(o *Options) { o.EnrollmentTokenMaxTTL = time.Hour }, "--enrollment-token-max-ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -100,4 +100,7 @@ type Error struct {
 	// ExpectedSHA256 and ActualSHA256 are set when the content does not have the stated digest.
 	ExpectedSHA256 string `json:"expectedSHA256,omitempty"`
 	ActualSHA256   string `json:"actualSHA256,omitempty"`
+	// Reason is a CamelCase word saying why an enrollment was refused (TokenExpired,
+	// TokenRevoked, TokenUsed, TokenForAnotherSite, CredentialTooPrivileged, …).
+	Reason string `json:"reason,omitempty"`
 }

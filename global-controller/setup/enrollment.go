@@ -1,0 +1,46 @@
+package setup
+
+import (
+	"crypto/rand"
+	"net/http"
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/edgefleet/edgefleet/global-controller/enrollment"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/version"
+)
+
+// enrollmentServer issues sites' enrollment tokens and enrolls their machines, on the artifact
+// API's server (same address, TLS and reviewer).
+func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer) *enrollment.Server {
+	return &enrollment.Server{
+		Client:     mgr.GetClient(),
+		Reader:     mgr.GetAPIReader(),
+		Sites:      mgr.GetClient(),
+		Auth:       auth,
+		Access:     enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
+		Recorder:   mgr.GetEventRecorder("enrollment"),
+		Log:        ctrl.Log.WithName("enrollment"),
+		Clock:      clock.RealClock{},
+		Random:     rand.Reader,
+		DefaultTTL: opts.EnrollmentTokenTTL,
+		MaxTTL:     opts.EnrollmentTokenMaxTTL,
+		// A request reads and writes a few objects of the global cluster and asks the site a
+		// few reviews, each of which --site-timeout bounds.
+		Timeout: opts.SiteTimeout + 20*time.Second,
+	}
+}
+
+// withEnrollment serves the enrollment paths with enroll and the rest with api.
+func withEnrollment(api http.Handler, enroll *enrollment.Server) http.Handler {
+	h := enroll.Handler()
+	mux := http.NewServeMux()
+	mux.Handle(enrollment.EnrollPath, h)
+	mux.Handle(enrollment.TokensPrefix, h)
+	mux.Handle("/", api)
+	return mux
+}
