@@ -13,6 +13,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Names of identities inside application clusters.
@@ -150,4 +155,35 @@ func PublicKey(csrPEM []byte, id Identity) (crypto.PublicKey, error) {
 		}
 	}
 	return csr.PublicKey, nil
+}
+
+// UsersBindingName names the ClusterRoleBinding of UsersGroup in every application cluster.
+const UsersBindingName = "edgefleet-cluster-users"
+
+// UsersBinding is the ClusterRoleBinding the BPA keeps in every application cluster it builds:
+// every cluster user may read what the ClusterRole view allows (not Secrets). Admins bind more
+// to edgefleet:<user> or edgefleet:<group> themselves.
+func UsersBinding() *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: UsersBindingName, Labels: map[string]string{"app.kubernetes.io/managed-by": "edgefleet-bpa"}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: UsersGroup}},
+	}
+}
+
+// Kubeconfig returns a kubeconfig for cluster at server (trusting the PEM ca) whose user
+// authenticates with the PEM client certificate cert and the PEM private key key; its only
+// context, named user@cluster, is current.
+func Kubeconfig(cluster, server, user string, ca, cert, key []byte) ([]byte, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[cluster] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	context := user + "@" + cluster
+	cfg.Contexts[context] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: user}
+	cfg.CurrentContext = context
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s for cluster %s: %w", user, cluster, err)
+	}
+	return out, nil
 }
