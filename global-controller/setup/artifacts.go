@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -22,12 +25,20 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// withKubeconfigs serves cluster users' kubeconfigs (kubeconfigapi.Path) beside the artifact API.
+func withKubeconfigs(api, kubeconfigs http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(kubeconfigapi.Path, kubeconfigs)
+	mux.Handle("/", api)
+	return mux
+}
+
 // setupArtifactAPI opens the artifact store (starting the embedded FerretDB when no MongoDB URI
 // is given) and adds the REST API server and the upload janitor to mgr. The returned function
 // disconnects and stops the database once the manager has stopped. refs tells the store which
 // releases reference an artifact, so that it refuses to delete those; auth checks callers.
 // With opts.UI the same server serves the web UI.
-func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer) (*artifacts.Store, func(), error) {
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer, sites kubeconfigapi.Sites) (*artifacts.Store, func(), error) {
 	log := ctrl.Log.WithName("artifacts")
 	db := mongodb.External(opts.MongoURI)
 	if opts.MongoURI == "" {
@@ -74,7 +85,11 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
-	handler := api.Handler()
+	kubeconfigs := &kubeconfigapi.Server{
+		Auth: auth, Reader: mgr.GetClient(), Sites: sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
+		Clock: clock.RealClock{}, MaxTTL: opts.MaxKubeconfigTTL,
+	}
+	handler := withKubeconfigs(api.Handler(), kubeconfigs.Handler())
 	if opts.UI {
 		web, err := UI(ctx, mgr, auth)
 		if err != nil {
