@@ -257,4 +257,3 @@ func TestAnswers(t *testing.T) {
 		}
 	})
 }
-
