@@ -6,13 +6,16 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,26 +35,22 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/bpa/cluster"
-	"github.com/edgefleet/edgefleet/bpa/pki"
-	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
 // The suite runs the endpoint over real components: a global control plane answering
-// TokenReview and SubjectAccessReview with the ClusterRoles shipped in deploy/, a site control
-// plane reached as the user the shipped site Role binds (deploy/rbac/site), and the BPA's
-// ClusterCredentialRequest reconciler running against it.
+// TokenReview and SubjectAccessReview with the ClusterRoles shipped in deploy/, and a site
+// control plane reached as the user the shipped site Role binds (deploy/rbac/site). The BPA,
+// another component, is stood in for by answer, which signs requests with a CA of the test
+// (the BPA's own reconciler is tested in bpa/reconcilers/clustercredential).
 var (
 	global, site *testenv.ControlPlane
 	globalCS     kubernetes.Interface
@@ -113,26 +112,14 @@ func run(m *testing.M) int {
 	if err := applyYAML(ctx, site.Client, "deploy/rbac/site/global-access.yaml"); err != nil {
 		return fail(err)
 	}
-	store := &secretsfake.Store{}
-	if err := installCluster(ctx, store); err != nil {
-		return fail(err)
-	}
 	asGlobal := rest.CopyConfig(site.Config)
 	asGlobal.Impersonate = rest.ImpersonationConfig{UserName: "edgefleet-global", Groups: []string{"system:authenticated"}}
 	siteClient, err := client.New(asGlobal, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		return fail(err)
 	}
-	// The BPA.
-	mgr, err := ctrl.NewManager(site.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		return fail(err)
-	}
-	bpa := &clustercredential.Reconciler{Client: mgr.GetClient(), Secrets: store, Recorder: mgr.GetEventRecorder("bpa"), Clock: clock.RealClock{}, MaxTTL: clustercred.DefaultMaxTTL}
-	if err := bpa.SetupWithManager(mgr, ctrlOptions()); err != nil {
-		return fail(err)
-	}
-	go func() { _ = mgr.Start(ctx) }()
+	// The BPA, stood in for.
+	go answer(ctx)
 	// The global controller's side.
 	globalMgr, err := ctrl.NewManager(global.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
@@ -154,32 +141,49 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// installCluster makes the site's cluster site-a look installed to the BPA.
-func installCluster(ctx context.Context, store *secretsfake.Store) error {
-	ac := &sitev1.ApplicationCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "site-a"},
-		Spec: sitev1.ApplicationClusterSpec{
-			KubernetesVersion: "v1.36.3",
-			OSImage:           sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
-			Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
-				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10", Port: 6443}},
-			Hosts: []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: "52:54:00:00:00:01", Address: "10.0.0.10",
-				BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/cp-0", CredentialsName: "cp-0-bmc"}}},
-		},
-	}
-	if err := site.Client.Create(ctx, ac); err != nil {
-		return err
-	}
-	spec := cluster.Spec{Name: "site-a", APIEndpoint: "10.0.0.10", Hosts: []cluster.Host{{Name: "cp-0", IP: netip.MustParseAddr("10.0.0.10"), ControlPlane: true}}}
-	bundle, err := pki.Ensure(ctx, store, cluster.PKISecret("site-a"), spec.PKISpec())
+// answer stands in for the site's BPA: it signs every unanswered ClusterCredentialRequest's
+// key for the spec's identity and expiry with a CA of its own, until ctx ends.
+func answer(ctx context.Context) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		panic(err)
 	}
-	kc, err := bundle.AdminKubeconfig()
+	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "site-a"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
 	if err != nil {
-		return err
+		panic(err)
 	}
-	return store.Put(ctx, cluster.AdminKubeconfigSecret("site-a"), map[string][]byte{"value": kc})
+	for serial := int64(2); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		list := &sitev1.ClusterCredentialRequestList{}
+		if err := site.Client.List(ctx, list); err != nil {
+			continue
+		}
+		for _, r := range list.Items {
+			if r.Answered() {
+				continue
+			}
+			id := clustercred.Identity{User: r.Spec.User, Groups: r.Spec.Groups}
+			pub, err := clustercred.PublicKey([]byte(r.Spec.CSR), id)
+			if err != nil {
+				r.Status = sitev1.ClusterCredentialRequestStatus{Reason: sitev1.CredentialReasonInvalidRequest, Message: err.Error()}
+			} else {
+				serial++
+				tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: id.User, Organization: id.Groups},
+					NotBefore: time.Now(), NotAfter: r.Spec.ExpirationTime.Time, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+				der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, pub, caKey)
+				if err != nil {
+					panic(err)
+				}
+				r.Status = sitev1.ClusterCredentialRequestStatus{
+					Certificate:          string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+					CertificateAuthority: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})),
+					Server:               "https://10.0.0.10:6443",
+				}
+			}
+			_ = site.Client.Status().Update(ctx, &r)
+		}
+	}
 }
 
 func applyYAML(ctx context.Context, c client.Client, rel string) error {
@@ -415,7 +419,3 @@ func waitFor(t *testing.T, what string, check func() error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
-func ctrlOptions() controller.Options { return controller.Options{SkipNameValidation: ptr(true)} }
-
-func ptr[T any](v T) *T { return &v }
