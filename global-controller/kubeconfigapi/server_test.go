@@ -54,17 +54,18 @@ import (
 var (
 	global, site *testenv.ControlPlane
 	globalCS     kubernetes.Interface
-	server       *httptest.Server
+	// server serves the endpoint; impatientServer too, waiting only 2 s for the BPA.
+	server, impatientServer *httptest.Server
 )
 
 const ns = "fleet-a"
 
-// sites reaches the one site, as the global controller's user edgefleet-global; any other
-// Site is unreachable.
+// sites reaches the site control plane for site-a and site-silent (whose BPA never answers),
+// as the global controller's user edgefleet-global; any other Site is unreachable.
 type sites struct{ c client.Client }
 
 func (s sites) Client(key types.NamespacedName) (client.Client, error) {
-	if key.Name != "site-a" {
+	if key.Name != "site-a" && key.Name != "site-silent" {
 		return nil, fmt.Errorf("site %s has no client: its kubeconfig was not loaded", key)
 	}
 	return s.c, nil
@@ -95,7 +96,7 @@ func run(m *testing.M) int {
 	if err := global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return fail(err)
 	}
-	for _, name := range []string{"site-a", "site-gone"} {
+	for _, name := range []string{"site-a", "site-gone", "site-silent"} {
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.SiteSpec{
 			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: name + "-kubeconfig"},
 			Cluster: &fleetv1.SiteCluster{Release: "r1", Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
@@ -134,10 +135,17 @@ func run(m *testing.M) int {
 		Clock:    clock.RealClock{},
 		MaxTTL:   2 * time.Hour,
 	}
+	impatient := *api
+	impatient.Wait = 2 * time.Second
 	mux := http.NewServeMux()
 	mux.Handle(kubeconfigapi.Path, api.Handler())
 	server = httptest.NewServer(mux)
 	defer server.Close()
+	// The same, waiting 2 s for the BPA: post sends site-silent's requests there.
+	impatientMux := http.NewServeMux()
+	impatientMux.Handle(kubeconfigapi.Path, impatient.Handler())
+	impatientServer = httptest.NewServer(impatientMux)
+	defer impatientServer.Close()
 	return m.Run()
 }
 
@@ -160,7 +168,7 @@ func answer(ctx context.Context) {
 			continue
 		}
 		for _, r := range list.Items {
-			if r.Answered() {
+			if r.Answered() || r.Spec.Cluster == "site-silent" {
 				continue
 			}
 			id := clustercred.Identity{User: r.Spec.User, Groups: r.Spec.Groups}
@@ -258,12 +266,16 @@ func post(t *testing.T, token, site string, body any) (int, restv1.ClusterCreden
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, server.URL+"/api/v1/namespaces/"+ns+"/sites/"+site+"/kubeconfig", bytes.NewReader(b))
+	srv := server
+	if site == "site-silent" {
+		srv = impatientServer
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/api/v1/namespaces/"+ns+"/sites/"+site+"/kubeconfig", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := server.Client().Do(req)
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,6 +390,16 @@ func TestKubeconfig(t *testing.T) {
 		status, _, e := post(t, alice, "site-gone", restv1.KubeconfigRequest{CSR: newCSR(t)})
 		if status != http.StatusServiceUnavailable || !strings.Contains(e.Message, "cannot be reached") {
 			t.Errorf("status %d: %s; want 503", status, e.Message)
+		}
+	})
+
+	t.Run("a BPA that does not answer is 504, with nothing left behind", func(t *testing.T) {
+		status, _, e := post(t, alice, "site-silent", restv1.KubeconfigRequest{CSR: newCSR(t)})
+		if status != http.StatusGatewayTimeout || !strings.Contains(e.Message, "did not answer within 2s") {
+			t.Errorf("status %d: %s; want 504", status, e.Message)
+		}
+		if n := requestsLeft(t); n != 0 {
+			t.Errorf("%d ClusterCredentialRequests left on the site", n)
 		}
 	})
 
