@@ -83,7 +83,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	ccr.Status = st
-	if err := r.Client.Status().Patch(ctx, ccr, client.MergeFrom(before)); err != nil {
+	if err := r.Client.Status().Patch(ctx, ccr, client.MergeFrom(before)); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil // the global controller gave up waiting and deleted it
+	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("answer ClusterCredentialRequest %s: %w", req.NamespacedName, err)
 	}
 	if ac != nil {
