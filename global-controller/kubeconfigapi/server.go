@@ -81,51 +81,67 @@ func (s *Server) Handler() http.Handler {
 	return s.Auth.Middleware(http.HandlerFunc(s.issue))
 }
 
-// problem is an error answer: the status, the message and the field at fault.
-type problem struct {
-	status int
-	msg    string
-	field  string
+// Problem is an error answer: the HTTP status, the message and the field at fault.
+type Problem struct {
+	Status  int
+	Message string
+	Field   string
 }
 
-func (p *problem) Error() string { return p.msg }
+func (p *Problem) Error() string { return p.Message }
 
-func fail(status int, field, format string, args ...any) *problem {
-	return &problem{status: status, field: field, msg: fmt.Sprintf(format, args...)}
+func fail(status int, field, format string, args ...any) *Problem {
+	return &Problem{Status: status, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ProblemOf returns the answer err calls for: its Problem, or a 500.
+func ProblemOf(err error) *Problem {
+	p := &Problem{}
+	if !errors.As(err, &p) {
+		p = fail(http.StatusInternalServerError, "", "internal error: %v", err)
+	}
+	return p
+}
+
+// Grant is the access a user needs on a Site to get a kubeconfig of its cluster.
+func Grant(namespace, site string) kubeauth.Access {
+	return kubeauth.Access{Verb: grantVerb, Group: grantGroup, Resource: grantResource, Namespace: namespace, Name: site}
 }
 
 func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 	cred, err := s.credential(r)
 	if err != nil {
-		p := &problem{}
-		if !errors.As(err, &p) {
-			p = fail(http.StatusInternalServerError, "", "internal error: %v", err)
-		}
-		writeJSON(w, p.status, restv1.Error{Message: p.msg, Field: p.field})
+		p := ProblemOf(err)
+		writeJSON(w, p.Status, restv1.Error{Message: p.Message, Field: p.Field})
 		return
 	}
 	writeJSON(w, http.StatusOK, cred)
 }
 
-// credential does the request: grant, body, Site, then the site's answer.
+// credential reads the request and issues the credential.
 func (s *Server) credential(r *http.Request) (restv1.ClusterCredential, error) {
-	ctx := r.Context()
-	u, ok := kubeauth.UserFrom(ctx)
+	u, ok := kubeauth.UserFrom(r.Context())
 	if !ok {
 		return restv1.ClusterCredential{}, fail(http.StatusUnauthorized, "Authorization", "no authenticated user")
 	}
-	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("site")}
-	access := kubeauth.Access{Verb: grantVerb, Group: grantGroup, Resource: grantResource, Namespace: key.Namespace, Name: key.Name}
+	req, err := Decode(r.Body)
+	if err != nil {
+		return restv1.ClusterCredential{}, err
+	}
+	return s.Issue(r.Context(), u, types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("site")}, req)
+}
+
+// Issue gives u a credential of the application cluster of Site key, when u may have one: the
+// grant (a fresh SubjectAccessReview), the CSR, the Site, then the site's answer. Errors are
+// *Problem (ProblemOf). The web UI calls it for its signed-in users.
+func (s *Server) Issue(ctx context.Context, u kubeauth.User, key types.NamespacedName, req restv1.KubeconfigRequest) (restv1.ClusterCredential, error) {
+	access := Grant(key.Namespace, key.Name)
 	allowed, reason, err := s.Auth.AuthorizeAccessNow(ctx, u, access)
 	if err != nil {
 		return restv1.ClusterCredential{}, fail(http.StatusServiceUnavailable, "", "cannot check permissions with the API server now: %v", err)
 	}
 	if !allowed {
 		return restv1.ClusterCredential{}, fail(http.StatusForbidden, "", "user %q may not get a kubeconfig of site %s (%s): %s", u.Name, key, access, reason)
-	}
-	req, err := decode(r)
-	if err != nil {
-		return restv1.ClusterCredential{}, err
 	}
 	id, err := clustercred.IdentityOf(u.Name, u.Groups)
 	if err != nil {
@@ -238,10 +254,10 @@ func (s *Server) maxTTL() time.Duration {
 	return clustercred.DefaultMaxTTL
 }
 
-// decode reads the bounded, strict JSON body.
-func decode(r *http.Request) (restv1.KubeconfigRequest, error) {
+// Decode reads a request body: bounded, strict JSON, with a CSR.
+func Decode(r io.Reader) (restv1.KubeconfigRequest, error) {
 	var req restv1.KubeconfigRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	body, err := io.ReadAll(io.LimitReader(r, maxBody+1))
 	if err != nil {
 		return req, fail(http.StatusBadRequest, "body", "request body: %v", err)
 	}

@@ -91,7 +91,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	}
 	handler := withKubeconfigs(api.Handler(), kubeconfigs.Handler())
 	if opts.UI {
-		web, err := UI(ctx, mgr, auth)
+		web, err := UI(ctx, mgr, auth, kubeconfigs)
 		if err != nil {
 			stop()
 			return nil, nil, err
