@@ -144,3 +144,16 @@ func TestKubeconfigScriptCSR(t *testing.T) {
 		t.Errorf("the script's CSR %q: %v", out, err)
 	}
 }
+
+func TestMyClusters(t *testing.T) {
+	b := newBed(t, Limits{})
+	a := b.do(t, "GET", "/ui/clusters?namespace=fleet", "admin-token", "", nil)
+	if a.status != http.StatusOK || !strings.Contains(a.body, `data-kubeconfig="/ui/sites/fleet/store-1/kubeconfig"`) || !strings.Contains(a.body, "kubeconfig.js") {
+		t.Errorf("admin's clusters: %d %s", a.status, a.body)
+	}
+	// The viewer may list sites, not get kubeconfigs.
+	a = b.do(t, "GET", "/ui/clusters?namespace=fleet", "viewer-token", "", nil)
+	if a.status != http.StatusOK || strings.Contains(a.body, "data-kubeconfig") || !strings.Contains(a.body, "no site here grants you kubeconfigs") {
+		t.Errorf("viewer's clusters: %d %s", a.status, a.body)
+	}
+}

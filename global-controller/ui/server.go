@@ -143,6 +143,7 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/", s.page(overviewPage))
 	ui.GET("/sites", s.page(siteListPage))
 	ui.GET("/sites/:namespace/:name", s.page(sitePage))
+	ui.GET("/clusters", s.page(clusterListPage))
 	ui.GET("/campaigns", s.page(campaignListPage))
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
