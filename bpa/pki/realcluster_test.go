@@ -2,8 +2,12 @@ package pki_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
@@ -234,6 +239,106 @@ func TestRealEtcdAndAPIServer(t *testing.T) {
 	bearer := rest.AnonymousClientConfig(adminConfig)
 	bearer.BearerToken = tok.Status.Token
 	assertUser(t, "service account", kubernetes.NewForConfigOrDie(bearer), "system:serviceaccount:default:probe", "system:serviceaccounts")
+
+	// The ClusterRole view is aggregated: kube-controller-manager fills in its rules, as in
+	// the clusters the BPA builds (its controller's own identity there; the admin's here).
+	writeFiles(t, dir, map[string][]byte{"admin.conf": adminKubeconfig})
+	kcm := startProcess(t, dir, "kube-controller-manager", filepath.Join(root, "bin", "kube-controller-manager"),
+		"--kubeconfig="+filepath.Join(dir, "admin.conf"), "--controllers=clusterrole-aggregation",
+		"--leader-elect=false", "--secure-port=0")
+	running = append(running, kcm)
+	waitFor(t, "kube-controller-manager to aggregate the ClusterRole view", running, func() error {
+		view, err := admin.RbacV1().ClusterRoles().Get(ctx, "view", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(view.Rules) == 0 {
+			return errors.New("view has no rules yet")
+		}
+		return nil
+	})
+	clusterUsers(t, store, name, adminConfig.Host, admin, root)
+}
+
+// clusterUsers proves cluster users' certificates (issue 17) on the running kube-apiserver:
+// SignClient signs the public key of a CSR made on the user's side for the identity
+// clustercred makes; with the BPA's binding of edgefleet:cluster-users to view, kubectl lists
+// pods and is refused Secrets; a global user in system:masters stays a plain cluster user; an
+// expired certificate is refused.
+func clusterUsers(t *testing.T, store pki.Store, pkiName, server string, admin kubernetes.Interface, root string) {
+	ctx := t.Context()
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, clustercred.UsersBinding(), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the BPA's binding of cluster users: %v", err)
+	}
+	kubectl := func(kubeconfig []byte, args ...string) (string, error) {
+		path := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", path, "--request-timeout=20s"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	// A global identity in system:masters asks: it is prefixed, never a system: identity here.
+	id, err := clustercred.IdentityOf("alice", []string{"dev", "system:masters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := func(ttl time.Duration) []byte {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := clustercred.NewCSR(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := clustercred.PublicKey(csr, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		cert, ca, err := pki.SignClient(ctx, store, pkiName, pki.ClientRequest{PublicKey: pub, User: id.User, Groups: id.Groups, Now: now, NotAfter: now.Add(ttl)})
+		if err != nil {
+			t.Fatalf("SignClient: %v", err)
+		}
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, err := clustercred.Kubeconfig("app", server, id.User, ca, cert, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kc
+	}
+	// A certificate of a few seconds works, then expires.
+	const shortTTL = 5 * time.Second
+	shortExpiry := time.Now().Add(shortTTL)
+	short := kubeconfig(shortTTL)
+	if out, err := kubectl(short, "get", "pods", "-n", "default"); err != nil {
+		t.Errorf("kubectl get pods with a certificate of %s, just issued: %v: %s", shortTTL, err, out)
+	}
+	user := kubeconfig(time.Hour)
+	if out, err := kubectl(user, "get", "pods", "-n", "default"); err != nil {
+		t.Errorf("kubectl get pods as a cluster user: %v: %s", err, out)
+	}
+	out, err := kubectl(user, "get", "secrets", "-n", "kube-system")
+	if err == nil || !strings.Contains(out, "Forbidden") || !strings.Contains(out, `"edgefleet:alice"`) {
+		t.Errorf("kubectl get secrets -n kube-system as a cluster user: %v: %s; want Forbidden for edgefleet:alice", err, out)
+	}
+	out, err = kubectl(user, "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}")
+	if err != nil || strings.Contains(out, `"system:masters"`) || !strings.Contains(out, "edgefleet:system:masters") {
+		t.Errorf("kubectl auth whoami: %v: %s; want edgefleet:system:masters, never system:masters", err, out)
+	}
+	time.Sleep(time.Until(shortExpiry.Add(time.Second)))
+	out, err = kubectl(short, "get", "pods", "-n", "default")
+	if err == nil || !strings.Contains(out, "Unauthorized") {
+		t.Errorf("kubectl get pods with an expired certificate: %v: %s; want Unauthorized", err, out)
+	}
+	// A PKI the store does not hold cannot sign.
+	if _, _, err := pki.SignClient(ctx, store, "nothing.pki", pki.ClientRequest{User: id.User, Now: time.Now(), NotAfter: time.Now().Add(time.Hour)}); !errors.Is(err, pki.ErrNoPKI) {
+		t.Errorf("SignClient without a PKI: %v, want ErrNoPKI", err)
+	}
 }
 
 // TestRealEtcdClusterPeerTLS proves the etcd peer certificates with the real bin/etcd: three

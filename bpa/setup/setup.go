@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,6 +37,8 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/charts"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
+	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
+	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
@@ -74,6 +77,8 @@ type Options struct {
 	Retry time.Duration
 	// Resync is how often an installed cluster is checked again.
 	Resync time.Duration
+	// MaxCredentialTTL is the longest a cluster user's client certificate lives.
+	MaxCredentialTTL time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -90,6 +95,8 @@ func DefaultOptions() Options {
 		SSHTimeout:     5 * time.Minute,
 		Retry:          15 * time.Second,
 		Resync:         10 * time.Minute,
+
+		MaxCredentialTTL: clustercred.DefaultMaxTTL,
 	}
 }
 
@@ -107,6 +114,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SSHTimeout, "ssh-timeout", o.SSHTimeout, "Bound of a step on a host that has none of its own.")
 	fs.DurationVar(&o.Retry, "retry-interval", o.Retry, "Wait before looking again at a cluster that waits for hosts or met an error.")
 	fs.DurationVar(&o.Resync, "resync-interval", o.Resync, "How often an installed cluster is checked again.")
+	fs.DurationVar(&o.MaxCredentialTTL, "max-credential-ttl", o.MaxCredentialTTL, "Longest lifetime of a cluster user's client certificate; longer requests get this.")
 }
 
 // Validate names the first bad option.
@@ -124,6 +132,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--retry-interval must be positive, got %s", o.Retry)
 	case o.Resync <= 0:
 		return fmt.Errorf("--resync-interval must be positive, got %s", o.Resync)
+	case o.MaxCredentialTTL <= 0:
+		return fmt.Errorf("--max-credential-ttl must be positive, got %s", o.MaxCredentialTTL)
 	}
 	return nil
 }
@@ -215,6 +225,16 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)
+	}
+	creds := &clustercredential.Reconciler{
+		Client:   mgr.GetClient(),
+		Secrets:  store,
+		Recorder: mgr.GetEventRecorder("bpa"),
+		Clock:    clock.RealClock{},
+		MaxTTL:   opts.MaxCredentialTTL,
+	}
+	if err := creds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return nil, fmt.Errorf("set up the ClusterCredentialRequest reconciler: %w", err)
 	}
 	return mgr, nil
 }

@@ -19,6 +19,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero SSH timeout", func(o *Options) { o.SSHTimeout = 0 }, "--ssh-timeout"},
 		{"zero retry", func(o *Options) { o.Retry = 0 }, "--retry-interval"},
 		{"negative resync", func(o *Options) { o.Resync = -1 }, "--resync-interval"},
+		{"zero credential lifetime", func(o *Options) { o.MaxCredentialTTL = 0 }, "--max-credential-ttl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -59,7 +59,7 @@ func newRoot() *cobra.Command {
 	pf.StringVarP(&g.output, "output", "o", "", "Output format: "+outputFormats)
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars or progress lines")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "wide", "json", "yaml", "jsonpath="}, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))
-	root.AddCommand(newSiteCmd(g), newHostCmd(g), newArtifactCmd(g), newReleaseCmd(g), newCampaignCmd(g), newSecretsCmd(g))
+	root.AddCommand(newSiteCmd(g), newClusterCmd(g), newHostCmd(g), newArtifactCmd(g), newReleaseCmd(g), newCampaignCmd(g), newSecretsCmd(g))
 	return root
 }
 

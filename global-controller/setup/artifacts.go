@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
+	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -23,12 +26,25 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// serveAPI serves, beside the artifact API, site enrollment (enrollment.EnrollPath and the
+// tokens under enrollment.TokensPrefix) and cluster users' kubeconfigs (kubeconfigapi.Path, the
+// more specific pattern under that prefix).
+func serveAPI(api http.Handler, enroll *enrollment.Server, kubeconfigs http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	h := enroll.Handler()
+	mux.Handle(enrollment.EnrollPath, h)
+	mux.Handle(enrollment.TokensPrefix, h)
+	mux.Handle(kubeconfigapi.Path, kubeconfigs)
+	mux.Handle("/", api)
+	return mux
+}
+
 // setupArtifactAPI opens the artifact store (starting the embedded FerretDB when no MongoDB URI
 // is given) and adds the REST API server and the upload janitor to mgr. The returned function
 // disconnects and stops the database once the manager has stopped. refs tells the store which
 // releases reference an artifact, so that it refuses to delete those; auth checks callers.
 // With opts.UI the same server serves the web UI.
-func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer) (*artifacts.Store, func(), error) {
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer, sites kubeconfigapi.Sites) (*artifacts.Store, func(), error) {
 	log := ctrl.Log.WithName("artifacts")
 	db := mongodb.External(opts.MongoURI)
 	if opts.MongoURI == "" {
@@ -75,9 +91,13 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	if opts.APITLSCertFile == "" {
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
-	handler := withEnrollment(api.Handler(), enrollmentServer(mgr, opts, auth))
+	kubeconfigs := &kubeconfigapi.Server{
+		Auth: auth, Reader: mgr.GetClient(), Sites: sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
+		Clock: clock.RealClock{}, MaxTTL: opts.MaxKubeconfigTTL,
+	}
+	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth), kubeconfigs.Handler())
 	if opts.UI {
-		web, err := UI(ctx, mgr, auth)
+		web, err := UI(ctx, mgr, auth, kubeconfigs)
 		if err != nil {
 			stop()
 			return nil, nil, err

@@ -2,7 +2,6 @@ package setup
 
 import (
 	"crypto/rand"
-	"net/http"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -33,14 +32,4 @@ func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer
 		// few reviews, each of which --site-timeout bounds.
 		Timeout: opts.SiteTimeout + 20*time.Second,
 	}
-}
-
-// withEnrollment serves the enrollment paths with enroll and the rest with api.
-func withEnrollment(api http.Handler, enroll *enrollment.Server) http.Handler {
-	h := enroll.Handler()
-	mux := http.NewServeMux()
-	mux.Handle(enrollment.EnrollPath, h)
-	mux.Handle(enrollment.TokensPrefix, h)
-	mux.Handle("/", api)
-	return mux
 }

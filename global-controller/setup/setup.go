@@ -35,6 +35,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
+	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
@@ -69,6 +70,8 @@ type Options struct {
 	OperationPollRate float64
 	// SiteTimeout bounds each request to a site.
 	SiteTimeout time.Duration
+	// MaxKubeconfigTTL is the longest a cluster user's kubeconfig credential lives.
+	MaxKubeconfigTTL time.Duration
 	// SiteAPIURL is the URL at which sites reach the artifact API; with it, the controller
 	// gives every site a token of its own.
 	SiteAPIURL string
@@ -155,6 +158,7 @@ func DefaultOptions() Options {
 		SiteIdentityNamespace:   "edgefleet-system",
 		SiteTokenTTL:            24 * time.Hour,
 		SiteTimeout:             10 * time.Second,
+		MaxKubeconfigTTL:        clustercred.DefaultMaxTTL,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
 		UI:                      true,
@@ -195,6 +199,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OperationPoll, "site-operation-poll-interval", o.OperationPoll, "How often a site is read while a campaign's operation runs there (the heartbeat interval when that is shorter).")
 	fs.Float64Var(&o.OperationPollRate, "site-operation-poll-rate", o.OperationPollRate, "At most this many operation polls a second, all sites together: with more operations in flight, each site is polled less often than --site-operation-poll-interval.")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
+	fs.DurationVar(&o.MaxKubeconfigTTL, "max-kubeconfig-ttl", o.MaxKubeconfigTTL, "Longest lifetime of a cluster user's kubeconfig credential (POST .../sites/{site}/kubeconfig); longer requests get this. The sites' BPAs cap it with their own --max-credential-ttl.")
 	fs.StringVar(&o.SiteAPIURL, "site-api-url", o.SiteAPIURL, "URL at which sites reach the artifact API; with it every site gets a token of its own (empty: sites' access is set up by hand).")
 	fs.StringVar(&o.SiteAPICAFile, "site-api-ca-file", o.SiteAPICAFile, "PEM CA bundle the sites verify the artifact API's certificate with.")
 	fs.StringVar(&o.SiteIdentityNamespace, "site-identity-namespace", o.SiteIdentityNamespace, "Namespace of the sites' ServiceAccounts on the global cluster.")
@@ -272,6 +277,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-min-retry-interval must be positive and at most --site-heartbeat-interval (%s), got %s", o.SiteHeartbeat, o.SiteMinRetry)
 	case o.SiteTimeout <= 0:
 		return fmt.Errorf("--site-timeout must be positive, got %s", o.SiteTimeout)
+	case o.MaxKubeconfigTTL <= 0:
+		return fmt.Errorf("--max-kubeconfig-ttl must be positive, got %s", o.MaxKubeconfigTTL)
 	case o.SiteTokenTTL < 10*time.Minute:
 		return fmt.Errorf("--site-token-ttl must be at least 10m (the API server's shortest token), got %s", o.SiteTokenTTL)
 	case o.SiteIdentityNamespace == "":
@@ -385,14 +392,17 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("register campaign metrics: %w", err)
 	}
-	deps := Dependencies{SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics}
+	deps := Dependencies{
+		SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics,
+		Sites: siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
+	}
 	if opts.APIAddr != "0" {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("client for token and access reviews: %w", err)
 		}
 		auth := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
-		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth)
+		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth, deps.Sites)
 		if err != nil {
 			return err
 		}
@@ -432,6 +442,9 @@ type Dependencies struct {
 	// Artifacts is the artifact store releases are checked against; nil when the artifact API
 	// is disabled.
 	Artifacts release.Artifacts
+	// Sites keeps the clients of the sites, shared by the site reconciler (which connects
+	// them) and the kubeconfig API; a new cache when nil.
+	Sites *siteclient.Cache
 }
 
 // SetupReconcilers registers the indexes and every reconciler on mgr.
@@ -440,10 +453,14 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 		return err
 	}
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
+	siteClients := deps.Sites
+	if siteClients == nil {
+		siteClients = siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version)
+	}
 	sites := &site.Reconciler{
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
-		Sites:                 siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
+		Sites:                 siteClients,
 		Recorder:              mgr.GetEventRecorder("site-controller"),
 		Metrics:               deps.SiteMetrics,
 		Clock:                 clock.RealClock{},

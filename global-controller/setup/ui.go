@@ -13,9 +13,10 @@ import (
 )
 
 // UI returns the web UI's handler: pages read the manager's cache, live pages follow its
-// informers, users are checked by auth. The controller serves it on the artifact API's server;
+// informers, users are checked by auth; kubeconfigs (nil: none) issues cluster users'
+// kubeconfigs from the site page. The controller serves it on the artifact API's server;
 // hack/bench/ui measures it.
-func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer) (http.Handler, error) {
+func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, kubeconfigs ui.Kubeconfigs) (http.Handler, error) {
 	hub := ui.NewHub()
 	if err := hub.Watch(ctx, mgr.GetCache()); err != nil {
 		return nil, err
@@ -28,6 +29,8 @@ func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer) (http
 		Auth:      auth,
 		Changes:   hub,
 		Log:       ctrl.Log.WithName("ui"),
+
+		Kubeconfigs: kubeconfigs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up the web UI: %w", err)

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
@@ -64,4 +66,29 @@ func (s *Server) campaignAction(c *gin.Context) {
 	s.cfg.Log.Info("campaign changed from the web UI", "campaign", ns+"/"+name, "action", action, "user", u.Name)
 	s.cfg.Recorder.Eventf(camp, nil, corev1.EventTypeNormal, a.reason, "WebUI", "%s from the web UI by %s", a.done, u.Name)
 	c.Redirect(http.StatusSeeOther, objectURL("campaigns", ns, name))
+}
+
+// kubeconfig answers the site page's script (static/kubeconfig.js) with a credential of the
+// site's application cluster for the signed-in user, from the CSR of a key made in the browser:
+// the same checks as the REST endpoint (kubeconfigapi: a fresh SubjectAccessReview, the site's
+// BPA signs, an Event on the Site), answered in its JSON.
+func (s *Server) kubeconfig(c *gin.Context) {
+	if s.cfg.Kubeconfigs == nil {
+		c.JSON(http.StatusNotFound, restv1.Error{Message: "this server issues no kubeconfigs"})
+		return
+	}
+	u := c.MustGet(userKey).(kubeauth.User)
+	req, err := kubeconfigapi.Decode(c.Request.Body)
+	var cred restv1.ClusterCredential
+	if err == nil {
+		cred, err = s.cfg.Kubeconfigs.Issue(c.Request.Context(), u, types.NamespacedName{Namespace: c.Param("namespace"), Name: c.Param("name")}, req)
+	}
+	c.Header("Cache-Control", "no-store")
+	if err != nil {
+		p := kubeconfigapi.ProblemOf(err)
+		c.JSON(p.Status, restv1.Error{Message: p.Message, Field: p.Field})
+		return
+	}
+	s.cfg.Log.Info("kubeconfig issued from the web UI", "site", c.Param("namespace")+"/"+c.Param("name"), "user", u.Name, "expires", cred.ExpirationTime)
+	c.JSON(http.StatusOK, cred)
 }

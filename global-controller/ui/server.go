@@ -13,10 +13,12 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
@@ -90,6 +92,15 @@ type Config struct {
 	Log logr.Logger
 	// Limits; DefaultLimits when zero.
 	Limits Limits
+	// Kubeconfigs issues cluster users' kubeconfigs (*kubeconfigapi.Server); nil: the site page
+	// offers none.
+	Kubeconfigs Kubeconfigs
+}
+
+// Kubeconfigs issues a user a credential of a Site's application cluster, checking their grant
+// itself; errors are *kubeconfigapi.Problem.
+type Kubeconfigs interface {
+	Issue(ctx context.Context, u kubeauth.User, site types.NamespacedName, req restv1.KubeconfigRequest) (restv1.ClusterCredential, error)
 }
 
 // Server serves the web UI.
@@ -132,9 +143,11 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/", s.page(overviewPage))
 	ui.GET("/sites", s.page(siteListPage))
 	ui.GET("/sites/:namespace/:name", s.page(sitePage))
+	ui.GET("/clusters", s.page(clusterListPage))
 	ui.GET("/campaigns", s.page(campaignListPage))
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
+	ui.POST("/sites/:namespace/:name/kubeconfig", sameOrigin, s.kubeconfig)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, &httpError{status: http.StatusNotFound, msg: "no such page: " + c.Request.URL.Path})
 	})

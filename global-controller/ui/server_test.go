@@ -87,12 +87,13 @@ func (e *eventReader) List(_ context.Context, list client.ObjectList, opts ...cl
 }
 
 type bed struct {
-	srv      *httptest.Server
-	cache    client.Client
-	auth     *fakeAuth
-	hub      *Hub
-	events   *eventReader
-	recorder *events.FakeRecorder
+	srv         *httptest.Server
+	cache       client.Client
+	auth        *fakeAuth
+	hub         *Hub
+	events      *eventReader
+	recorder    *events.FakeRecorder
+	kubeconfigs *fakeKubeconfigs
 }
 
 func newBed(t *testing.T, limits Limits) *bed {
@@ -114,8 +115,9 @@ func newBed(t *testing.T, limits Limits) *bed {
 			h := o.(*fleetv1.Host)
 			return []string{index.Key(h.Namespace, h.Spec.SiteRef.Name)}
 		}).Build()
-	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10)}
-	s, err := New(Config{Cache: c, Events: b.events, Campaigns: c, Recorder: b.recorder, Auth: b.auth, Changes: b.hub, Log: testr.New(t), Limits: limits})
+	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{}}
+	s, err := New(Config{Cache: c, Events: b.events, Campaigns: c, Recorder: b.recorder, Auth: b.auth, Changes: b.hub, Log: testr.New(t), Limits: limits,
+		Kubeconfigs: b.kubeconfigs})
 	if err != nil {
 		t.Fatal(err)
 	}

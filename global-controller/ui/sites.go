@@ -16,6 +16,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 )
 
 // Events on a site's page.
@@ -72,6 +73,9 @@ type siteData struct {
 	// EventsProblem says why they are missing or cut short.
 	History, Events []eventRow
 	EventsProblem   string
+	// KubeconfigURL is where the user gets a kubeconfig of the site's application cluster;
+	// empty unless the site has one and the user may (create sites/kubeconfig).
+	KubeconfigURL string
 }
 
 // hostRow is one host of a site.
@@ -114,6 +118,9 @@ func (s *Server) loadSite(ctx context.Context, req *request) (any, error) {
 		d.HostsDenied = fmt.Sprintf("%s may not list hosts in namespace %s", req.User.Name, ns)
 	}
 	d.Events, d.EventsProblem = s.siteEvents(ctx, ns, name)
+	if s.cfg.Kubeconfigs != nil && site.Spec.Cluster != nil && s.allowed(ctx, req.User, kubeconfigapi.Grant(ns, name)) {
+		d.KubeconfigURL = objectURL("sites", ns, name) + "/kubeconfig"
+	}
 	for _, e := range d.Events {
 		if strings.HasPrefix(e.Reason, "Operation") {
 			d.History = append(d.History, e)

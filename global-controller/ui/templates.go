@@ -14,7 +14,7 @@ import (
 
 // pageTemplates are the templates under templates/, each parsed with layout.html: a page
 // defines "content" (inside the layout) and "live" (the part live streams replace).
-var pageTemplates = []string{"login", "error", "overview", "sites", "site", "campaigns", "campaign"}
+var pageTemplates = []string{"login", "error", "overview", "sites", "site", "campaigns", "campaign", "clusters"}
 
 // parseTemplates parses each page with the layout.
 func parseTemplates() (map[string]*template.Template, error) {

@@ -301,3 +301,20 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func jsonHeader() http.Header { return http.Header{"Content-Type": {"application/json"}} }
+
+// ClusterCredential asks the global controller for a cluster user's credential for the
+// application cluster of Site site in namespace ns (POST
+// /api/v1/namespaces/{ns}/sites/{site}/kubeconfig). Bound it with ctx's deadline: the global
+// controller waits up to 30 s for the site's answer.
+func (c *Client) ClusterCredential(ctx context.Context, ns, site string, req restv1.KubeconfigRequest) (restv1.ClusterCredential, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return restv1.ClusterCredential{}, err
+	}
+	var cred restv1.ClusterCredential
+	path := "/api/v1/namespaces/" + url.PathEscape(ns) + "/sites/" + url.PathEscape(site) + "/kubeconfig"
+	if _, err := c.do(ctx, http.MethodPost, path, bytes.NewReader(body), jsonHeader(), &cred, http.StatusOK); err != nil {
+		return restv1.ClusterCredential{}, fmt.Errorf("kubeconfig of site %s/%s: %w", ns, site, err)
+	}
+	return cred, nil
+}

@@ -214,11 +214,8 @@ func (a Access) String() string {
 // denied; it names no rule and suits an answer to the caller. Answers are cached by user (name,
 // UID, groups, extra) and every field of a.
 func (r *Reviewer) AuthorizeAccess(ctx context.Context, u User, a Access) (allowed bool, reason string, err error) {
-	if u.Name == "" && len(u.Groups) == 0 {
-		return false, "", errors.New("kubeauth: authorize: user has neither a name nor groups")
-	}
-	if a.Verb == "" || a.Resource == "" {
-		return false, "", fmt.Errorf("kubeauth: authorize: empty verb or resource in %+v", a)
+	if err := checkAccess(u, a); err != nil {
+		return false, "", err
 	}
 	key := decisionKey(u, a)
 	if d, ok := r.decisions.get(key); ok {
@@ -230,6 +227,31 @@ func (r *Reviewer) AuthorizeAccess(ctx context.Context, u User, a Access) (allow
 	}
 	r.decisions.add(key, d)
 	return d.allowed, d.reason, nil
+}
+
+// AuthorizeAccessNow is AuthorizeAccess without its cache: every call is a new
+// SubjectAccessReview, and its answer is not cached either. It is for decisions a revoked grant
+// must stop at once (issuing a credential), rather than within the cache's TTL.
+func (r *Reviewer) AuthorizeAccessNow(ctx context.Context, u User, a Access) (allowed bool, reason string, err error) {
+	if err := checkAccess(u, a); err != nil {
+		return false, "", err
+	}
+	d, err := r.reviewAccess(ctx, u, a)
+	if err != nil {
+		return false, "", err
+	}
+	return d.allowed, d.reason, nil
+}
+
+// checkAccess refuses a question no review can answer.
+func checkAccess(u User, a Access) error {
+	if u.Name == "" && len(u.Groups) == 0 {
+		return errors.New("kubeauth: authorize: user has neither a name nor groups")
+	}
+	if a.Verb == "" || a.Resource == "" {
+		return fmt.Errorf("kubeauth: authorize: empty verb or resource in %+v", a)
+	}
+	return nil
 }
 
 func (r *Reviewer) reviewAccess(ctx context.Context, u User, a Access) (decision, error) {

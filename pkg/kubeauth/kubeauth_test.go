@@ -519,3 +519,32 @@ func TestMiddleware(t *testing.T) {
 		}
 	})
 }
+
+// TestAuthorizeAccessNow shows that AuthorizeAccessNow neither reads nor fills the cache:
+// every call is a SubjectAccessReview, while AuthorizeAccess asks once.
+func TestAuthorizeAccessNow(t *testing.T) {
+	c := &calls{}
+	r := kubeauth.NewReviewer(kubeauth.Config{Client: adminClient(t, c), Group: group, Resource: resource})
+	u := kubeauth.User{Name: "alice", Groups: []string{"system:authenticated"}}
+	a := kubeauth.Access{Verb: "create", Group: group, Resource: "sites/kubeconfig", Namespace: "fleet", Name: "site-a"}
+	for range 2 {
+		if _, _, err := r.AuthorizeAccess(t.Context(), u, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.accessReviews.Load(); n != 1 {
+		t.Fatalf("AuthorizeAccess twice sent %d reviews, want 1 (cached)", n)
+	}
+	for range 2 {
+		allowed, reason, err := r.AuthorizeAccessNow(t.Context(), u, a)
+		if err != nil || allowed || !strings.Contains(reason, `"sites/kubeconfig"`) {
+			t.Fatalf("AuthorizeAccessNow = %v, %q, %v; want denied naming sites/kubeconfig", allowed, reason, err)
+		}
+	}
+	if n := c.accessReviews.Load(); n != 3 {
+		t.Errorf("AuthorizeAccessNow twice after a cached answer sent %d reviews in all, want 3", n)
+	}
+	if _, _, err := r.AuthorizeAccessNow(t.Context(), u, kubeauth.Access{Verb: "get"}); err == nil {
+		t.Error("AuthorizeAccessNow without a resource: no error")
+	}
+}

@@ -76,6 +76,7 @@ func pushMapper() meta.RESTMapper {
 	m.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
 	m.Add(sitev1.GroupVersion.WithKind("ApplicationCluster"), meta.RESTScopeNamespace)
 	m.Add(sitev1.GroupVersion.WithKind("ArtifactSet"), meta.RESTScopeNamespace)
+	m.Add(sitev1.GroupVersion.WithKind("ClusterCredentialRequest"), meta.RESTScopeNamespace)
 	return m
 }
 

@@ -104,3 +104,32 @@ type Error struct {
 	// TokenRevoked, TokenUsed, TokenForAnotherSite, CredentialTooPrivileged, …).
 	Reason string `json:"reason,omitempty"`
 }
+
+// KubeconfigRequest asks for a cluster user's credential for the application cluster of one
+// Site (POST /api/v1/namespaces/{namespace}/sites/{site}/kubeconfig).
+type KubeconfigRequest struct {
+	// CSR is a PEM PKCS#10 certificate signing request for a key the caller keeps; its
+	// subject should be empty (the global controller sets the identity).
+	CSR string `json:"csr"`
+	// TTLSeconds is how long the certificate should live; 0 or more than the global
+	// controller's maximum (12 hours unless configured) gives the maximum.
+	TTLSeconds int64 `json:"ttlSeconds,omitempty"`
+}
+
+// ClusterCredential is the answer to a KubeconfigRequest: what a kubeconfig needs besides the
+// caller's private key.
+type ClusterCredential struct {
+	// Cluster is the application cluster's name (the Site's).
+	Cluster string `json:"cluster"`
+	// Server is the application cluster's API server URL.
+	Server string `json:"server"`
+	// CertificateAuthority is the PEM CA bundle the API server's certificate chains to.
+	CertificateAuthority string `json:"certificateAuthority"`
+	// Certificate is the signed PEM client certificate.
+	Certificate string `json:"certificate"`
+	// User and Groups are the identity the certificate carries in the application cluster.
+	User   string   `json:"user"`
+	Groups []string `json:"groups"`
+	// ExpirationTime is when the certificate expires (RFC 3339).
+	ExpirationTime time.Time `json:"expirationTime"`
+}

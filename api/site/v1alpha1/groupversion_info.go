@@ -14,6 +14,7 @@ func AddToScheme(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ArtifactSet{}, &ArtifactSetList{},
 		&ApplicationCluster{}, &ApplicationClusterList{},
+		&ClusterCredentialRequest{}, &ClusterCredentialRequestList{},
 		&EdgeCluster{}, &EdgeClusterList{},
 		&EdgeMachine{}, &EdgeMachineList{},
 		&EdgeMachineTemplate{}, &EdgeMachineTemplateList{},

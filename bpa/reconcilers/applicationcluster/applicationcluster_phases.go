@@ -27,6 +27,7 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 )
 
@@ -121,6 +122,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	if err := w.labelRoles(ctx, cfg, hosts); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := w.bindClusterUsers(ctx, cfg); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := w.charts(ctx, cfg, spec); err != nil {
@@ -326,6 +330,39 @@ func (w *work) labelRoles(ctx context.Context, cfg *rest.Config, hosts []cluster
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, h.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("label node %s %s: %w", h.Name, label, err)
 		}
+	}
+	return nil
+}
+
+// bindClusterUsers keeps the ClusterRoleBinding that lets every cluster user (group
+// edgefleet:cluster-users, issue 17) read what the ClusterRole view allows. It is created when
+// missing and put back when its role or subjects were changed; other bindings admins add for
+// edgefleet:<user> are theirs.
+func (w *work) bindClusterUsers(ctx context.Context, cfg *rest.Config) error {
+	cs, err := w.r.ClusterClient(cfg)
+	if err != nil {
+		return fmt.Errorf("client of cluster %s: %w", w.ac.Name, err)
+	}
+	want := clustercred.UsersBinding()
+	crbs := cs.RbacV1().ClusterRoleBindings()
+	got, err := crbs.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := crbs.Create(ctx, want, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create ClusterRoleBinding %s in cluster %s: %w", want.Name, w.ac.Name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("ClusterRoleBinding %s in cluster %s: %w", want.Name, w.ac.Name, err)
+	case got.RoleRef == want.RoleRef && slices.Equal(got.Subjects, want.Subjects):
+		return nil
+	}
+	// The role of a binding cannot change: replace it.
+	if err := crbs.Delete(ctx, want.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &got.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("replace ClusterRoleBinding %s in cluster %s: %w", want.Name, w.ac.Name, err)
+	}
+	if _, err := crbs.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("replace ClusterRoleBinding %s in cluster %s: %w", want.Name, w.ac.Name, err)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install/fixture"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
+	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
@@ -314,6 +315,11 @@ func TestReconcilerPhases(t *testing.T) {
 			if _, ok := n.Labels[label]; err != nil || !ok {
 				t.Errorf("node %s: labels %v (%v), want %s", name, n.Labels, err, label)
 			}
+		}
+		// Every cluster user may read what the ClusterRole view allows.
+		crb, err := nodes.RbacV1().ClusterRoleBindings().Get(ctx, clustercred.UsersBindingName, metav1.GetOptions{})
+		if err != nil || crb.RoleRef.Name != "view" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != clustercred.UsersGroup {
+			t.Errorf("ClusterRoleBinding %s: %+v (%v), want group %s bound to view", clustercred.UsersBindingName, crb, err, clustercred.UsersGroup)
 		}
 		if f, ok := hosts.File("app-w-0", "/etc/agent/env"); !ok || string(f.Data) != "NODE=w-0" {
 			t.Errorf("w-0's /etc/agent/env %q (%v)", f.Data, ok)
