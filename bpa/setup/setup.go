@@ -212,6 +212,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
 	r := &applicationcluster.Reconciler{
 		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
 		Installer: install.New(exec),
 		Secrets:   store,
 		Charts: func(cfg *rest.Config) (applicationcluster.ChartInstaller, error) {

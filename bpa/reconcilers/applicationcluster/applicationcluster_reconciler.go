@@ -31,6 +31,12 @@ import (
 type Reconciler struct {
 	// Client reads the site cluster and writes status.bootstrap and the kubeconfig Secret.
 	Client client.Client
+	// APIReader reads the ApplicationCluster from the API server at the start of a reconcile:
+	// the status merge patches carry no resourceVersion precondition (so that the local
+	// controller's writes never make them fail), so one computed from a cached copy older
+	// than the BPA's own last write would put its fields over that write's — a Failed phase
+	// kept under the message of a patch that starts again.
+	APIReader client.Reader
 	// Installer installs packages and writes files on hosts (an install.Installer over SSH).
 	Installer cluster.Installer
 	// Secrets holds the clusters' PKI and admin kubeconfigs.
@@ -67,8 +73,8 @@ type Reconciler struct {
 // ArtifactSet (packages cached) bring it back.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
 	switch {
-	case r.Client == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.ClusterClient == nil, r.HTTP == nil, r.Recorder == nil:
-		return errors.New("bpa-applicationcluster: Client, Installer, Secrets, Charts, ClusterClient, HTTP and Recorder are required")
+	case r.Client == nil, r.APIReader == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.ClusterClient == nil, r.HTTP == nil, r.Recorder == nil:
+		return errors.New("bpa-applicationcluster: Client, APIReader, Installer, Secrets, Charts, ClusterClient, HTTP and Recorder are required")
 	case r.Retry <= 0, r.Resync <= 0:
 		return errors.New("bpa-applicationcluster: Retry and Resync must be positive")
 	}
@@ -97,7 +103,7 @@ func machineToCluster(_ context.Context, o client.Object) []reconcile.Request {
 // Reconcile brings the cluster's hosts, packages and charts in line with its spec.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	ac := &sitev1.ApplicationCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, ac); apierrors.IsNotFound(err) {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ac); apierrors.IsNotFound(err) {
 		return ctrl.Result{}, r.releaseAll(ctx, req.Namespace, req.Name)
 	} else if err != nil {
 		return ctrl.Result{}, err

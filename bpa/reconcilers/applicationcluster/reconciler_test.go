@@ -59,6 +59,7 @@ func TestMain(m *testing.M) {
 			srv := httptest.NewServer(cache)
 			r := &applicationcluster.Reconciler{
 				Client:        mgr.GetClient(),
+				APIReader:     mgr.GetAPIReader(),
 				Installer:     hosts,
 				Secrets:       &secretsfake.Store{},
 				Charts:        func(*rest.Config) (applicationcluster.ChartInstaller, error) { return releases, nil },
