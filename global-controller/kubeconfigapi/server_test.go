@@ -28,6 +28,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -213,23 +214,12 @@ func applyYAML(ctx context.Context, c client.Client, rel string) error {
 			}
 			return fmt.Errorf("%s: %w", rel, err)
 		}
-		b, _ := json.Marshal(raw)
-		var obj client.Object
-		switch raw["kind"] {
-		case "ClusterRole":
-			obj = &rbacv1.ClusterRole{}
-		case "Role":
-			obj = &rbacv1.Role{}
-		case "RoleBinding":
-			obj = &rbacv1.RoleBinding{}
-		default:
-			return fmt.Errorf("%s: unexpected kind %v", rel, raw["kind"])
+		if len(raw) == 0 {
+			continue
 		}
-		if err := json.Unmarshal(b, obj); err != nil {
-			return err
-		}
-		if err := c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("%s: create %s %s: %w", rel, raw["kind"], obj.GetName(), err)
+		obj := &unstructured.Unstructured{Object: raw}
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, obj)); err != nil {
+			return fmt.Errorf("%s: create %s %s: %w", rel, obj.GetKind(), obj.GetName(), err)
 		}
 	}
 }
