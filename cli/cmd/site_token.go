@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/pkg/artifactclient"
 )
 
 // newSiteTokenCmd is `edgefleet site token`: a site's enrollment tokens, through the global
@@ -44,11 +45,7 @@ func newSiteTokenCreateCmd(g *globals) *cobra.Command {
 		Example: "  edgefleet site token create site-a -n fleet --ttl 4h > site-a.token",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			ns, err := g.siteNamespace()
+			cl, ns, err := g.siteAPI()
 			if err != nil {
 				return err
 			}
@@ -79,11 +76,7 @@ func newSiteTokenListCmd(g *globals) *cobra.Command {
 		Short: "List a site's enrollment tokens: id, state, expiry, the machine that used one",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			ns, err := g.siteNamespace()
+			cl, ns, err := g.siteAPI()
 			if err != nil {
 				return err
 			}
@@ -102,11 +95,7 @@ func newSiteTokenRevokeCmd(g *globals) *cobra.Command {
 		Short: "Revoke an enrollment token: no machine can enroll with it any more",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			ns, err := g.siteNamespace()
+			cl, ns, err := g.siteAPI()
 			if err != nil {
 				return err
 			}
@@ -147,4 +136,14 @@ func (g *globals) printTokens(w io.Writer, l restv1.EnrollmentTokenList) error {
 		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
+}
+
+// siteAPI is the artifact API's client and the namespace of the site a token verb names.
+func (g *globals) siteAPI() (*artifactclient.Client, string, error) {
+	cl, err := g.client()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := g.siteNamespace()
+	return cl, ns, err
 }

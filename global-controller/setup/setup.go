@@ -238,28 +238,17 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
 	fs.StringVar(&o.IstioNamespace, "istio-namespace", o.IstioNamespace, "Namespace of the controller's pods, where its mesh policies live.")
 	fs.Func("istio-api-principals", fmt.Sprintf("Comma-separated mesh identities (cluster.local/ns/<namespace>/sa/<service account>) that may call the artifact API and web UI; callers outside the mesh (sites, browsers, the CLI) come through an ingress gateway, whose identity goes here (default %s).", strings.Join(o.IstioAPIPrincipals, ",")), func(v string) error {
-		o.IstioAPIPrincipals = splitList(v)
+		o.IstioAPIPrincipals = meshpolicy.SplitList(v)
 		return nil
 	})
 	fs.Func("istio-webhook-source-ranges", "Comma-separated addresses (CIDRs or IPs) of the Kubernetes API servers, which call the webhooks from outside the mesh (default none: the webhook port is closed by the mesh).", func(v string) error {
-		o.IstioWebhookSourceRanges = splitList(v)
+		o.IstioWebhookSourceRanges = meshpolicy.SplitList(v)
 		return nil
 	})
 	fs.BoolVar(&o.UninstallMeshPolicies, "uninstall-mesh-policies", o.UninstallMeshPolicies, "Delete the controller's PeerAuthentication and AuthorizationPolicy in --istio-namespace and exit (the uninstall's step; nothing to do where Istio's CRDs are absent).")
 	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
 	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Validate names the first bad option.

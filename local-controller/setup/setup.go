@@ -121,25 +121,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 		"\" (the site's BPA installs packages over SSH) or \""+NodeBootstrapSimulated+"\" (nodes are registered without touching the hosts; test beds).")
 	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current in --namespace: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
 	fs.Func("istio-cache-principals", fmt.Sprintf("Comma-separated mesh identities (cluster.local/ns/<namespace>/sa/<service account>) that may read the site cache (default %s: the site's BPA and Ironic).", strings.Join(o.IstioCachePrincipals, ",")), func(v string) error {
-		o.IstioCachePrincipals = splitList(v)
+		o.IstioCachePrincipals = meshpolicy.SplitList(v)
 		return nil
 	})
 	fs.Func("istio-cache-source-ranges", "Comma-separated addresses (CIDRs or IPs) outside the mesh that may read the site cache, e.g. the provisioning network whose hosts' Ironic agent downloads the OS image (default none).", func(v string) error {
-		o.IstioCacheSourceRanges = splitList(v)
+		o.IstioCacheSourceRanges = meshpolicy.SplitList(v)
 		return nil
 	})
 	fs.BoolVar(&o.UninstallMeshPolicies, "uninstall-mesh-policies", o.UninstallMeshPolicies, "Delete the controller's PeerAuthentication and AuthorizationPolicy in --namespace and exit (the uninstall's step; nothing to do where Istio's CRDs are absent).")
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // Validate names the first bad option, and fills CacheURL from CacheAddr when it can.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	securityv1 "istio.io/client-go/pkg/apis/security/v1"
@@ -133,4 +134,15 @@ func Uninstall(ctx context.Context, cfg *rest.Config, namespace, name string, ti
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SplitList splits a comma-separated flag value of principals or ranges, dropping empty items.
+func SplitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
