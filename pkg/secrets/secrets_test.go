@@ -202,3 +202,18 @@ func TestKubernetes(t *testing.T) {
 }
 
 func objectKey(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+func TestVaultPolicy(t *testing.T) {
+	for _, tc := range []struct{ mount, prefix, want string }{
+		{"secret", "edgefleet/site-a", `path "secret/data/edgefleet/site-a/*" { capabilities = ["create", "read", "update"] }
+path "secret/metadata/edgefleet/site-a/*" { capabilities = ["delete"] }
+`},
+		{"/kv/", "/edgefleet/bpa/", `path "kv/data/edgefleet/bpa/*" { capabilities = ["create", "read", "update"] }
+path "kv/metadata/edgefleet/bpa/*" { capabilities = ["delete"] }
+`},
+	} {
+		if got := secrets.VaultPolicy(tc.mount, tc.prefix); got != tc.want {
+			t.Errorf("VaultPolicy(%q, %q) =\n%s\nwant\n%s", tc.mount, tc.prefix, got, tc.want)
+		}
+	}
+}
