@@ -1,0 +1,206 @@
+package vaultauth_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	vaultapi "github.com/hashicorp/vault/api"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
+)
+
+// TestKubernetesAuth logs a component in to a real Vault dev server with Vault's Kubernetes
+// auth method against a real API server, and keeps it working past its token's max TTL.
+func TestKubernetesAuth(t *testing.T) {
+	cp := testenv.StartT(t, testenv.Options{Name: "vaultauth"})
+	v := testenv.StartVault(t)
+	ctx := t.Context()
+	kube, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := cp.Namespace(t)
+
+	// Vault reviews ServiceAccount tokens with a reviewer of its own (system:auth-delegator).
+	reviewer := serviceAccountToken(t, kube, ns, "vault-reviewer")
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-vault-reviewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "vault-reviewer"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Client.Sys().EnableAuthWithOptionsWithContext(ctx, "kubernetes", &vaultapi.EnableAuthOptions{Type: "kubernetes"}); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, v, "auth/kubernetes/config", map[string]any{
+		"kubernetes_host":    cp.Config.Host,
+		"kubernetes_ca_cert": string(cp.Config.CAData),
+		"token_reviewer_jwt": reviewer,
+	})
+	const prefix = "edgefleet/site-a"
+	if err := v.Client.Sys().PutPolicyWithContext(ctx, "edgefleet-bpa-site-a", secrets.VaultPolicy("secret", prefix)); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, v, "auth/kubernetes/role/bpa-site-a", map[string]any{
+		"bound_service_account_names":      "bpa",
+		"bound_service_account_namespaces": ns,
+		"token_policies":                   "edgefleet-bpa-site-a",
+		"token_ttl":                        "5s",
+		"token_max_ttl":                    "15s",
+	})
+
+	dir := t.TempDir()
+	bpaJWT := serviceAccountToken(t, kube, ns, "bpa")
+	bpaFile := filepath.Join(dir, "bpa-token")
+	writeFile(t, bpaFile, bpaJWT)
+	var logs logBuffer
+	opts := vaultauth.DefaultOptions()
+	opts.Addr, opts.Role, opts.ServiceAccountTokenFile, opts.Timeout = v.Addr, "bpa-site-a", bpaFile, 5*time.Second
+	opts.CheckInterval = time.Second
+	sessionCtx, stop := context.WithCancel(ctx)
+	s, err := vaultauth.Connect(sessionCtx, opts, logs.logger())
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(); <-s.Done() })
+	first := s.Client.Token()
+
+	// Its own KV prefix: written and read; anything else: 403.
+	store := secrets.NewVault(s.Client, "secret", prefix)
+	want := map[string][]byte{"key": []byte("value")}
+	if err := store.Put(ctx, "ssh-key", want); err != nil {
+		t.Fatal(err)
+	}
+	for name, err := range map[string]error{
+		"site-b's prefix": secrets.NewVault(s.Client, "secret", "edgefleet/site-b").Put(ctx, "ssh-key", want),
+		"the transit key": func() error {
+			_, err := s.Client.Logical().WriteWithContext(ctx, "transit/encrypt/edgefleet-kms", nil)
+			return err
+		}(),
+	} {
+		var re *vaultapi.ResponseError
+		if !errors.As(err, &re) || re.StatusCode != http.StatusForbidden {
+			t.Errorf("writing to %s: %v, want 403", name, err)
+		}
+	}
+
+	// Past max_ttl (15s) the component still reads its secrets: renewed, then logged in again.
+	deadline := time.Now().Add(45 * time.Second)
+	for st := s.Stats(); st.Renewals < 1 || st.Expired < 1 || st.Logins < 2; st = s.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal and re-login after max_ttl: %+v", st)
+		}
+		got, err := store.Get(ctx, "ssh-key")
+		if err != nil || string(got["key"]) != "value" {
+			t.Fatalf("reading its secret at %+v: %v, %q", st, err, got["key"])
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got, err := store.Get(ctx, "ssh-key"); err != nil || string(got["key"]) != "value" {
+		t.Fatalf("reading its secret after logging in again: %v, %q", err, got["key"])
+	}
+	if s.Client.Token() == first {
+		t.Error("the token did not change after logging in again")
+	}
+	if st := s.Stats(); st.LoginFailures != 0 || st.RenewalFailures != 0 || st.TokenFileChanges != 0 {
+		t.Errorf("stats %+v: failures or file changes where there were none", st)
+	}
+
+	// A wrong role, and another ServiceAccount's token, are refused, naming the role and why.
+	otherFile := filepath.Join(dir, "other-token")
+	otherJWT := serviceAccountToken(t, kube, ns, "other")
+	writeFile(t, otherFile, otherJWT)
+	for _, tc := range []struct{ name, role, file, want string }{
+		{"wrong role", "no-such-role", bpaFile, `as role "no-such-role"`},
+		{"another ServiceAccount", "bpa-site-a", otherFile, "service account name not authorized"},
+	} {
+		o := opts
+		o.Role, o.ServiceAccountTokenFile = tc.role, tc.file
+		_, err := vaultauth.Connect(ctx, o, logr.Discard())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Connect = %v, want an error with %q", tc.name, err, tc.want)
+			continue
+		}
+		if strings.Contains(err.Error(), bpaJWT) || strings.Contains(err.Error(), otherJWT) {
+			t.Errorf("%s: the error carries a ServiceAccount token", tc.name)
+		}
+	}
+
+	stop()
+	<-s.Done()
+	out := logs.String()
+	if !strings.Contains(out, "logged in to Vault") || !strings.Contains(out, "renewed the Vault token") {
+		t.Errorf("the log lacks the logins and renewals:\n%s", out)
+	}
+	for _, secret := range []string{first, s.Client.Token(), bpaJWT, reviewer} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log holds a token:\n%s", out)
+		}
+	}
+}
+
+// serviceAccountToken creates the ServiceAccount name in ns and returns a token of it made by
+// the TokenRequest API.
+func serviceAccountToken(t *testing.T, kube kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+func mustWrite(t *testing.T, v *testenv.Vault, path string, data map[string]any) {
+	t.Helper()
+	if _, err := v.Client.Logical().WriteWithContext(t.Context(), path, data); err != nil {
+		t.Fatalf("vault write %s: %v", path, err)
+	}
+}
+
+func writeFile(t *testing.T, file, content string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logBuffer keeps what a logger logged, verbose lines included.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.b.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
