@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	vaultapi "github.com/hashicorp/vault/api"
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +41,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
@@ -64,9 +64,9 @@ type Options struct {
 	// Namespace of the BPA: its lease, its ConfigMap, the ApplicationClusters it serves and,
 	// without Vault, its secrets.
 	Namespace string
-	// VaultAddr is the Vault server; empty keeps secrets in Kubernetes Secrets. The token comes
-	// from the environment (VAULT_TOKEN), never from a flag.
-	VaultAddr string
+	// Vault is the Vault server and how the BPA logs in to it (pkg/vaultauth); an empty
+	// Vault.Addr keeps secrets in Kubernetes Secrets.
+	Vault vaultauth.Options
 	// VaultMount is the KV v2 mount and VaultPrefix the path under it.
 	VaultMount, VaultPrefix string
 	// SSHParallelism is how many hosts are worked on at once.
@@ -83,12 +83,14 @@ type Options struct {
 
 // DefaultOptions returns safe production defaults.
 func DefaultOptions() Options {
+	vault := vaultauth.DefaultOptions()
+	vault.Addr = os.Getenv("VAULT_ADDR")
 	return Options{
 		MetricsAddr:    ":8080",
 		ProbeAddr:      ":8081",
 		LeaderElect:    true,
 		Namespace:      sitev1.InfoNamespace,
-		VaultAddr:      os.Getenv("VAULT_ADDR"),
+		Vault:          vault,
 		VaultMount:     "secret",
 		VaultPrefix:    "edgefleet/bpa",
 		SSHParallelism: 10,
@@ -107,7 +109,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the BPA: its lease, the ConfigMap "+sitev1.BPAConfigMapName+", the ApplicationClusters it builds and, without Vault, its secrets.")
-	fs.StringVar(&o.VaultAddr, "vault-addr", o.VaultAddr, "Vault server keeping the SSH key, host keys, cluster PKI and kubeconfigs (default $VAULT_ADDR; empty: Kubernetes Secrets in --namespace). The token is read from $VAULT_TOKEN.")
+	fs.StringVar(&o.Vault.Addr, "vault-addr", o.Vault.Addr, "Vault server keeping the SSH key, host keys, cluster PKI and kubeconfigs (default $VAULT_ADDR; empty: Kubernetes Secrets in --namespace). The BPA logs in as --vault-auth says.")
+	fs.DurationVar(&o.Vault.Timeout, "vault-timeout", o.Vault.Timeout, "Bound of each Vault call (logins and renewals included).")
+	o.Vault.AddFlags(fs)
 	fs.StringVar(&o.VaultMount, "vault-mount", o.VaultMount, "Mount of Vault's KV version 2 engine.")
 	fs.StringVar(&o.VaultPrefix, "vault-prefix", o.VaultPrefix, "Path under --vault-mount for the BPA's secrets.")
 	fs.IntVar(&o.SSHParallelism, "ssh-parallelism", o.SSHParallelism, "Hosts worked on at once.")
@@ -122,7 +126,7 @@ func (o *Options) Validate() error {
 	switch {
 	case o.Namespace == "":
 		return errors.New("--namespace must not be empty")
-	case o.VaultAddr != "" && o.VaultMount == "":
+	case o.Vault.Addr != "" && o.VaultMount == "":
 		return errors.New("--vault-mount must not be empty with --vault-addr")
 	case o.SSHParallelism < 1:
 		return fmt.Errorf("--ssh-parallelism must be at least 1, got %d", o.SSHParallelism)
@@ -134,6 +138,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--resync-interval must be positive, got %s", o.Resync)
 	case o.MaxCredentialTTL <= 0:
 		return fmt.Errorf("--max-credential-ttl must be positive, got %s", o.MaxCredentialTTL)
+	case o.Vault.Addr != "":
+		return o.Vault.Validate()
 	}
 	return nil
 }
@@ -197,7 +203,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err != nil {
 		return nil, fmt.Errorf("site client: %w", err)
 	}
-	store, err := secretStore(opts, direct)
+	store, err := secretStore(ctx, opts, direct)
 	if err != nil {
 		return nil, err
 	}
@@ -240,21 +246,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	return mgr, nil
 }
 
-// secretStore is Vault when an address is set, else Kubernetes Secrets in the namespace.
-func secretStore(opts Options, direct client.Client) (secrets.Store, error) {
-	if opts.VaultAddr == "" {
+// secretStore is Vault when an address is set, else Kubernetes Secrets in the namespace. The
+// Vault token is kept alive until ctx ends.
+func secretStore(ctx context.Context, opts Options, direct client.Client) (secrets.Store, error) {
+	if opts.Vault.Addr == "" {
 		return secrets.NewKubernetes(direct, opts.Namespace), nil
 	}
-	vc := vaultapi.DefaultConfig()
-	vc.Address = opts.VaultAddr
-	c, err := vaultapi.NewClient(vc) // reads VAULT_TOKEN
+	vault, err := vaultauth.Connect(ctx, opts.Vault, ctrl.Log.WithName("vault"))
 	if err != nil {
-		return nil, fmt.Errorf("vault client for %s: %w", opts.VaultAddr, err)
+		return nil, err
 	}
-	if c.Token() == "" {
-		return nil, fmt.Errorf("--vault-addr %s is set but $VAULT_TOKEN is empty", opts.VaultAddr)
-	}
-	return secrets.NewVault(c, opts.VaultMount, opts.VaultPrefix), nil
+	return secrets.NewVault(vault.Client, opts.VaultMount, opts.VaultPrefix), nil
 }
 
 // ensureSSHKey reads the BPA's SSH key from the store, making one the first time.

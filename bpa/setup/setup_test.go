@@ -3,6 +3,8 @@ package setup
 import (
 	"strings"
 	"testing"
+
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 )
 
 func TestValidateNamesTheBadFlag(t *testing.T) {
@@ -12,9 +14,14 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		flag   string
 	}{
 		{"defaults", func(*Options) {}, ""},
-		{"with Vault", func(o *Options) { o.VaultAddr = "https://vault.site:8200" }, ""},
+		{"with Vault", func(o *Options) { o.Vault.Addr, o.Vault.Role = "https://vault.site:8200", "bpa-site-a" }, ""},
+		{"Vault without a role", func(o *Options) { o.Vault.Addr = "https://vault.site:8200" }, "--vault-role"},
+		{"Vault with a static token", func(o *Options) { o.Vault.Addr, o.Vault.Method = "https://vault.site:8200", vaultauth.MethodToken }, ""},
+		{"Vault with an unknown method", func(o *Options) { o.Vault.Addr, o.Vault.Method = "https://vault.site:8200", "approle" }, "--vault-auth"},
 		{"no namespace", func(o *Options) { o.Namespace = "" }, "--namespace"},
-		{"Vault without a mount", func(o *Options) { o.VaultAddr, o.VaultMount = "https://vault.site:8200", "" }, "--vault-mount"},
+		{"Vault without a mount", func(o *Options) {
+			o.Vault.Addr, o.Vault.Role, o.VaultMount = "https://vault.site:8200", "bpa-site-a", ""
+		}, "--vault-mount"},
 		{"no SSH parallelism", func(o *Options) { o.SSHParallelism = 0 }, "--ssh-parallelism"},
 		{"zero SSH timeout", func(o *Options) { o.SSHTimeout = 0 }, "--ssh-timeout"},
 		{"zero retry", func(o *Options) { o.Retry = 0 }, "--retry-interval"},
@@ -24,7 +31,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := DefaultOptions()
-			o.VaultAddr = ""
+			o.Vault.Addr = ""
 			tt.mutate(&o)
 			err := o.Validate()
 			if tt.flag == "" {

@@ -10,17 +10,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
-	vaultapi "github.com/hashicorp/vault/api"
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	kmsapi "k8s.io/kms/apis/v2"
 	"k8s.io/kms/pkg/service"
 
 	"github.com/edgefleet/edgefleet/kms/transit"
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 )
 
 // connectionTimeout bounds the handshake of a connection to the socket.
@@ -31,21 +31,11 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	token, err := vaultToken(opts.VaultTokenFile)
+	vault, err := vaultauth.Connect(ctx, opts.Vault, logr.FromSlogHandler(log.Handler()))
 	if err != nil {
 		return err
 	}
-	cfg := vaultapi.DefaultConfig()
-	if cfg.Error != nil {
-		return fmt.Errorf("vault client configuration: %w", cfg.Error)
-	}
-	cfg.Address = opts.VaultAddr
-	vault, err := vaultapi.NewClient(cfg)
-	if err != nil {
-		return fmt.Errorf("vault client of %s: %w", opts.VaultAddr, err)
-	}
-	vault.SetToken(token)
-	svc := newLogged(transit.New(vault.Logical(), opts.TransitMount, opts.TransitKey, opts.VaultTimeout), log)
+	svc := newLogged(transit.New(vault.Client.Logical(), opts.TransitMount, opts.TransitKey, opts.Vault.Timeout), log)
 
 	// The socket is for the API server alone: created 0600 (the umask is the only way, the
 	// library creates it), in a directory only its owner may enter.
@@ -58,10 +48,10 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	go func() { served <- grpcServer.ListenAndServe() }()
 	defer func() { _ = os.Remove(opts.Socket) }()
 	defer grpcServer.Shutdown()
-	log.Info("serving the KMS v2 API", "socket", opts.Socket, "vault", opts.VaultAddr, "transitKey", opts.TransitMount+"/"+opts.TransitKey)
+	log.Info("serving the KMS v2 API", "socket", opts.Socket, "vault", opts.Vault.Addr, "vaultAuth", opts.Vault.Method, "transitKey", opts.TransitMount+"/"+opts.TransitKey)
 
 	if opts.HealthAddr != "0" {
-		stopHealth, err := serveHealth(opts.HealthAddr, opts.Socket, opts.VaultTimeout, served)
+		stopHealth, err := serveHealth(opts.HealthAddr, opts.Socket, opts.Vault.Timeout, served)
 		if err != nil {
 			return err
 		}
@@ -73,25 +63,6 @@ func Run(ctx context.Context, opts Options, log *slog.Logger) error {
 	case err := <-served:
 		return err
 	}
-}
-
-// vaultToken reads the token from file, or from $VAULT_TOKEN when file is empty.
-func vaultToken(file string) (string, error) {
-	if file == "" {
-		if token := os.Getenv("VAULT_TOKEN"); token != "" {
-			return token, nil
-		}
-		return "", errors.New("no Vault token: set --vault-token-file or VAULT_TOKEN")
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("vault token: %w", err)
-	}
-	token := strings.TrimSpace(string(b))
-	if token == "" {
-		return "", fmt.Errorf("vault token file %s is empty", file)
-	}
-	return token, nil
 }
 
 // prepareSocket makes the socket's directory (0700) and removes a socket a previous run left

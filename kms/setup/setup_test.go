@@ -16,47 +16,19 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults with a Vault", func(*Options) {}, ""},
 		{"relative socket", func(o *Options) { o.Socket = "kms.sock" }, "--socket must be an absolute path"},
-		{"no Vault", func(o *Options) { o.VaultAddr = "" }, "no Vault server: set --vault-addr or VAULT_ADDR"},
-		{"no timeout", func(o *Options) { o.VaultTimeout = 0 }, "--vault-timeout must be positive"},
+		{"no Vault", func(o *Options) { o.Vault.Addr = "" }, "no Vault server: set --vault-addr or VAULT_ADDR"},
+		{"no timeout", func(o *Options) { o.Vault.Timeout = 0 }, "--vault-timeout must be positive, got 0s"},
+		{"kubernetes without a role", func(o *Options) { o.Vault.Role = "" }, "--vault-role is required with --vault-auth=kubernetes: name the Vault role bound to this component's ServiceAccount (or use --vault-auth=token with a dev server)"},
 		{"no key", func(o *Options) { o.TransitKey = "" }, "--transit-key must not be empty"},
 		{"no mount", func(o *Options) { o.TransitMount = "" }, "--transit-mount must not be empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
-			o.VaultAddr = "https://vault.example:8200"
+			o.Vault.Addr, o.Vault.Role = "https://vault.example:8200", "kms-site-a"
 			tc.change(&o)
 			err := o.Validate()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
 				t.Errorf("Validate() = %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestVaultToken(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "token")
-	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name, file, env, want, wantErr string
-	}{
-		{"file first", file, "from-env", "from-file", ""},
-		{"environment", "", "from-env", "from-env", ""},
-		{"neither", "", "", "", "no Vault token: set --vault-token-file or VAULT_TOKEN"},
-		{"empty file", empty, "from-env", "", "vault token file " + empty + " is empty"},
-		{"missing file", filepath.Join(dir, "missing"), "", "", "no such file"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("VAULT_TOKEN", tc.env)
-			got, err := vaultToken(tc.file)
-			if got != tc.want || tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Errorf("vaultToken = %q, %v; want %q, error %q", got, err, tc.want, tc.wantErr)
 			}
 		})
 	}

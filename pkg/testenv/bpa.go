@@ -22,8 +22,9 @@ type BPA struct {
 }
 
 // StartBPA starts bin/bpa for a site, with the site control plane's admin kubeconfig, its
-// secrets in vault (the token passed in the environment, as in production), retrying every
-// two seconds, and waits until it is ready. A BPA running for the site is stopped first.
+// secrets in vault (with the dev server's root token: --vault-auth=token, the token passed in
+// the environment), retrying every two seconds, and waits until it is ready. A BPA running for
+// the site is stopped first.
 func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ...string) (BPA, error) {
 	cp, ok := f.Sites[site]
 	if !ok {
@@ -46,6 +47,7 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ..
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--vault-addr", vault.Addr,
+		"--vault-auth", "token",
 		"--retry-interval", "2s",
 	}, args...), append(os.Environ(), "VAULT_TOKEN="+vault.Client.Token()), b.Log)
 	if err != nil {

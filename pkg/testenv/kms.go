@@ -113,6 +113,7 @@ func startKMSPlugin(ctx context.Context, dir string, v *Vault, key string) (*KMS
 	p.proc, err = startProcess("edgefleet-kms", filepath.Join(root, "bin", "edgefleet-kms"), []string{
 		"--socket=" + p.Socket,
 		"--vault-addr=" + v.Addr,
+		"--vault-auth=token",
 		"--vault-token-file=" + tokenFile,
 		"--transit-mount=" + TransitMount,
 		"--transit-key=" + key,

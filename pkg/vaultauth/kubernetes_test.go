@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	vaultapi "github.com/hashicorp/vault/api"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -31,45 +25,20 @@ func TestKubernetesAuth(t *testing.T) {
 	cp := testenv.StartT(t, testenv.Options{Name: "vaultauth"})
 	v := testenv.StartVault(t)
 	ctx := t.Context()
-	kube, err := kubernetes.NewForConfig(cp.Config)
+	ns := cp.Namespace(t)
+	if err := v.KubernetesAuth(ctx, cp, ns); err != nil {
+		t.Fatal(err)
+	}
+	const prefix = "edgefleet/site-a"
+	if err := v.KubernetesRole(ctx, "bpa-site-a", ns, "bpa", "edgefleet-bpa-site-a", secrets.VaultPolicy("secret", prefix), 5*time.Second, 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bpaFile, err := cp.ServiceAccountTokenFile(ctx, ns, "bpa", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := cp.Namespace(t)
-
-	// Vault reviews ServiceAccount tokens with a reviewer of its own (system:auth-delegator).
-	reviewer := serviceAccountToken(t, kube, ns, "vault-reviewer")
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-vault-reviewer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "vault-reviewer"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.Client.Sys().EnableAuthWithOptionsWithContext(ctx, "kubernetes", &vaultapi.EnableAuthOptions{Type: "kubernetes"}); err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, v, "auth/kubernetes/config", map[string]any{
-		"kubernetes_host":    cp.Config.Host,
-		"kubernetes_ca_cert": string(cp.Config.CAData),
-		"token_reviewer_jwt": reviewer,
-	})
-	const prefix = "edgefleet/site-a"
-	if err := v.Client.Sys().PutPolicyWithContext(ctx, "edgefleet-bpa-site-a", secrets.VaultPolicy("secret", prefix)); err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, v, "auth/kubernetes/role/bpa-site-a", map[string]any{
-		"bound_service_account_names":      "bpa",
-		"bound_service_account_namespaces": ns,
-		"token_policies":                   "edgefleet-bpa-site-a",
-		"token_ttl":                        "5s",
-		"token_max_ttl":                    "15s",
-	})
-
-	dir := t.TempDir()
-	bpaJWT := serviceAccountToken(t, kube, ns, "bpa")
-	bpaFile := filepath.Join(dir, "bpa-token")
-	writeFile(t, bpaFile, bpaJWT)
+	bpaJWT := readFile(t, bpaFile)
 	var logs logBuffer
 	opts := vaultauth.DefaultOptions()
 	opts.Addr, opts.Role, opts.ServiceAccountTokenFile, opts.Timeout = v.Addr, "bpa-site-a", bpaFile, 5*time.Second
@@ -125,9 +94,11 @@ func TestKubernetesAuth(t *testing.T) {
 	}
 
 	// A wrong role, and another ServiceAccount's token, are refused, naming the role and why.
-	otherFile := filepath.Join(dir, "other-token")
-	otherJWT := serviceAccountToken(t, kube, ns, "other")
-	writeFile(t, otherFile, otherJWT)
+	otherFile, err := cp.ServiceAccountTokenFile(ctx, ns, "other", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherJWT := readFile(t, otherFile)
 	for _, tc := range []struct{ name, role, file, want string }{
 		{"wrong role", "no-such-role", bpaFile, `as role "no-such-role"`},
 		{"another ServiceAccount", "bpa-site-a", otherFile, "service account name not authorized"},
@@ -150,39 +121,20 @@ func TestKubernetesAuth(t *testing.T) {
 	if !strings.Contains(out, "logged in to Vault") || !strings.Contains(out, "renewed the Vault token") {
 		t.Errorf("the log lacks the logins and renewals:\n%s", out)
 	}
-	for _, secret := range []string{first, s.Client.Token(), bpaJWT, reviewer} {
+	for _, secret := range []string{first, s.Client.Token(), bpaJWT} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the log holds a token:\n%s", out)
 		}
 	}
 }
 
-// serviceAccountToken creates the ServiceAccount name in ns and returns a token of it made by
-// the TokenRequest API.
-func serviceAccountToken(t *testing.T, kube kubernetes.Interface, ns, name string) string {
+func readFile(t *testing.T, file string) string {
 	t.Helper()
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
-}
-
-func mustWrite(t *testing.T, v *testenv.Vault, path string, data map[string]any) {
-	t.Helper()
-	if _, err := v.Client.Logical().WriteWithContext(t.Context(), path, data); err != nil {
-		t.Fatalf("vault write %s: %v", path, err)
-	}
-}
-
-func writeFile(t *testing.T, file, content string) {
-	t.Helper()
-	if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return string(b)
 }
 
 // logBuffer keeps what a logger logged, verbose lines included.
