@@ -16,7 +16,10 @@ rootfs=$1 bindir=$2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-[[ -d $rootfs/usr && -d $rootfs/etc ]] || { echo "install.sh: $rootfs is not a root filesystem (no usr/ and etc/)" >&2; exit 1; }
+# A directory: a whole root filesystem (the ISO build) or the upper layer of an overlay over one
+# (the stack's test host), never the build machine's own root.
+[[ -d $rootfs ]] || { echo "install.sh: ROOTFS_DIR $rootfs is not a directory" >&2; exit 1; }
+[[ $(cd "$rootfs" && pwd -P) != / ]] || { echo "install.sh: refusing to install into / (give the image's root filesystem)" >&2; exit 1; }
 bins=(etcd kube-apiserver kube-controller-manager kubectl local-controller bpa bmo)
 for b in "${bins[@]}"; do
 	[[ -x $bindir/$b ]] || { echo "install.sh: $bindir/$b missing or not executable (make build tools)" >&2; exit 1; }
