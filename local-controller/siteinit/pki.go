@@ -68,19 +68,23 @@ func loadPair(dir, name string) (keyPair, bool, error) {
 	} else if err != nil {
 		return keyPair{}, false, err
 	}
+	p, ok := parsePair(crtPEM, keyPEM)
+	return p, ok, nil
+}
+
+// parsePair parses a certificate and its key; files that do not parse (a hand edit, a disk
+// error) are made again rather than stopping the machine's boot.
+func parsePair(crtPEM, keyPEM []byte) (keyPair, bool) {
 	certs, err := cert.ParseCertsPEM(crtPEM)
 	if err != nil || len(certs) == 0 {
-		return keyPair{}, false, nil
+		return keyPair{}, false
 	}
 	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
 	if err != nil {
-		return keyPair{}, false, nil
+		return keyPair{}, false
 	}
 	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return keyPair{}, false, nil
-	}
-	return keyPair{cert: certs[0], key: signer}, true, nil
+	return keyPair{cert: certs[0], key: signer}, ok
 }
 
 // writePair writes pki/<name>.key and .crt, 0600 each.

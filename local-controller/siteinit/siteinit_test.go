@@ -196,3 +196,24 @@ func TestRunRefusesRelativeDir(t *testing.T) {
 		t.Error("a refused run created site/")
 	}
 }
+
+func TestRunRemakesUnreadableCertificate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "site")
+	opts := Options{Dir: dir, Interfaces: fakeInterfaces()}
+	if _, err := Run(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pki", "bpa.crt"), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Changed, []string{"pki/bpa.crt"}) {
+		t.Errorf("after bpa.crt was garbled a run changed %v; want pki/bpa.crt only", res.Changed)
+	}
+	if err := readCert(t, dir, "bpa").CheckSignatureFrom(readCert(t, dir, "ca")); err != nil {
+		t.Error(err)
+	}
+}
