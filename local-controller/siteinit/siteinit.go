@@ -225,12 +225,17 @@ func machineAddresses(ctx context.Context, list func() ([]net.Addr, error), wait
 }
 
 // writeKubeconfig writes the kubeconfig of identity name: the site API server on loopback, the
-// site CA, and the client certificate and key by path (they are renewed in place).
+// site CA inline (enrollment hands it to the global controller; a new CA rewrites the file),
+// and the client certificate and key by path (they are renewed in place).
 func writeKubeconfig(path, pki, name string) (bool, error) {
+	ca, err := os.ReadFile(filepath.Join(pki, "ca.crt"))
+	if err != nil {
+		return false, fmt.Errorf("kubeconfig %s: %w", name, err)
+	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["site"] = &clientcmdapi.Cluster{
-		Server:               "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(APIPort)),
-		CertificateAuthority: filepath.Join(pki, "ca.crt"),
+		Server:                   "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(APIPort)),
+		CertificateAuthorityData: ca,
 	}
 	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{
 		ClientCertificate: filepath.Join(pki, name+".crt"),

@@ -136,6 +136,9 @@ func TestRunIsIdempotentAndLeastPrivileged(t *testing.T) {
 		if got := cfg.AuthInfos[id.Name].ClientCertificate; got != filepath.Join(dir, "pki", id.Name+".crt") {
 			t.Errorf("%s's kubeconfig uses certificate %s", id.Name, got)
 		}
+		if !bytes.Equal(cfg.Clusters["site"].CertificateAuthorityData, readFile(t, filepath.Join(dir, "pki", "ca.crt"))) {
+			t.Errorf("%s's kubeconfig does not hold the site CA inline", id.Name)
+		}
 	}
 	enc, err := os.ReadFile(filepath.Join(dir, "encryption-config.yaml"))
 	if err != nil {
@@ -216,4 +219,13 @@ func TestRunRemakesUnreadableCertificate(t *testing.T) {
 	if err := readCert(t, dir, "bpa").CheckSignatureFrom(readCert(t, dir, "ca")); err != nil {
 		t.Error(err)
 	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

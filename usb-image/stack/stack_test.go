@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
@@ -36,7 +37,8 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // order: the ready marker; through the site API server on the host's address (with the admin
 // credentials read from the host), the CRDs, the local controller's info ConfigMap and the
 // BPA's ConfigMap; a Secret not in clear in the host's etcd files; systemd restarting a killed
-// service; and after a power cut and boot, ready again with the same CA and the Secret still
+// service; enrollment with a real global controller (the Site Ready on the global cluster);
+// and after a power cut and boot, ready again with the same CA and the Secret still
 // readable (site-init kept the PKI and the encryption key).
 func TestSiteStackOnTestHost(t *testing.T) {
 	hn := testenv.NewHosts(t, 1, testenv.HostOptions{Names: []string{"site-0"}})
@@ -54,6 +56,18 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	if err := h.Provision(testenv.UserData{}); err != nil {
 		t.Fatal(err)
 	}
+	// The global side: its API over TLS on the hosts' gateway, a Site, and the site's identity
+	// (URL, CA, a fresh enrollment token) on the host's disk, as the image carries it.
+	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Errorf("stop fleet: %v", err)
+		}
+	})
+	writeIdentity(t, fleet, upper)
 	install := exec.CommandContext(t.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin"))
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("install.sh: %v\n%s", err, out)
@@ -99,6 +113,15 @@ func TestSiteStackOnTestHost(t *testing.T) {
 				}
 				time.Sleep(500 * time.Millisecond)
 			}
+		}
+	})
+
+	t.Run("enrolls with the global controller", func(t *testing.T) {
+		if err := fleet.WaitSitesReady(ctx, siteNamespace, siteName); err != nil {
+			t.Fatalf("%v; global controller's log: %s", err, fleet.ControllerLog())
+		}
+		if _, err := os.Stat(filepath.Join(upper, "var", "lib", "edgefleet", "enrolled")); err != nil {
+			t.Errorf("no done-marker after enrollment: %v", err)
 		}
 	})
 
@@ -179,6 +202,43 @@ func TestSiteStackOnTestHost(t *testing.T) {
 			t.Errorf("the Secret reads %q after reboot", got.Data["value"])
 		}
 	})
+}
+
+// The Site the test host stands for on the global cluster.
+const siteNamespace, siteName = "fleet", "site-0"
+
+// writeIdentity creates the Site on fleet's global cluster, issues an enrollment token for it
+// (edgefleet site token create, as the fleet admin) and writes the site identity into the
+// host's /etc/edgefleet/identity, root-only.
+func writeIdentity(t *testing.T, fleet *testenv.Fleet, upper string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: siteNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: siteName},
+		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: siteName + "-kubeconfig"}}}
+	if err := fleet.Global.Client.Create(ctx, site); err != nil {
+		t.Fatal(err)
+	}
+	token, err := fleet.Edgefleet(ctx, "site", "token", "create", siteName, "-n", siteNamespace, "--ttl", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(upper, "etc", "edgefleet", "identity")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"url":    []byte(fleet.APIURL + "\n"),
+		"ca.crt": readFile(t, fleet.APICAFile),
+		"token":  bytes.TrimSpace(token),
+		"site":   []byte(siteNamespace + "/" + siteName + "\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // waitReady waits for /run/edgefleet/ready on the host and returns its line.
