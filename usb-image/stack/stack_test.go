@@ -17,7 +17,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -36,10 +38,10 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // TestSiteStackOnTestHost installs the stack into a test host's disk, boots it and checks, in
 // order: the ready marker; through the site API server on the host's address (with the admin
 // credentials read from the host), the CRDs, the local controller's info ConfigMap and the
-// BPA's ConfigMap; a Secret not in clear in the host's etcd files; systemd restarting a killed
-// service; enrollment with a real global controller (the Site Ready on the global cluster);
-// and after a power cut and boot, ready again with the same CA and the Secret still
-// readable (site-init kept the PKI and the encryption key).
+// BPA's ConfigMap; the components' own identities are no admins; enrollment with a real global
+// controller (the Site Ready on the global cluster); a Secret not in clear in the host's etcd
+// files; systemd restarting a killed service; and after a power cut and boot, ready again with
+// the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
 func TestSiteStackOnTestHost(t *testing.T) {
 	hn := testenv.NewHosts(t, 1, testenv.HostOptions{Names: []string{"site-0"}})
 	h := hn.Hosts[0]
@@ -112,6 +114,15 @@ func TestSiteStackOnTestHost(t *testing.T) {
 					t.Fatalf("ConfigMap %s/%s: %v", sitev1.InfoNamespace, name, err)
 				}
 				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	})
+
+	t.Run("components are not admins", func(t *testing.T) {
+		for _, id := range []string{"local-controller", "bpa", "baremetal-operator"} {
+			err := clientAs(t, h.IP.String(), site, id).List(ctx, &rbacv1.ClusterRoleBindingList{})
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("%s listing ClusterRoleBindings: %v; want Forbidden (least privilege)", id, err)
 			}
 		}
 	})
@@ -263,13 +274,20 @@ func waitReady(t *testing.T, h *testenv.Host) string {
 // credentials site-init made on the host.
 func siteClient(t *testing.T, ip, site string) client.Client {
 	t.Helper()
+	return clientAs(t, ip, site, "admin")
+}
+
+// clientAs is a client of the host's site API server with the certificate of identity id
+// (pki/<id>.crt) made by site-init.
+func clientAs(t *testing.T, ip, site, id string) client.Client {
+	t.Helper()
 	cfg := &rest.Config{
 		Host:    "https://" + ip + ":6443",
 		Timeout: 15 * time.Second,
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:   readFile(t, filepath.Join(site, "pki", "ca.crt")),
-			CertData: readFile(t, filepath.Join(site, "pki", "admin.crt")),
-			KeyData:  readFile(t, filepath.Join(site, "pki", "admin.key")),
+			CertData: readFile(t, filepath.Join(site, "pki", id+".crt")),
+			KeyData:  readFile(t, filepath.Join(site, "pki", id+".key")),
 		},
 	}
 	s := runtime.NewScheme()
