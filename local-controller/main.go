@@ -17,6 +17,10 @@ func main() {
 		enroll(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "site-init" {
+		siteInit(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("local-controller", flag.ExitOnError)
 	opts := setup.DefaultOptions()
 	opts.AddFlags(fs)
@@ -48,6 +52,22 @@ func enroll(args []string) {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	if err := setup.RunEnroll(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller enroll:", err)
+		os.Exit(1)
+	}
+}
+
+// siteInit runs `local-controller site-init`: the bootstrap machine's site control plane files
+// (PKI, kubeconfigs, encryption configuration), made once and kept right at every boot.
+func siteInit(args []string) {
+	fs := flag.NewFlagSet("local-controller site-init", flag.ExitOnError)
+	opts := setup.DefaultSiteInitOptions()
+	opts.AddFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	_ = fs.Parse(args)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := setup.RunSiteInit(ctrl.SetupSignalHandler(), opts); err != nil {
+		fmt.Fprintln(os.Stderr, "local-controller site-init:", err)
 		os.Exit(1)
 	}
 }

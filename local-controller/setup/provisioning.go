@@ -24,6 +24,18 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
+// What Cluster-API's core reconcilers, run in-process by setupProvisioning, need on the site
+// cluster (their own markers, less what edgefleet does not run: ClusterClass, MachinePool (only watched and deleted with its cluster),
+// MachineHealthCheck, ClusterResourceSet, IPAM, runtime extensions). Without them the local
+// controller's least-privilege identity could not start (its caches would never sync).
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status;clusters/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status;machines/finalizers;machinesets;machinesets/status;machinesets/finalizers;machinedeployments;machinedeployments/status;machinedeployments/finalizers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinedrainrules,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinepools,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+
 // setupProvisioning adds the site-provisioning controllers to mgr: Cluster-API's core
 // reconcilers (Cluster, Machine, MachineSet, MachineDeployment) in-process, edgefleet's
 // infrastructure provider over Metal3 (EdgeCluster, EdgeMachine), its bootstrap provider

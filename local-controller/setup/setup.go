@@ -239,7 +239,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := mgr.Add(&infoPublisher{client: mgr.GetClient(), namespace: opts.Namespace}); err != nil {
+	if err := mgr.Add(&infoPublisher{client: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: opts.Namespace}); err != nil {
 		stop()
 		return nil, nil, fmt.Errorf("add info publisher: %w", err)
 	}
@@ -301,16 +301,20 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=edgefleet-system,resources=leases,verbs=get;create;update
 
 // infoPublisher writes the local controller's version into the info ConfigMap, which the
-// global controller reads into Site.status.localControllerVersion.
+// global controller reads into Site.status.localControllerVersion. It reads the ConfigMap
+// from the API server, not the manager's cache: a cached read would start a cluster-wide
+// ConfigMap informer, which the controller's Role (get in its namespace) does not allow, and
+// the read would wait for it for ever.
 type infoPublisher struct {
 	client    client.Client
+	reader    client.Reader
 	namespace string
 }
 
 // Start publishes once and returns.
 func (p *infoPublisher) Start(ctx context.Context) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: sitev1.InfoConfigMapName}}
-	err := p.client.Get(ctx, client.ObjectKeyFromObject(cm), cm)
+	err := p.reader.Get(ctx, client.ObjectKeyFromObject(cm), cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		cm.Data = map[string]string{sitev1.InfoVersionKey: version.Version}

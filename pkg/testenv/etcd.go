@@ -43,11 +43,21 @@ func (cp *ControlPlane) Stored(ctx context.Context, prefix string) (map[string][
 // log and snapshots) holding b anywhere: a value written in clear is in the write-ahead log
 // as soon as the write returns.
 func (cp *ControlPlane) EtcdFilesContaining(b []byte) ([]string, error) {
+	found, err := FilesContaining(cp.env.ControlPlane.Etcd.DataDir, b)
+	if err != nil {
+		return nil, fmt.Errorf("testenv %s: search etcd's data directory: %w", cp.Name, err)
+	}
+	return found, nil
+}
+
+// FilesContaining returns the regular files under dir holding b anywhere (an etcd data
+// directory of a test host's, for one).
+func FilesContaining(dir string, b []byte) ([]string, error) {
 	if len(b) == 0 {
-		return nil, errors.New("testenv: search etcd's files for nothing")
+		return nil, errors.New("testenv: search files for nothing")
 	}
 	var found []string
-	err := filepath.WalkDir(cp.env.ControlPlane.Etcd.DataDir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
 		}
@@ -58,7 +68,7 @@ func (cp *ControlPlane) EtcdFilesContaining(b []byte) ([]string, error) {
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("testenv %s: search etcd's data directory: %w", cp.Name, err)
+		return nil, err
 	}
 	return found, nil
 }

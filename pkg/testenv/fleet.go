@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -48,6 +49,10 @@ type FleetOptions struct {
 	// TLS has the artifact API (and the web UI on its server) serve HTTPS with a certificate
 	// made for 127.0.0.1 (APICAFile); APIURL is then https://.
 	TLS bool
+	// APIHost is the IP address the artifact API (and enrollment) listens on and its
+	// certificate is made for: test hosts reach the controller at their network's gateway
+	// (HostNet.Gateway). 127.0.0.1 when empty.
+	APIHost string
 }
 
 // Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
@@ -74,6 +79,7 @@ type Fleet struct {
 	root       string
 	ownDir     bool
 	siteTokens bool
+	apiHost    string // FleetOptions.APIHost
 	controller *process
 	locals     map[string]*process
 	bpas       map[string]*process
@@ -89,7 +95,10 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{},
-		bpas: map[string]*process{}, siteTokens: opts.SiteTokens}
+		bpas: map[string]*process{}, siteTokens: opts.SiteTokens, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
+	if net.ParseIP(f.apiHost) == nil {
+		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, f.Stop())
@@ -195,9 +204,10 @@ func (f *Fleet) Token(ctx context.Context, ns, name, clusterRole string) (string
 	return tr.Status.Token, nil
 }
 
-// writeAPICertificate makes the artifact API's serving certificate for 127.0.0.1.
+// writeAPICertificate makes the artifact API's serving certificate for its address
+// (FleetOptions.APIHost) and 127.0.0.1.
 func (f *Fleet) writeAPICertificate() error {
-	crt, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	crt, key, err := certutil.GenerateSelfSignedCertKey(f.apiHost, []net.IP{net.ParseIP(f.apiHost), net.ParseIP("127.0.0.1")}, []string{"localhost"})
 	if err != nil {
 		return fmt.Errorf("artifact API certificate: %w", err)
 	}
@@ -253,16 +263,17 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	}
 	f.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	f.HealthURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	f.APIURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
+	api := net.JoinHostPort(f.apiHost, strconv.Itoa(ports[2]))
+	f.APIURL = "http://" + api
 	if f.APICertFile != "" {
-		f.APIURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+		f.APIURL = "https://" + api
 	}
 	args = append([]string{
 		"--kubeconfig", f.Kubeconfig(),
 		"--leader-election-namespace", "edgefleet-system",
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--api-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
+		"--api-bind-address", api,
 		"--data-dir", filepath.Join(f.Dir, "data"),
 	}, args...)
 	if f.APICertFile != "" {

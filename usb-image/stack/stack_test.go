@@ -1,0 +1,330 @@
+// Package stack_test boots the site stack (usb-image/stack) on a real test host: Debian with
+// systemd as PID 1, the stack installed by install.sh as the ISO build installs it.
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// readyMarker starts the line edgefleet-site-ready.service writes; the image's boot test waits
+// for it on the console.
+const readyMarker = "EDGEFLEET-SITE-READY"
+
+// TestSiteStackOnTestHost installs the stack into a test host's disk, boots it and checks, in
+// order: the ready marker; through the site API server on the host's address (with the admin
+// credentials read from the host), the CRDs, the local controller's info ConfigMap and the
+// BPA's ConfigMap; the components' own identities are no admins; enrollment with a real global
+// controller (the Site Ready on the global cluster); a Secret not in clear in the host's etcd
+// files; systemd restarting a killed service; and after a power cut and boot, ready again with
+// the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
+func TestSiteStackOnTestHost(t *testing.T) {
+	hn := testenv.NewHosts(t, 1, testenv.HostOptions{Names: []string{"site-0"}})
+	h := hn.Hosts[0]
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"local-controller", "bpa", "bmo", "kube-controller-manager"} {
+		if _, err := os.Stat(filepath.Join(root, "bin", b)); err != nil {
+			t.Fatalf("bin/%s: %v (make build tools)", b, err)
+		}
+	}
+	upper := filepath.Join(h.Dir, "upper")
+	if err := h.Provision(testenv.UserData{}); err != nil {
+		t.Fatal(err)
+	}
+	// The global side: its API over TLS on the hosts' gateway, a Site, and the site's identity
+	// (URL, CA, a fresh enrollment token) on the host's disk, as the image carries it.
+	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Errorf("stop fleet: %v", err)
+		}
+	})
+	writeIdentity(t, fleet, upper)
+	install := exec.CommandContext(t.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin"))
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if t.Failed() && h.Running() {
+			out, _ := h.Exec(context.Background(), "sh", "-c", "systemctl --no-pager list-units 'edgefleet*' etcd.service 'kube-*' baremetal-operator.service; journalctl --no-pager -u 'edgefleet*' -u etcd -u 'kube-*' -u baremetal-operator | grep -v 'healthz check failed' | tail -n 60")
+			t.Logf("host's units and journal:\n%s", out)
+		}
+	})
+
+	start := time.Now()
+	if err := h.Boot(); err != nil {
+		t.Fatal(err)
+	}
+	ready := waitReady(t, h)
+	t.Logf("first boot: %q after %s", ready, time.Since(start).Round(time.Second))
+
+	site := filepath.Join(upper, "var", "lib", "edgefleet", "site")
+	ca := readFile(t, filepath.Join(site, "pki", "ca.crt"))
+	c := siteClient(t, h.IP.String(), site)
+	ctx := t.Context()
+
+	t.Run("CRDs", func(t *testing.T) {
+		for _, name := range []string{"applicationclusters.site.edgefleet.io", "artifactsets.site.edgefleet.io",
+			"clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io", "baremetalhosts.metal3.io"} {
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+				t.Errorf("CRD %s: %v", name, err)
+			}
+		}
+	})
+	t.Run("components' ConfigMaps", func(t *testing.T) {
+		// Both are written just after the components report ready.
+		deadline := time.Now().Add(30 * time.Second)
+		for _, name := range []string{sitev1.InfoConfigMapName, sitev1.BPAConfigMapName} {
+			for {
+				err := c.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: name}, &corev1.ConfigMap{})
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ConfigMap %s/%s: %v", sitev1.InfoNamespace, name, err)
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}
+	})
+
+	t.Run("components are not admins", func(t *testing.T) {
+		for _, id := range []string{"local-controller", "bpa", "baremetal-operator"} {
+			err := clientAs(t, h.IP.String(), site, id).List(ctx, &rbacv1.ClusterRoleBindingList{})
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("%s listing ClusterRoleBindings: %v; want Forbidden (least privilege)", id, err)
+			}
+		}
+	})
+
+	t.Run("enrolls with the global controller", func(t *testing.T) {
+		if err := fleet.WaitSitesReady(ctx, siteNamespace, siteName); err != nil {
+			t.Fatalf("%v; global controller's log: %s", err, fleet.ControllerLog())
+		}
+		if _, err := os.Stat(filepath.Join(upper, "var", "lib", "edgefleet", "enrolled")); err != nil {
+			t.Errorf("no done-marker after enrollment: %v", err)
+		}
+	})
+
+	// A Secret's value must be nowhere in clear in etcd's files, while its name (keys are
+	// not encrypted) is: the search looks where etcd writes.
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		t.Fatal(err)
+	}
+	value := "stack-test-" + hex.EncodeToString(raw)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "stack-test-" + hex.EncodeToString(raw[:4])},
+		StringData: map[string]string{"value": value}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("Secrets encrypted at rest", func(t *testing.T) {
+		etcdDir := filepath.Join(upper, "var", "lib", "edgefleet", "etcd")
+		named, err := testenv.FilesContaining(etcdDir, []byte("/registry/secrets/"+secret.Namespace+"/"+secret.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(named) == 0 {
+			t.Fatalf("no file of %s holds the Secret's key: not etcd's data directory?", etcdDir)
+		}
+		clear, err := testenv.FilesContaining(etcdDir, []byte(value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(clear) > 0 {
+			t.Errorf("the Secret's value is in clear in %v", clear)
+		}
+	})
+
+	t.Run("systemd restarts a killed service", func(t *testing.T) {
+		before := unitProps(t, h, "edgefleet-bpa.service")
+		if before["MainPID"] == "" || before["MainPID"] == "0" {
+			t.Fatalf("edgefleet-bpa.service has no main process: %v", before)
+		}
+		if _, err := h.Exec(ctx, "kill", "-KILL", before["MainPID"]); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			now := unitProps(t, h, "edgefleet-bpa.service")
+			restarts, _ := strconv.Atoi(now["NRestarts"])
+			was, _ := strconv.Atoi(before["NRestarts"])
+			if now["ActiveState"] == "active" && now["SubState"] == "running" && restarts > was && now["MainPID"] != before["MainPID"] {
+				t.Logf("BPA restarted: PID %s → %s", before["MainPID"], now["MainPID"])
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("BPA not restarted after SIGKILL: before %v, now %v", before, now)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if _, err := h.Exec(ctx, "curl", "-fsS", "--max-time", "2", "http://127.0.0.1:8091/readyz"); err != nil {
+			t.Errorf("restarted BPA not ready: %v", err)
+		}
+	})
+
+	t.Run("reboot keeps the site", func(t *testing.T) {
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := h.Boot(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("after reboot: %q after %s", waitReady(t, h), time.Since(start).Round(time.Second))
+		if !bytes.Equal(readFile(t, filepath.Join(site, "pki", "ca.crt")), ca) {
+			t.Error("the site CA changed across a reboot")
+		}
+		got := &corev1.Secret{}
+		if err := siteClient(t, h.IP.String(), site).Get(ctx, client.ObjectKeyFromObject(secret), got); err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data["value"]) != value {
+			t.Errorf("the Secret reads %q after reboot", got.Data["value"])
+		}
+	})
+}
+
+// The Site the test host stands for on the global cluster.
+const siteNamespace, siteName = "fleet", "site-0"
+
+// writeIdentity creates the Site on fleet's global cluster, issues an enrollment token for it
+// (edgefleet site token create, as the fleet admin) and writes the site identity into the
+// host's /etc/edgefleet/identity, root-only.
+func writeIdentity(t *testing.T, fleet *testenv.Fleet, upper string) {
+	t.Helper()
+	ctx := t.Context()
+	if err := fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: siteNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: siteName},
+		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: siteName + "-kubeconfig"}}}
+	if err := fleet.Global.Client.Create(ctx, site); err != nil {
+		t.Fatal(err)
+	}
+	token, err := fleet.Edgefleet(ctx, "site", "token", "create", siteName, "-n", siteNamespace, "--ttl", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(upper, "etc", "edgefleet", "identity")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"url":    []byte(fleet.APIURL + "\n"),
+		"ca.crt": readFile(t, fleet.APICAFile),
+		"token":  bytes.TrimSpace(token),
+		"site":   []byte(siteNamespace + "/" + siteName + "\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitReady waits for /run/edgefleet/ready on the host and returns its line.
+func waitReady(t *testing.T, h *testenv.Host) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
+	defer cancel()
+	for {
+		out, err := h.Exec(ctx, "cat", "/run/edgefleet/ready")
+		if line := strings.TrimSpace(string(out)); err == nil && strings.HasPrefix(line, readyMarker+" ") {
+			return line
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("host %s: no %s in /run/edgefleet/ready: %v", h.Name, readyMarker, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// siteClient is an admin client of the host's site API server at its address, with the
+// credentials site-init made on the host.
+func siteClient(t *testing.T, ip, site string) client.Client {
+	t.Helper()
+	return clientAs(t, ip, site, "admin")
+}
+
+// clientAs is a client of the host's site API server with the certificate of identity id
+// (pki/<id>.crt) made by site-init.
+func clientAs(t *testing.T, ip, site, id string) client.Client {
+	t.Helper()
+	cfg := &rest.Config{
+		Host:    "https://" + ip + ":6443",
+		Timeout: 15 * time.Second,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   readFile(t, filepath.Join(site, "pki", "ca.crt")),
+			CertData: readFile(t, filepath.Join(site, "pki", id+".crt")),
+			KeyData:  readFile(t, filepath.Join(site, "pki", id+".key")),
+		},
+	}
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// unitProps are a unit's MainPID, NRestarts, ActiveState and SubState.
+func unitProps(t *testing.T, h *testenv.Host, unit string) map[string]string {
+	t.Helper()
+	out, err := h.Exec(t.Context(), "systemctl", "show", "-p", "MainPID,NRestarts,ActiveState,SubState", unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			props[k] = v
+		}
+	}
+	return props
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(fmt.Errorf("read from the host's disk: %w", err))
+	}
+	return b
+}
