@@ -108,6 +108,7 @@ type Server struct {
 	cfg     Config
 	pages   map[string]*template.Template
 	streams chan struct{} // a slot per open stream
+	grants  *grantsCache  // per-site decisions of users who may not get every site
 }
 
 // New returns a Server; it fails when a template does not parse.
@@ -122,7 +123,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, pages: pages, streams: make(chan struct{}, cfg.Limits.MaxStreams)}, nil
+	return &Server{cfg: cfg, pages: pages, streams: make(chan struct{}, cfg.Limits.MaxStreams),
+		grants: newGrantsCache(cfg.Clock)}, nil
 }
 
 // Handler serves the UI under Prefix: the login page and the static files to anyone, every

@@ -27,7 +27,7 @@ import (
 )
 
 // fakeAuth knows tokens by value; admin may do anything, viewer get and list anywhere,
-// team get and list in namespace fleet only.
+// team get and list in namespace fleet only, nobody nothing.
 type fakeAuth struct {
 	mu     sync.Mutex
 	tokens map[string]kubeauth.User
@@ -38,6 +38,7 @@ func newFakeAuth() *fakeAuth {
 		"admin-token":  {Name: "admin"},
 		"viewer-token": {Name: "viewer"},
 		"team-token":   {Name: "team"},
+		"nobody-token": {Name: "nobody"},
 	}}
 }
 
@@ -197,8 +198,10 @@ func TestPages(t *testing.T) {
 			wantStatus: http.StatusSeeOther, wantLocation: "/ui/"},
 		{name: "overview", method: "GET", path: "/ui/", token: "viewer-token", wantStatus: http.StatusOK,
 			want: []string{`data-state="Ready"><span class="count">1</span>`, "patch-1", `id="live"`, "viewer"}},
-		{name: "overview of every namespace needs a cluster-wide grant", method: "GET", path: "/ui/", token: "team-token", wantStatus: http.StatusForbidden,
-			want: []string{"team may not list sites.fleet.edgefleet.io in all namespaces: RBAC says no"}},
+		{name: "overview of every namespace: the sites of the namespaces the user may read, no campaigns", method: "GET", path: "/ui/", token: "team-token",
+			wantStatus: http.StatusOK, want: []string{`id="total">1<`, "team may not list campaigns: RBAC says no"}, wantNot: []string{"patch-1"}},
+		{name: "overview for a user who may read no site", method: "GET", path: "/ui/", token: "nobody-token", wantStatus: http.StatusForbidden,
+			want: []string{"nobody may not list sites.fleet.edgefleet.io in all namespaces: RBAC says no"}},
 		{name: "overview of the team's namespace", method: "GET", path: "/ui/?namespace=fleet", token: "team-token", wantStatus: http.StatusOK,
 			want: []string{"namespace fleet"}},
 		{name: "site list", method: "GET", path: "/ui/sites?state=Ready&sort=heartbeat&order=desc", token: "viewer-token", wantStatus: http.StatusOK,
