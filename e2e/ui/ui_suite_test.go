@@ -7,9 +7,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -109,4 +112,28 @@ func campaign(ctx context.Context, name string) *fleetv1.Campaign {
 	c := &fleetv1.Campaign{}
 	Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
 	return c
+}
+
+// siteOperatorToken makes ServiceAccount edgefleet-system/name a site operator of the given
+// sites of namespace ns, as docs/security.md says to narrow the role (a Role with the
+// edgefleet-site-operator's rules on sites, resourceNames set, hosts namespace-wide), and
+// returns a token of it.
+func siteOperatorToken(ctx context.Context, name string, sites []string) string {
+	GinkgoHelper()
+	c := fleet.Global.Client
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites", "sites/status"}, Verbs: []string{"get", "watch"}, ResourceNames: sites},
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites/enrollment"}, Verbs: []string{"get", "create", "delete"}, ResourceNames: sites},
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"hosts", "hosts/status"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	Expect(c.Create(ctx, role)).To(Succeed())
+	Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "edgefleet-system", Name: name}})).To(Succeed())
+	Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "edgefleet-system", Name: name}}})).To(Succeed())
+	cs, err := kubernetes.NewForConfig(fleet.Global.Config)
+	Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts("edgefleet-system").CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
 }

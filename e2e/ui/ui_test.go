@@ -84,6 +84,29 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(admin.text("#live")).To(ContainSubstring("none"))
 	})
 
+	It("shows a site operator bound to some sites exactly those, and 403 on another's page", func(ctx context.Context) {
+		mine := []string{"store-00002", "store-00005"}
+		operator := newUser(browser, "site operator")
+		operator.signIn(base, siteOperatorToken(ctx, "store-operator", mine))
+
+		By("the overview counts their two sites, and says they may not see campaigns")
+		operator.waitFor("2 sites", `document.querySelector('#total')?.textContent === '2'`)
+		Expect(operator.text("#campaigns-denied")).To(ContainSubstring("may not list campaigns"))
+
+		By("the site list shows exactly their sites")
+		operator.open(base, "/ui/sites")
+		Expect(eval[[]string](operator, `[...document.querySelectorAll('#site-table tbody tr.site')].map(r => r.dataset.site)`)).To(Equal(mine))
+
+		By("their site's page, with its hosts")
+		operator.open(base, "/ui/sites/"+ns+"/"+mine[0])
+		Expect(operator.text(`tr.host[data-host="` + mine[0] + `-cp-0"]`)).To(ContainSubstring("provisioned"))
+
+		By("another store's page answers 403")
+		Expect(eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00003').then(r => r.status)`)).To(Equal(http.StatusForbidden))
+		operator.do(chromedp.Navigate(base + "/ui/sites/" + ns + "/store-00003"))
+		operator.waitFor("the denial", `document.body.textContent.includes('may not get sites.fleet.edgefleet.io "store-00003"')`)
+	})
+
 	It("shows a campaign's progress, and a site's patch step, live while it runs", func(ctx context.Context) {
 		pct := func(v int) *intstr.IntOrString { i := intstr.FromInt32(int32(v)); return &i }
 		camp := &fleetv1.Campaign{
