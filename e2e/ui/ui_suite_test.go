@@ -1,7 +1,12 @@
 package ui_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -136,4 +142,40 @@ func siteOperatorToken(ctx context.Context, name string, sites []string) string 
 	tr, err := cs.CoreV1().ServiceAccounts("edgefleet-system").CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	return tr.Status.Token
+}
+
+// startUpload opens an upload session of size bytes on the artifact API as the admin and
+// returns its id.
+func startUpload(ctx context.Context, size int64) string {
+	GinkgoHelper()
+	body, err := json.Marshal(restv1.CreateUpload{Size: &size, ArtifactSpec: restv1.ArtifactSpec{
+		Kind: restv1.KindBinaryPackage, Name: "ui-upload", Version: "1.0.0", Architecture: "amd64"}})
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/uploads", bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := httpsClient().Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusCreated))
+	var up restv1.Upload
+	Expect(json.NewDecoder(resp.Body).Decode(&up)).To(Succeed())
+	return up.ID
+}
+
+// appendUpload sends n random bytes to the upload session from offset.
+func appendUpload(ctx context.Context, id string, offset, n int64) {
+	GinkgoHelper()
+	data := make([]byte, n)
+	_, _ = rand.Read(data)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, base+"/api/v1/uploads/"+id, bytes.NewReader(data))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set(restv1.HeaderUploadOffset, strconv.FormatInt(offset, 10))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := httpsClient().Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(BeNumerically("<", 300), "append to upload %s", id)
 }

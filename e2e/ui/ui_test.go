@@ -48,7 +48,7 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(token.Path).To(Equal("/ui"))
 	})
 
-	It("loads every page with the fleet's real data", func() {
+	It("loads every page with the fleet's real data", func(ctx context.Context) {
 		By("the overview: sites by state, releases, versions")
 		admin.open(base, "/ui/?namespace="+ns)
 		admin.waitFor("13 sites, all Ready", `document.querySelector('#total')?.textContent === '13' &&
@@ -78,6 +78,24 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(admin.text("#charts")).To(And(ContainSubstring("coredns"), ContainSubstring("deployed")))
 		Expect(admin.text("#events")).To(ContainSubstring("SiteReady"))
 		admin.screenshot("site")
+
+		By("the releases: readiness, each artifact in the store with its size")
+		admin.open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.text(`[data-release="r1"] h3`)).To(And(ContainSubstring("v1.36.3"), ContainSubstring("Ready True")))
+		Expect(admin.count(`[data-release="r1"] tr.release-artifact`)).To(BeNumerically(">", 1))
+		Expect(admin.count(`[data-release="r1"] tr.release-artifact[data-stored="no"]`)).To(BeZero())
+		Expect(admin.count("#store tr.artifact")).To(BeNumerically(">", 1))
+
+		By("an upload under way: its progress, moving without a reload")
+		upload := startUpload(ctx, 1<<20)
+		appendUpload(ctx, upload, 0, 512<<10)
+		admin.open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.text(`tr.upload[data-upload="` + upload + `"] .percent`)).To(Equal("50%"))
+		admin.markLoaded()
+		appendUpload(ctx, upload, 512<<10, 256<<10)
+		admin.waitFor("the upload at 75%", `document.querySelector('tr.upload[data-upload="`+upload+`"] .percent')?.textContent === '75%'`)
+		Expect(admin.stillLoaded()).To(BeTrue(), "the releases page was reloaded")
+		admin.screenshot("releases")
 
 		By("the campaigns: none yet")
 		admin.open(base, "/ui/campaigns?namespace="+ns)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -27,6 +28,9 @@ type page struct {
 	title    func(*request) string
 	load     func(s *Server, ctx context.Context, req *request) (any, error)
 	watch    func(req *request) func(Change) bool
+	// refresh, when set, renders a live page again this often whether or not anything it
+	// watches changed (what it shows changes without informer events: the artifact store).
+	refresh time.Duration
 }
 
 // page serves p: the whole page, or, to an EventSource (Accept: text/event-stream), a stream

@@ -92,6 +92,9 @@ type Config struct {
 	Log logr.Logger
 	// Limits; DefaultLimits when zero.
 	Limits Limits
+	// Artifacts is the artifact store the releases page shows (*artifacts.Store); nil: the page
+	// shows the releases alone.
+	Artifacts ArtifactStore
 	// Kubeconfigs issues cluster users' kubeconfigs (*kubeconfigapi.Server); nil: the site page
 	// offers none.
 	Kubeconfigs Kubeconfigs
@@ -147,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/sites/:namespace/:name", s.page(sitePage))
 	ui.GET("/clusters", s.page(clusterListPage))
 	ui.GET("/campaigns", s.page(campaignListPage))
+	ui.GET("/releases", s.page(releaseListPage))
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
 	ui.POST("/sites/:namespace/:name/kubeconfig", sameOrigin, s.kubeconfig)

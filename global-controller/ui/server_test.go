@@ -95,6 +95,7 @@ type bed struct {
 	events      *eventReader
 	recorder    *events.FakeRecorder
 	kubeconfigs *fakeKubeconfigs
+	store       *fakeArtifactStore
 }
 
 func newBed(t *testing.T, limits Limits) *bed {
@@ -111,14 +112,15 @@ func newBed(t *testing.T, limits Limits) *bed {
 	host := &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "store-1-cp-0"},
 		Spec:   fleetv1.HostSpec{SiteRef: fleetv1.SiteReference{Name: "store-1"}, Role: fleetv1.RoleControlPlane, BootMACAddress: "52:54:00:00:00:01"},
 		Status: fleetv1.HostStatus{Cluster: &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(site(), running, host).WithStatusSubresource(&fleetv1.Campaign{}).
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(site(), running, host, testRelease()).WithStatusSubresource(&fleetv1.Campaign{}).
 		WithIndex(&fleetv1.Host{}, index.HostSite, func(o client.Object) []string {
 			h := o.(*fleetv1.Host)
 			return []string{index.Key(h.Namespace, h.Spec.SiteRef.Name)}
 		}).Build()
-	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{}}
+	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{},
+		store: newFakeArtifactStore()}
 	s, err := New(Config{Cache: c, Events: b.events, Campaigns: c, Recorder: b.recorder, Auth: b.auth, Changes: b.hub, Log: testr.New(t), Limits: limits,
-		Kubeconfigs: b.kubeconfigs})
+		Kubeconfigs: b.kubeconfigs, Artifacts: b.store})
 	if err != nil {
 		t.Fatal(err)
 	}
