@@ -31,6 +31,7 @@ func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store
 		Log:       ctrl.Log.WithName("ui"),
 
 		Artifacts:   store,
+		Rules:       ui.NewRulesReviewer(mgr.GetConfig()),
 		Kubeconfigs: kubeconfigs,
 	})
 	if err != nil {

@@ -40,7 +40,7 @@ type clustersData struct {
 // site (cached like every review of the UI; the issue itself asks afresh), for the first
 // maxClusterChecks sites by namespace and name.
 func (s *Server) loadClusters(ctx context.Context, req *request) (any, error) {
-	sites, err := s.listVisibleSites(ctx, req.User, req.Namespace)
+	sites, err := s.listVisibleSites(ctx, req, req.Namespace)
 	if err != nil {
 		return nil, err
 	}

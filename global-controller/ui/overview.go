@@ -52,7 +52,7 @@ type valueCount struct {
 
 func (s *Server) loadOverview(ctx context.Context, req *request) (any, error) {
 	ns := req.Namespace
-	sites, err := s.listVisibleSites(ctx, req.User, ns)
+	sites, err := s.listVisibleSites(ctx, req, ns)
 	if err != nil {
 		return nil, err
 	}

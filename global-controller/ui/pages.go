@@ -19,6 +19,8 @@ type request struct {
 	// query's (lists).
 	Namespace, Name string
 	Query           url.Values
+	// Token is the user's bearer token, for reviews only the user may ask (SiteRules).
+	Token string
 }
 
 // page is one page of the UI: its template, how its data is loaded (and access checked), and
@@ -37,7 +39,8 @@ type page struct {
 // of its live part.
 func (s *Server) page(p page) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		req := &request{User: c.MustGet(userKey).(kubeauth.User), Query: c.Request.URL.Query(), Namespace: c.Param("namespace"), Name: c.Param("name")}
+		req := &request{User: c.MustGet(userKey).(kubeauth.User), Query: c.Request.URL.Query(), Namespace: c.Param("namespace"), Name: c.Param("name"),
+			Token: c.MustGet(tokenKey).(string)}
 		if req.Name == "" {
 			req.Namespace = req.Query.Get("namespace")
 		}

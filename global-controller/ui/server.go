@@ -95,6 +95,9 @@ type Config struct {
 	// Artifacts is the artifact store the releases page shows (*artifacts.Store); nil: the page
 	// shows the releases alone.
 	Artifacts ArtifactStore
+	// Rules narrows the per-site reviews of users who may not get every site of a namespace
+	// (*RulesReviewer); nil: every site of such a namespace is reviewed.
+	Rules SiteRules
 	// Kubeconfigs issues cluster users' kubeconfigs (*kubeconfigapi.Server); nil: the site page
 	// offers none.
 	Kubeconfigs Kubeconfigs

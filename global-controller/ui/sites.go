@@ -50,7 +50,7 @@ func (s *Server) loadSiteList(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, &httpError{status: http.StatusBadRequest, msg: err.Error()}
 	}
-	sites, err := s.listVisibleSites(ctx, req.User, q.Namespace)
+	sites, err := s.listVisibleSites(ctx, req, q.Namespace)
 	if err != nil {
 		return nil, err
 	}

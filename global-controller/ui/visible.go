@@ -72,12 +72,13 @@ func (c *grantsCache) of(u kubeauth.User) *siteGrants {
 // listVisibleSites lists the Sites of namespace ns ("" for all) from the cache, keeping only
 // those u may get (visibleSites). When u sees none and may not list sites in ns either, the
 // answer is a 403 naming that access, as before there were per-site grants.
-func (s *Server) listVisibleSites(ctx context.Context, u kubeauth.User, ns string) ([]fleetv1.Site, error) {
+func (s *Server) listVisibleSites(ctx context.Context, req *request, ns string) ([]fleetv1.Site, error) {
+	u := req.User
 	sites := &fleetv1.SiteList{}
 	if err := s.cfg.Cache.List(ctx, sites, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list sites: %w", err)
 	}
-	visible, err := s.visibleSites(ctx, u, ns, sites.Items)
+	visible, err := s.visibleSites(ctx, u, req.Token, ns, sites.Items)
 	if err != nil {
 		return nil, err
 	}
@@ -94,8 +95,11 @@ func (s *Server) listVisibleSites(ctx context.Context, u kubeauth.User, ns strin
 // review, cached); then, for all namespaces, get sites in each namespace present; and only for
 // the sites of namespaces where both were denied — a site operator's RoleBinding narrowed with
 // resourceNames — get sites NAME, one review per site, at most siteCheckParallelism at once,
-// kept per user for siteGrantTTL.
-func (s *Server) visibleSites(ctx context.Context, u kubeauth.User, ns string, sites []fleetv1.Site) ([]fleetv1.Site, error) {
+// kept per user for siteGrantTTL. With Config.Rules, the user's own rules of such a namespace
+// (one SelfSubjectRulesReview with token) first say which sites they name at all: only those
+// are reviewed, the others are not visible; when the rules are incomplete or cannot be read,
+// every site is reviewed.
+func (s *Server) visibleSites(ctx context.Context, u kubeauth.User, token, ns string, sites []fleetv1.Site) ([]fleetv1.Site, error) {
 	mayGetAll := func(ns string) (bool, error) {
 		ok, _, err := s.cfg.Auth.AuthorizeAccess(ctx, u, fleetAccess("get", "sites", ns, ""))
 		if err != nil {
@@ -120,11 +124,16 @@ func (s *Server) visibleSites(ctx context.Context, u kubeauth.User, ns string, s
 		}
 	}
 	grants := s.grants.of(u)
+	named := s.namedSites(ctx, u, token, ns, wholeNamespace)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(siteCheckParallelism)
 	for i := range sites {
 		k := types.NamespacedName{Namespace: sites[i].Namespace, Name: sites[i].Name}
 		if _, known := grants.lookup(k); known || wholeNamespace[k.Namespace] {
+			continue
+		}
+		if names, hinted := named[k.Namespace]; hinted && !names[k.Name] {
+			grants.set(k, false)
 			continue
 		}
 		g.Go(func() error {
@@ -147,4 +156,39 @@ func (s *Server) visibleSites(ctx context.Context, u kubeauth.User, ns string, s
 		}
 	}
 	return visible, nil
+}
+
+// namedSites asks Config.Rules, for namespace ns or (ns "") each namespace of wholeNamespace
+// that was denied, which sites the user's rules name for get; a namespace is left out (every
+// site of it reviewed) when the rules grant every site, are incomplete or cannot be read.
+func (s *Server) namedSites(ctx context.Context, u kubeauth.User, token, ns string, wholeNamespace map[string]bool) map[string]map[string]bool {
+	if s.cfg.Rules == nil || token == "" {
+		return nil
+	}
+	namespaces := []string{ns}
+	if ns == "" {
+		namespaces = namespaces[:0]
+		for n, all := range wholeNamespace {
+			if !all {
+				namespaces = append(namespaces, n)
+			}
+		}
+	}
+	named := map[string]map[string]bool{}
+	for _, n := range namespaces {
+		names, all, complete, err := s.cfg.Rules.GettableSites(ctx, token, n)
+		if err != nil {
+			s.cfg.Log.Error(err, "read a user's rules; reviewing every site", "user", u.Name, "namespace", n)
+			continue
+		}
+		if all || !complete {
+			continue
+		}
+		set := make(map[string]bool, len(names))
+		for _, name := range names {
+			set[name] = true
+		}
+		named[n] = set
+	}
+	return named
 }

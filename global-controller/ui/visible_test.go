@@ -167,7 +167,8 @@ func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
 		}
 	}
 	auth := &countingAuth{Reviewer: kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: fleetv1.GroupVersion.Group, Resource: "artifacts"})}
-	srv, err := New(Config{Cache: informers, Events: c, Campaigns: c, Recorder: events.NewFakeRecorder(10), Auth: auth, Changes: NewHub(), Log: testr.New(t)})
+	srv, err := New(Config{Cache: informers, Events: c, Campaigns: c, Recorder: events.NewFakeRecorder(10), Auth: auth, Changes: NewHub(), Log: testr.New(t),
+		Rules: NewRulesReviewer(cp.Config)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +201,17 @@ func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
 		slices.Sort(names)
 		return names
 	}
+
+	t.Run("the user's own rules spare the reviews of sites they do not name", func(t *testing.T) {
+		before := auth.reviews.Load()
+		if status, body := get(t, "west-operator", "/ui/sites?namespace="+west); status != http.StatusOK || !slices.Equal(siteNames(body), []string{"w1", "w3"}) {
+			t.Fatalf("status %d, sites %v, want w1 and w3", status, siteNames(body))
+		}
+		// get sites in the namespace, then get sites w1 and w3: never w2.
+		if n := auth.reviews.Load() - before; n != 3 {
+			t.Errorf("the west operator's first list of %s asked %d access reviews, want 3", west, n)
+		}
+	})
 
 	t.Run("site lists", func(t *testing.T) {
 		for _, tc := range []struct {
