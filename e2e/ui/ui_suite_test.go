@@ -1,20 +1,29 @@
 package ui_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -109,4 +118,64 @@ func campaign(ctx context.Context, name string) *fleetv1.Campaign {
 	c := &fleetv1.Campaign{}
 	Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
 	return c
+}
+
+// siteOperatorToken makes ServiceAccount edgefleet-system/name a site operator of the given
+// sites of namespace ns, as docs/security.md says to narrow the role (a Role with the
+// edgefleet-site-operator's rules on sites, resourceNames set, hosts namespace-wide), and
+// returns a token of it.
+func siteOperatorToken(ctx context.Context, name string, sites []string) string {
+	GinkgoHelper()
+	c := fleet.Global.Client
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites", "sites/status"}, Verbs: []string{"get", "watch"}, ResourceNames: sites},
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites/enrollment"}, Verbs: []string{"get", "create", "delete"}, ResourceNames: sites},
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"hosts", "hosts/status"}, Verbs: []string{"get", "list", "watch"}},
+	}}
+	Expect(c.Create(ctx, role)).To(Succeed())
+	Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "edgefleet-system", Name: name}})).To(Succeed())
+	Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "edgefleet-system", Name: name}}})).To(Succeed())
+	cs, err := kubernetes.NewForConfig(fleet.Global.Config)
+	Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts("edgefleet-system").CreateToken(ctx, name, &authnv1.TokenRequest{}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
+}
+
+// startUpload opens an upload session of size bytes on the artifact API as the admin and
+// returns its id.
+func startUpload(ctx context.Context, size int64) string {
+	GinkgoHelper()
+	body, err := json.Marshal(restv1.CreateUpload{Size: &size, ArtifactSpec: restv1.ArtifactSpec{
+		Kind: restv1.KindBinaryPackage, Name: "ui-upload", Version: "1.0.0", Architecture: "amd64"}})
+	Expect(err).NotTo(HaveOccurred())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/uploads", bytes.NewReader(body))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := httpsClient().Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusCreated))
+	var up restv1.Upload
+	Expect(json.NewDecoder(resp.Body).Decode(&up)).To(Succeed())
+	return up.ID
+}
+
+// appendUpload sends n random bytes to the upload session from offset.
+func appendUpload(ctx context.Context, id string, offset, n int64) {
+	GinkgoHelper()
+	data := make([]byte, n)
+	_, _ = rand.Read(data)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, base+"/api/v1/uploads/"+id, bytes.NewReader(data))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set(restv1.HeaderUploadOffset, strconv.FormatInt(offset, 10))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := httpsClient().Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(BeNumerically("<", 300), "append to upload %s", id)
 }

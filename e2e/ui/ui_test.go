@@ -48,7 +48,7 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(token.Path).To(Equal("/ui"))
 	})
 
-	It("loads every page with the fleet's real data", func() {
+	It("loads every page with the fleet's real data", func(ctx context.Context) {
 		By("the overview: sites by state, releases, versions")
 		admin.open(base, "/ui/?namespace="+ns)
 		admin.waitFor("13 sites, all Ready", `document.querySelector('#total')?.textContent === '13' &&
@@ -79,9 +79,50 @@ var _ = Describe("The web UI", Ordered, func() {
 		Expect(admin.text("#events")).To(ContainSubstring("SiteReady"))
 		admin.screenshot("site")
 
+		By("the releases: readiness, each artifact in the store with its size")
+		admin.open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.text(`[data-release="r1"] h3`)).To(And(ContainSubstring("v1.36.3"), ContainSubstring("Ready True")))
+		Expect(admin.count(`[data-release="r1"] tr.release-artifact`)).To(BeNumerically(">", 1))
+		Expect(admin.count(`[data-release="r1"] tr.release-artifact[data-stored="no"]`)).To(BeZero())
+		Expect(admin.count("#store tr.artifact")).To(BeNumerically(">", 1))
+
+		By("an upload under way: its progress, moving without a reload")
+		upload := startUpload(ctx, 1<<20)
+		appendUpload(ctx, upload, 0, 512<<10)
+		admin.open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.text(`tr.upload[data-upload="` + upload + `"] .percent`)).To(Equal("50%"))
+		admin.markLoaded()
+		appendUpload(ctx, upload, 512<<10, 256<<10)
+		admin.waitFor("the upload at 75%", `document.querySelector('tr.upload[data-upload="`+upload+`"] .percent')?.textContent === '75%'`)
+		Expect(admin.stillLoaded()).To(BeTrue(), "the releases page was reloaded")
+		admin.screenshot("releases")
+
 		By("the campaigns: none yet")
 		admin.open(base, "/ui/campaigns?namespace="+ns)
 		Expect(admin.text("#live")).To(ContainSubstring("none"))
+	})
+
+	It("shows a site operator bound to some sites exactly those, and 403 on another's page", func(ctx context.Context) {
+		mine := []string{"store-00002", "store-00005"}
+		operator := newUser(browser, "site operator")
+		operator.signIn(base, siteOperatorToken(ctx, "store-operator", mine))
+
+		By("the overview counts their two sites, and says they may not see campaigns")
+		operator.waitFor("2 sites", `document.querySelector('#total')?.textContent === '2'`)
+		Expect(operator.text("#campaigns-denied")).To(ContainSubstring("may not list campaigns"))
+
+		By("the site list shows exactly their sites")
+		operator.open(base, "/ui/sites")
+		Expect(eval[[]string](operator, `[...document.querySelectorAll('#site-table tbody tr.site')].map(r => r.dataset.site)`)).To(Equal(mine))
+
+		By("their site's page, with its hosts")
+		operator.open(base, "/ui/sites/"+ns+"/"+mine[0])
+		Expect(operator.text(`tr.host[data-host="` + mine[0] + `-cp-0"]`)).To(ContainSubstring("provisioned"))
+
+		By("another store's page answers 403")
+		Expect(eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00003').then(r => r.status)`)).To(Equal(http.StatusForbidden))
+		operator.do(chromedp.Navigate(base + "/ui/sites/" + ns + "/store-00003"))
+		operator.waitFor("the denial", `document.body.textContent.includes('may not get sites.fleet.edgefleet.io "store-00003"')`)
 	})
 
 	It("shows a campaign's progress, and a site's patch step, live while it runs", func(ctx context.Context) {

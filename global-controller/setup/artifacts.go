@@ -97,7 +97,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	}
 	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth), kubeconfigs.Handler())
 	if opts.UI {
-		web, err := UI(ctx, mgr, auth, kubeconfigs)
+		web, err := UI(ctx, mgr, auth, store, kubeconfigs)
 		if err != nil {
 			stop()
 			return nil, nil, err

@@ -13,10 +13,10 @@ import (
 )
 
 // UI returns the web UI's handler: pages read the manager's cache, live pages follow its
-// informers, users are checked by auth; kubeconfigs (nil: none) issues cluster users'
-// kubeconfigs from the site page. The controller serves it on the artifact API's server;
+// informers, users are checked by auth; store (nil: none) is the artifact store the releases
+// page shows; kubeconfigs (nil: none) issues cluster users' kubeconfigs from the site page. The controller serves it on the artifact API's server;
 // hack/bench/ui measures it.
-func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, kubeconfigs ui.Kubeconfigs) (http.Handler, error) {
+func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store ui.ArtifactStore, kubeconfigs ui.Kubeconfigs) (http.Handler, error) {
 	hub := ui.NewHub()
 	if err := hub.Watch(ctx, mgr.GetCache()); err != nil {
 		return nil, err
@@ -30,6 +30,8 @@ func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, kubec
 		Changes:   hub,
 		Log:       ctrl.Log.WithName("ui"),
 
+		Artifacts:   store,
+		Rules:       ui.NewRulesReviewer(mgr.GetConfig()),
 		Kubeconfigs: kubeconfigs,
 	})
 	if err != nil {

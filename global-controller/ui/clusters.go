@@ -3,10 +3,7 @@ package ui
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
@@ -39,22 +36,19 @@ type clustersData struct {
 }
 
 // loadClusters lists the sites with an application cluster, in the namespace (all when empty),
-// that the user may get a kubeconfig of: a SubjectAccessReview of create sites/kubeconfig per
+// that the user may see (listVisibleSites) and get a kubeconfig of: a SubjectAccessReview of create sites/kubeconfig per
 // site (cached like every review of the UI; the issue itself asks afresh), for the first
 // maxClusterChecks sites by namespace and name.
 func (s *Server) loadClusters(ctx context.Context, req *request) (any, error) {
-	if err := s.authorize(ctx, req.User, fleetAccess("list", "sites", req.Namespace, "")); err != nil {
+	sites, err := s.listVisibleSites(ctx, req, req.Namespace)
+	if err != nil {
 		return nil, err
 	}
 	d := &clustersData{Offered: s.cfg.Kubeconfigs != nil}
 	if !d.Offered {
 		return d, nil
 	}
-	sites := &fleetv1.SiteList{}
-	if err := s.cfg.Cache.List(ctx, sites, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list sites: %w", err)
-	}
-	withCluster := slices.DeleteFunc(sites.Items, func(site fleetv1.Site) bool { return site.Spec.Cluster == nil })
+	withCluster := slices.DeleteFunc(sites, func(site fleetv1.Site) bool { return site.Spec.Cluster == nil })
 	slices.SortFunc(withCluster, func(a, b fleetv1.Site) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})

@@ -18,11 +18,12 @@ const (
 	KindSite     = "Site"
 	KindHost     = "Host"
 	KindCampaign = "Campaign"
+	KindRelease  = "Release"
 )
 
 // Change says that an object the pages show was added, changed or deleted.
 type Change struct {
-	// Kind is KindSite, KindHost or KindCampaign.
+	// Kind is KindSite, KindHost, KindCampaign or KindRelease.
 	Kind            string
 	Namespace, Name string
 	// Site is the Site a Host belongs to (empty for other kinds).
@@ -86,7 +87,7 @@ type Informers interface {
 	GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error)
 }
 
-// Watch feeds the hub from the informers of Sites, Hosts and Campaigns, what the pages show:
+// Watch feeds the hub from the informers of Sites, Hosts, Campaigns and Releases, what the pages show:
 // every add, update and delete is published.
 func (h *Hub) Watch(ctx context.Context, informers Informers) error {
 	for _, w := range []struct {
@@ -95,6 +96,7 @@ func (h *Hub) Watch(ctx context.Context, informers Informers) error {
 	}{
 		{&fleetv1.Site{}, objectChange(KindSite)},
 		{&fleetv1.Campaign{}, objectChange(KindCampaign)},
+		{&fleetv1.Release{}, objectChange(KindRelease)},
 		{&fleetv1.Host{}, func(obj any) (Change, bool) {
 			ch, ok := objectChange(KindHost)(obj)
 			if h, isHost := unwrapTombstone(obj).(*fleetv1.Host); ok && isHost {

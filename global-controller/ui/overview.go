@@ -24,7 +24,8 @@ var overviewPage = page{
 	watch:    func(req *request) func(Change) bool { return inNamespace(req.Namespace, KindSite, KindCampaign) },
 }
 
-// overviewData is the fleet at a glance.
+// overviewData is the fleet at a glance: the sites the user may see (listVisibleSites), and the
+// campaigns when the user may list them.
 type overviewData struct {
 	Total  int
 	States []valueCount
@@ -37,6 +38,9 @@ type overviewData struct {
 	// maxProblems of ProblemCount.
 	Problems     []siteRow
 	ProblemCount int
+	// CampaignsDenied says why no campaigns are shown: the user may not list them (a site
+	// operator).
+	CampaignsDenied string
 }
 
 // valueCount is how many sites have a value, and the site list showing them.
@@ -48,20 +52,25 @@ type valueCount struct {
 
 func (s *Server) loadOverview(ctx context.Context, req *request) (any, error) {
 	ns := req.Namespace
-	for _, resource := range []string{"sites", "campaigns"} {
-		if err := s.authorize(ctx, req.User, fleetAccess("list", resource, ns, "")); err != nil {
-			return nil, err
-		}
-	}
-	sites := &fleetv1.SiteList{}
-	if err := s.cfg.Cache.List(ctx, sites, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list sites: %w", err)
+	sites, err := s.listVisibleSites(ctx, req, ns)
+	if err != nil {
+		return nil, err
 	}
 	campaigns := &fleetv1.CampaignList{}
-	if err := s.cfg.Cache.List(ctx, campaigns, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list campaigns: %w", err)
+	allowed, reason, err := s.cfg.Auth.AuthorizeAccess(ctx, req.User, fleetAccess("list", "campaigns", ns, ""))
+	if err != nil {
+		return nil, fmt.Errorf("check whether %s may list campaigns: %w", req.User.Name, err)
 	}
-	return summarize(ns, sites.Items, campaigns.Items), nil
+	if allowed {
+		if err := s.cfg.Cache.List(ctx, campaigns, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list campaigns: %w", err)
+		}
+	}
+	d := summarize(ns, sites, campaigns.Items)
+	if !allowed {
+		d.CampaignsDenied = fmt.Sprintf("%s may not list campaigns: %s", req.User.Name, reason)
+	}
+	return d, nil
 }
 
 // summarize counts sites by state, release and version, and picks the running campaigns and

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -18,6 +19,8 @@ type request struct {
 	// query's (lists).
 	Namespace, Name string
 	Query           url.Values
+	// Token is the user's bearer token, for reviews only the user may ask (SiteRules).
+	Token string
 }
 
 // page is one page of the UI: its template, how its data is loaded (and access checked), and
@@ -27,13 +30,17 @@ type page struct {
 	title    func(*request) string
 	load     func(s *Server, ctx context.Context, req *request) (any, error)
 	watch    func(req *request) func(Change) bool
+	// refresh, when set, renders a live page again this often whether or not anything it
+	// watches changed (what it shows changes without informer events: the artifact store).
+	refresh time.Duration
 }
 
 // page serves p: the whole page, or, to an EventSource (Accept: text/event-stream), a stream
 // of its live part.
 func (s *Server) page(p page) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		req := &request{User: c.MustGet(userKey).(kubeauth.User), Query: c.Request.URL.Query(), Namespace: c.Param("namespace"), Name: c.Param("name")}
+		req := &request{User: c.MustGet(userKey).(kubeauth.User), Query: c.Request.URL.Query(), Namespace: c.Param("namespace"), Name: c.Param("name"),
+			Token: c.MustGet(tokenKey).(string)}
 		if req.Name == "" {
 			req.Namespace = req.Query.Get("namespace")
 		}

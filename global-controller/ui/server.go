@@ -92,6 +92,12 @@ type Config struct {
 	Log logr.Logger
 	// Limits; DefaultLimits when zero.
 	Limits Limits
+	// Artifacts is the artifact store the releases page shows (*artifacts.Store); nil: the page
+	// shows the releases alone.
+	Artifacts ArtifactStore
+	// Rules narrows the per-site reviews of users who may not get every site of a namespace
+	// (*RulesReviewer); nil: every site of such a namespace is reviewed.
+	Rules SiteRules
 	// Kubeconfigs issues cluster users' kubeconfigs (*kubeconfigapi.Server); nil: the site page
 	// offers none.
 	Kubeconfigs Kubeconfigs
@@ -108,6 +114,7 @@ type Server struct {
 	cfg     Config
 	pages   map[string]*template.Template
 	streams chan struct{} // a slot per open stream
+	grants  *grantsCache  // per-site decisions of users who may not get every site
 }
 
 // New returns a Server; it fails when a template does not parse.
@@ -122,7 +129,8 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, pages: pages, streams: make(chan struct{}, cfg.Limits.MaxStreams)}, nil
+	return &Server{cfg: cfg, pages: pages, streams: make(chan struct{}, cfg.Limits.MaxStreams),
+		grants: newGrantsCache(cfg.Clock)}, nil
 }
 
 // Handler serves the UI under Prefix: the login page and the static files to anyone, every
@@ -145,6 +153,7 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/sites/:namespace/:name", s.page(sitePage))
 	ui.GET("/clusters", s.page(clusterListPage))
 	ui.GET("/campaigns", s.page(campaignListPage))
+	ui.GET("/releases", s.page(releaseListPage))
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
 	ui.POST("/sites/:namespace/:name/kubeconfig", sameOrigin, s.kubeconfig)

@@ -27,7 +27,7 @@ import (
 )
 
 // fakeAuth knows tokens by value; admin may do anything, viewer get and list anywhere,
-// team get and list in namespace fleet only.
+// team get and list in namespace fleet only, nobody nothing.
 type fakeAuth struct {
 	mu     sync.Mutex
 	tokens map[string]kubeauth.User
@@ -38,6 +38,7 @@ func newFakeAuth() *fakeAuth {
 		"admin-token":  {Name: "admin"},
 		"viewer-token": {Name: "viewer"},
 		"team-token":   {Name: "team"},
+		"nobody-token": {Name: "nobody"},
 	}}
 }
 
@@ -94,6 +95,7 @@ type bed struct {
 	events      *eventReader
 	recorder    *events.FakeRecorder
 	kubeconfigs *fakeKubeconfigs
+	store       *fakeArtifactStore
 }
 
 func newBed(t *testing.T, limits Limits) *bed {
@@ -110,14 +112,15 @@ func newBed(t *testing.T, limits Limits) *bed {
 	host := &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "store-1-cp-0"},
 		Spec:   fleetv1.HostSpec{SiteRef: fleetv1.SiteReference{Name: "store-1"}, Role: fleetv1.RoleControlPlane, BootMACAddress: "52:54:00:00:00:01"},
 		Status: fleetv1.HostStatus{Cluster: &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(site(), running, host).WithStatusSubresource(&fleetv1.Campaign{}).
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(site(), running, host, testRelease()).WithStatusSubresource(&fleetv1.Campaign{}).
 		WithIndex(&fleetv1.Host{}, index.HostSite, func(o client.Object) []string {
 			h := o.(*fleetv1.Host)
 			return []string{index.Key(h.Namespace, h.Spec.SiteRef.Name)}
 		}).Build()
-	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{}}
+	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{},
+		store: newFakeArtifactStore()}
 	s, err := New(Config{Cache: c, Events: b.events, Campaigns: c, Recorder: b.recorder, Auth: b.auth, Changes: b.hub, Log: testr.New(t), Limits: limits,
-		Kubeconfigs: b.kubeconfigs})
+		Kubeconfigs: b.kubeconfigs, Artifacts: b.store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +200,10 @@ func TestPages(t *testing.T) {
 			wantStatus: http.StatusSeeOther, wantLocation: "/ui/"},
 		{name: "overview", method: "GET", path: "/ui/", token: "viewer-token", wantStatus: http.StatusOK,
 			want: []string{`data-state="Ready"><span class="count">1</span>`, "patch-1", `id="live"`, "viewer"}},
-		{name: "overview of every namespace needs a cluster-wide grant", method: "GET", path: "/ui/", token: "team-token", wantStatus: http.StatusForbidden,
-			want: []string{"team may not list sites.fleet.edgefleet.io in all namespaces: RBAC says no"}},
+		{name: "overview of every namespace: the sites of the namespaces the user may read, no campaigns", method: "GET", path: "/ui/", token: "team-token",
+			wantStatus: http.StatusOK, want: []string{`id="total">1<`, "team may not list campaigns: RBAC says no"}, wantNot: []string{"patch-1"}},
+		{name: "overview for a user who may read no site", method: "GET", path: "/ui/", token: "nobody-token", wantStatus: http.StatusForbidden,
+			want: []string{"nobody may not list sites.fleet.edgefleet.io in all namespaces: RBAC says no"}},
 		{name: "overview of the team's namespace", method: "GET", path: "/ui/?namespace=fleet", token: "team-token", wantStatus: http.StatusOK,
 			want: []string{"namespace fleet"}},
 		{name: "site list", method: "GET", path: "/ui/sites?state=Ready&sort=heartbeat&order=desc", token: "viewer-token", wantStatus: http.StatusOK,

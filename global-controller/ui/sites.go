@@ -50,14 +50,11 @@ func (s *Server) loadSiteList(ctx context.Context, req *request) (any, error) {
 	if err != nil {
 		return nil, &httpError{status: http.StatusBadRequest, msg: err.Error()}
 	}
-	if err := s.authorize(ctx, req.User, fleetAccess("list", "sites", q.Namespace, "")); err != nil {
+	sites, err := s.listVisibleSites(ctx, req, q.Namespace)
+	if err != nil {
 		return nil, err
 	}
-	sites := &fleetv1.SiteList{}
-	if err := s.cfg.Cache.List(ctx, sites, client.InNamespace(q.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list sites: %w", err)
-	}
-	return selectSites(sites.Items, q), nil
+	return selectSites(sites, q), nil
 }
 
 // siteData is everything a site's page shows.

@@ -24,7 +24,7 @@ const (
 )
 
 // stream sends p's live part now, and again after every change the page watches (at most
-// once per UpdateInterval), until the client leaves, StreamLifetime passes or the user may no
+// once per UpdateInterval) and every p.refresh when set, until the client leaves, StreamLifetime passes or the user may no
 // longer see the page. Every update authenticates the token and checks access again (both
 // cached for a few seconds by the reviewer), so a revoked token or binding ends the stream.
 func (s *Server) stream(c *gin.Context, p page, req *request, token string) {
@@ -85,6 +85,12 @@ func (s *Server) stream(c *gin.Context, p page, req *request, token string) {
 	}
 	keepAlive := s.cfg.Clock.NewTicker(lim.KeepAlive)
 	defer keepAlive.Stop()
+	var refresh <-chan time.Time // nil: the page changes only with what it watches
+	if p.refresh > 0 {
+		t := s.cfg.Clock.NewTicker(p.refresh)
+		defer t.Stop()
+		refresh = t.C()
+	}
 	var (
 		lastUpdate = s.cfg.Clock.Now()
 		due        <-chan time.Time // set while an update waits for UpdateInterval
@@ -108,6 +114,10 @@ func (s *Server) stream(c *gin.Context, p page, req *request, token string) {
 			}
 		case <-due:
 			due = nil
+		case <-refresh:
+			if due != nil {
+				continue
+			}
 		}
 		if !update() {
 			return

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 )
 
 // pageTemplates are the templates under templates/, each parsed with layout.html: a page
 // defines "content" (inside the layout) and "live" (the part live streams replace).
-var pageTemplates = []string{"login", "error", "overview", "sites", "site", "campaigns", "campaign", "clusters"}
+var pageTemplates = []string{"login", "error", "overview", "sites", "site", "campaigns", "campaign", "clusters", "releases"}
 
 // parseTemplates parses each page with the layout.
 func parseTemplates() (map[string]*template.Template, error) {
@@ -38,6 +39,8 @@ func parseTemplates() (map[string]*template.Template, error) {
 			}{now, conds}
 		},
 		"dec": func(n int) int { return n - 1 },
+		// bytes is a size as people read it: "1.5 MiB".
+		"bytes": func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html")
 	if err != nil {

@@ -438,7 +438,14 @@ func TestExpireUploads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Append(t.Context(), fresh.ID, 0, bytes.NewReader(data[:1000])); err != nil {
+		t.Fatal(err)
+	}
 	clk.Step(20 * time.Minute)
+	listed, err := s.ListUploads(t.Context(), 10)
+	if err != nil || len(listed) != 1 || listed[0].ID != fresh.ID || listed[0].Offset != 1000 || listed[0].Artifact.Name != "fresh" {
+		t.Errorf("ListUploads = %+v, %v; want the fresh session alone at offset 1000", listed, err)
+	}
 	n, err := s.ExpireUploads(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("ExpireUploads = %d, %v; want 1", n, err)

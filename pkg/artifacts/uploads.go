@@ -12,6 +12,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
@@ -72,6 +73,27 @@ func (s *Store) GetUpload(ctx context.Context, id string) (restv1.Upload, error)
 		return restv1.Upload{}, err
 	}
 	return d.upload(), nil
+}
+
+// ListUploads returns up to limit upload sessions that have not expired, oldest first (the
+// web UI shows their progress: Offset of Size).
+func (s *Store) ListUploads(ctx context.Context, limit int64) ([]restv1.Upload, error) {
+	q := bson.D{{Key: "expires", Value: bson.D{{Key: "$gt", Value: s.clock.Now().UTC()}}}}
+	opts := options.Find().SetSort(bson.D{{Key: "created", Value: 1}}).SetLimit(limit).
+		SetProjection(bson.D{{Key: "hashState", Value: 0}, {Key: "tail", Value: 0}, {Key: "lockToken", Value: 0}})
+	cur, err := s.uploads.Find(ctx, q, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list upload sessions: %w", err)
+	}
+	var docs []uploadDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("list upload sessions: %w", err)
+	}
+	out := make([]restv1.Upload, 0, len(docs))
+	for i := range docs {
+		out = append(out, docs[i].upload())
+	}
+	return out, nil
 }
 
 func (s *Store) getUpload(ctx context.Context, id string) (*uploadDoc, error) {

@@ -300,13 +300,26 @@ func decisionKey(u User, a Access) string {
 		b.WriteByte(':')
 		b.WriteString(s)
 	}
-	field(u.Name)
-	field(u.UID)
 	field(a.Verb)
 	field(a.Group)
 	field(a.Resource)
 	field(a.Namespace)
 	field(a.Name)
+	b.WriteString(u.Key())
+	return b.String()
+}
+
+// Key encodes everything about u a SubjectAccessReview depends on (name, UID, groups in any
+// order, extra) without ambiguity: equal keys, equal answers. For caches of decisions about u.
+func (u User) Key() string {
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	field(u.Name)
+	field(u.UID)
 	groups := slices.Sorted(slices.Values(u.Groups))
 	field(strconv.Itoa(len(groups)))
 	for _, g := range groups {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
@@ -51,6 +53,11 @@ type Options struct {
 	// provider (encryption.SecretboxProvider) or a KMS v2 plugin (KMSPlugin.Provider). Empty:
 	// Secrets are stored in clear, as by an API server without --encryption-provider-config.
 	Encryption []apiserverv1.ProviderConfiguration
+	// JWTAuthenticators, when not empty, are the JWT (OIDC) issuers the API server trusts,
+	// given as its structured authentication configuration (--authentication-config): for
+	// example an OIDCIssuer's JWTAuthenticator. Its other authenticators (certificates,
+	// ServiceAccount tokens) stay.
+	JWTAuthenticators []apiserverv1.JWTAuthenticator
 }
 
 // ControlPlane is one running kube-apiserver + etcd pair.
@@ -141,6 +148,11 @@ func (opts Options) environment(ctx context.Context, root, dir string) (*envtest
 	}
 	if len(opts.Encryption) > 0 {
 		if err := configureEncryption(apiServer, dir, opts.Encryption); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.JWTAuthenticators) > 0 {
+		if err := configureAuthentication(apiServer, dir, opts.JWTAuthenticators); err != nil {
 			return nil, err
 		}
 	}
@@ -257,6 +269,25 @@ func configureEncryption(apiServer *envtest.APIServer, dir string, providers []a
 		return err
 	}
 	apiServer.Configure().Set("encryption-provider-config", path)
+	return nil
+}
+
+// configureAuthentication writes the API server's AuthenticationConfiguration with jwt into
+// dir (0600) and points --authentication-config at it.
+func configureAuthentication(apiServer *envtest.APIServer, dir string, jwt []apiserverv1.JWTAuthenticator) error {
+	cfg := apiserverv1.AuthenticationConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: apiserverv1.SchemeGroupVersion.String(), Kind: "AuthenticationConfiguration"},
+		JWT:      jwt,
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("authentication configuration: %w", err)
+	}
+	path := filepath.Join(dir, "authentication-config.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("authentication configuration: %w", err)
+	}
+	apiServer.Configure().Set("authentication-config", path)
 	return nil
 }
 
