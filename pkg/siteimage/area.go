@@ -197,3 +197,7 @@ func same(a, b string) bool {
 	sb, err := os.Stat(b)
 	return err == nil && os.SameFile(sa, sb)
 }
+
+// EmptyArea is the identity area of a base image: a header of an empty identity, NULs after it.
+// usb-image/build.sh writes the same bytes.
+func EmptyArea() []byte { return area(nil) }
