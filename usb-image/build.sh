@@ -131,7 +131,7 @@ initrd=$(find "$work/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tai
 cp "$kernel" "$work/iso/live/vmlinuz"
 cp "$initrd" "$work/iso/live/initrd.img"
 t=$SECONDS
-mksquashfs "$work/root" "$work/iso/live/filesystem.squashfs" -comp zstd -noappend -quiet -e boot >&2
+mksquashfs "$work/root" "$work/iso/live/filesystem.squashfs" -comp zstd -Xcompression-level 3 -noappend -quiet -e boot >&2
 echo "usb-image: squashfs in $((SECONDS - t))s" >&2
 umount "$work/root"
 
