@@ -136,10 +136,14 @@ func boot(t *testing.T, wantIdentity string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var waitErr error // set before exited closes
+	exited := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = cmd.Process.Kill() // fails only when qemu has exited already
 		<-exited
 	})
 
@@ -155,9 +159,8 @@ func boot(t *testing.T, wantIdentity string, args ...string) {
 			return
 		}
 		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", *marker, err, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+		case <-exited:
+			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", *marker, waitErr, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
 		case <-ctx.Done():
 			t.Fatalf("no %s within %v; console:\n%s", *marker, bootTimeout, strings.Join(lastN(consoleLines(t, console), 80), "\n"))
 		case <-tick.C:

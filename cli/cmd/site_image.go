@@ -69,7 +69,7 @@ func (g *globals) siteImage(cmd *cobra.Command, site string, f siteImageFlags) e
 	if err := siteimage.Inject(f.base, f.out, id, f.force); err != nil {
 		// No image holds the token: revoke it rather than leave it valid.
 		if _, rerr := cl.RevokeEnrollmentToken(cmd.Context(), ns, site, t.ID); rerr != nil {
-			return fmt.Errorf("%w (and revoking the unused enrollment token %s failed: %v; revoke it with 'edgefleet site token revoke %s %s')", err, t.ID, rerr, site, t.ID)
+			return fmt.Errorf("%w (and revoking the unused enrollment token %s failed: %w; revoke it with 'edgefleet site token revoke %s %s')", err, t.ID, rerr, site, t.ID)
 		}
 		return fmt.Errorf("%w (enrollment token %s revoked)", err, t.ID)
 	}
