@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/pkg/siteimage"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
 func TestInjectThenRead(t *testing.T) {
@@ -167,16 +168,23 @@ func TestReadRefusesDamagedArea(t *testing.T) {
 	}
 }
 
+// BenchmarkInject writes a site's identity into a copy of the real base image
+// (bin/edgefleet-base.iso, made by make usb-image; EDGEFLEET_BASE_ISO names another).
 func BenchmarkInject(b *testing.B) {
 	base := os.Getenv("EDGEFLEET_BASE_ISO")
 	if base == "" {
-		b.Skip("EDGEFLEET_BASE_ISO: the base image to inject into (make usb-image links bin/edgefleet-base.iso)")
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		base = filepath.Join(root, "bin", "edgefleet-base.iso")
+	}
+	if _, err := os.Stat(base); err != nil {
+		b.Skipf("no base image (%v): make usb-image, or EDGEFLEET_BASE_ISO", err)
 	}
 	id := siteimage.Identity{URL: "https://global.example", CA: siteimagetest.CA(b), Token: "efs1.bench"}
-	dir := b.TempDir()
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		out := filepath.Join(dir, "site.iso")
+	out := filepath.Join(b.TempDir(), "site.iso")
+	for b.Loop() {
 		if err := siteimage.Inject(base, out, id, true); err != nil {
 			b.Fatal(err)
 		}
