@@ -37,7 +37,8 @@ host_packages=$(sed -n 's/^packages=//p' "$repo/hack/rootfs.sh")
 [[ -n $host_packages ]] || { echo "usb-image: no packages= line in hack/rootfs.sh" >&2; exit 1; }
 packages=$host_packages,linux-image-amd64,initramfs-tools,live-boot,live-boot-initramfs-tools,ca-certificates,zstd
 # customize hooks, in the finished chroot ($1): no SSH host keys in the image (each machine makes
-# its own at boot), an empty machine-id (made at boot), a hostname and /etc/hosts.
+# its own at boot), an empty machine-id (made at boot), a hostname and /etc/hosts, /etc/network
+# (live-boot's initramfs writes its interfaces file there).
 hooks=(
 	'rm -f "$1"/etc/ssh/ssh_host_*'
 	'mkdir -p "$1"/etc/systemd/system/ssh.service.d'
@@ -45,6 +46,7 @@ hooks=(
 	'rm -f "$1"/etc/machine-id "$1"/var/lib/dbus/machine-id; : >"$1"/etc/machine-id'
 	'echo edgefleet-bootstrap >"$1"/etc/hostname'
 	'printf "127.0.0.1\tlocalhost\n127.0.1.1\tedgefleet-bootstrap\n::1\tlocalhost ip6-localhost ip6-loopback\n" >"$1"/etc/hosts'
+	'mkdir -p "$1"/etc/network'
 )
 
 need() { # need COMMAND PACKAGE: apt-get install PACKAGE when COMMAND is missing
