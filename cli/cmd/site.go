@@ -20,9 +20,9 @@ func newSiteCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "site",
 		Aliases: []string{"sites"},
-		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens",
+		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens, a bootable image of one",
 	}
-	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteTokenCmd(g))
+	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g))
 	return c
 }
 

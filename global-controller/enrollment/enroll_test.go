@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -36,6 +37,8 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/pkg/enroll"
+	"github.com/edgefleet/edgefleet/pkg/siteimage"
+	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -359,6 +362,57 @@ func TestEnrollment(t *testing.T) {
 		}
 		if out, err = b.f.Edgefleet(ctx, "site", "token", "revoke", "site-a", id, "-n", ns); err == nil || !strings.Contains(string(out), `site fleet/site-a has no enrollment token "`+id+`"`) {
 			t.Errorf("revoke through another site: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("the CLI writes a site's image holding a new token, for those who may issue one", func(t *testing.T) {
+		base := siteimagetest.Base(t)
+		dir := t.TempDir()
+		image := filepath.Join(dir, "site-b.iso")
+		if out, err := b.f.Edgefleet(ctx, "site", "image", "site-b", "-n", ns, "-o", image, "--base", base, "--ttl", "2h"); err != nil {
+			t.Fatalf("site image: %v\n%s", err, out)
+		}
+		if st, err := os.Stat(image); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("image: %v, mode %v, want 0600", err, st.Mode().Perm())
+		}
+		id, err := siteimage.Read(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.issued = append(b.issued, id.Token)
+		if id.URL != b.f.APIURL {
+			t.Errorf("identity URL %q, want %q", id.URL, b.f.APIURL)
+		}
+		if !bytes.Equal(bytes.TrimSpace(id.CA), bytes.TrimSpace(b.ca)) {
+			t.Error("the identity's CA is not the API's")
+		}
+		tokenID, _, err := enrollment.ParseToken(id.Token)
+		if err != nil {
+			t.Fatalf("the image's token %v", err)
+		}
+		if out, err := b.f.Edgefleet(ctx, "site", "token", "list", "site-b", "-n", ns); err != nil || !regexp.MustCompile(tokenID+`\s+Valid`).Match(out) {
+			t.Errorf("the image's token %s is not a valid token of site-b: %v\n%s", tokenID, err, out)
+		}
+
+		// A fleet viewer may not issue tokens: refused, no image.
+		kubeconfig := filepath.Join(dir, "viewer.kubeconfig")
+		kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: g\n  cluster:\n    server: %q\n    certificate-authority: %q\n"+
+			"users:\n- name: v\n  user:\n    token: %q\ncontexts:\n- name: g\n  context:\n    cluster: g\n    user: v\ncurrent-context: g\n", b.f.APIURL, b.f.APICAFile, b.viewer)
+		if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		viewerImage := filepath.Join(dir, "viewer.iso")
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "edgefleet"), "--kubeconfig", kubeconfig, "--api-server", b.f.APIURL,
+			"--api-ca-file", b.f.APICAFile, "site", "image", "site-b", "-n", ns, "-o", viewerImage, "--base", base).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "may not create sites/enrollment") {
+			t.Errorf("viewer's site image: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(viewerImage); !os.IsNotExist(err) {
+			t.Errorf("viewer's image written (%v)", err)
 		}
 	})
 

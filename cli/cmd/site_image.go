@@ -1,0 +1,124 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/edgefleet/edgefleet/pkg/siteimage"
+)
+
+// siteImageFlags are `edgefleet site image`'s own flags.
+type siteImageFlags struct {
+	out, base, ttl, url, caFile string
+	force                       bool
+}
+
+// newSiteImageCmd is `edgefleet site image`: a site's bootable image, the base image with the
+// site's identity (the global controller's URL, its CA, a new enrollment token) written into it.
+func newSiteImageCmd(g *globals) *cobra.Command {
+	var f siteImageFlags
+	c := &cobra.Command{
+		Use:   "image SITE -o SITE.iso [--base PATH] [--ttl 4h]",
+		Short: "Write a site's bootable USB/ISO image: the base image with the global controller's URL, its CA and a new enrollment token",
+		Long: `Write the bootable image of a site's bootstrap machine: a copy of the generic base image
+(usb-image/build.sh; 'make usb-image' links it at bin/edgefleet-base.iso) with the site's identity in
+its identity area — the global controller's URL (--url, default --api-server), the CA to pin
+(--ca-file, default --api-ca-file) and a new single-use enrollment token of the site, issued as
+'edgefleet site token create' does (you need the right to create the site's enrollment tokens).
+The image is written 0600: it holds the token until the machine enrolls. Write it to a USB stick
+with dd (docs/site-image.md). The request is checked (site name, output, base image, URL, CA)
+before a token is asked for.`,
+		Example: "  edgefleet site image site-a -n fleet -o site-a.iso --base bin/edgefleet-base.iso --ttl 8h",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.siteImage(cmd, args[0], f)
+		},
+	}
+	fl := c.Flags()
+	// Named output to shadow the global --output/-o (a format), which means nothing here.
+	fl.StringVarP(&f.out, "output", "o", "", "The image file to write (required)")
+	fl.StringVar(&f.base, "base", os.Getenv("EDGEFLEET_BASE_IMAGE"), "The base image (env EDGEFLEET_BASE_IMAGE)")
+	fl.StringVar(&f.url, "url", "", "The global controller's URL the machine enrolls at (default: --api-server)")
+	fl.StringVar(&f.caFile, "ca-file", "", "The CA certificate the machine pins for that URL, PEM (default: --api-ca-file)")
+	fl.BoolVar(&f.force, "force", false, "Replace the output file when it exists")
+	withTTL(c, &f.ttl)
+	return c
+}
+
+func (g *globals) siteImage(cmd *cobra.Command, site string, f siteImageFlags) error {
+	id, err := g.checkSiteImage(site, f)
+	if err != nil {
+		return err
+	}
+	cl, ns, err := g.siteAPI()
+	if err != nil {
+		return err
+	}
+	t, err := cl.CreateEnrollmentToken(cmd.Context(), ns, site, f.ttl)
+	if err != nil {
+		return fmt.Errorf("create an enrollment token of site %s/%s: %w", ns, site, err)
+	}
+	id.Token = t.Token
+	if err := siteimage.Inject(f.base, f.out, id, f.force); err != nil {
+		// No image holds the token: revoke it rather than leave it valid.
+		if _, rerr := cl.RevokeEnrollmentToken(cmd.Context(), ns, site, t.ID); rerr != nil {
+			return fmt.Errorf("%w (and revoking the unused enrollment token %s failed: %w; revoke it with 'edgefleet site token revoke %s %s')", err, t.ID, rerr, site, t.ID)
+		}
+		return fmt.Errorf("%w (enrollment token %s revoked)", err, t.ID)
+	}
+	if !g.quiet {
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: site %s/%s, global controller %s, enrollment token %s valid until %s, single use\n",
+			f.out, ns, site, id.URL, t.ID, t.Expires.Local().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkSiteImage refuses a malformed request before a token is issued, and returns the identity
+// without its token.
+func (g *globals) checkSiteImage(site string, f siteImageFlags) (siteimage.Identity, error) {
+	if errs := validation.IsDNS1123Subdomain(site); len(errs) > 0 {
+		return siteimage.Identity{}, fmt.Errorf("site name %q: %s", site, strings.Join(errs, "; "))
+	}
+	if f.out == "" {
+		return siteimage.Identity{}, errors.New("no output: give -o SITE.iso")
+	}
+	if _, err := os.Lstat(f.out); err == nil && !f.force {
+		return siteimage.Identity{}, fmt.Errorf("%s exists: choose another output or replace it (--force)", f.out)
+	}
+	if st, err := os.Stat(filepath.Dir(f.out)); err != nil || !st.IsDir() {
+		return siteimage.Identity{}, fmt.Errorf("the output's directory %s does not exist", filepath.Dir(f.out))
+	}
+	if f.base == "" {
+		return siteimage.Identity{}, errors.New("no base image: give --base (make usb-image builds it at bin/edgefleet-base.iso) or EDGEFLEET_BASE_IMAGE")
+	}
+	if err := siteimage.Check(f.base); err != nil {
+		return siteimage.Identity{}, fmt.Errorf("base image: %w", err)
+	}
+	id := siteimage.Identity{URL: f.url}
+	if id.URL == "" {
+		id.URL = g.apiServer
+	}
+	caFile := f.caFile
+	if caFile == "" {
+		caFile = g.apiCAFile
+	}
+	if caFile == "" {
+		return siteimage.Identity{}, errors.New("no CA to pin: give --ca-file (or --api-ca-file), the CA certificate of the global controller's URL")
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return siteimage.Identity{}, fmt.Errorf("the CA to pin: %w", err)
+	}
+	id.CA = ca
+	// Checked with a stand-in token: the real one is issued only for a well-formed request.
+	probe := id
+	probe.Token = "stand-in"
+	return id, probe.Validate()
+}

@@ -1,0 +1,218 @@
+package usbimage_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgefleet/edgefleet/pkg/siteimage"
+	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// marker is the serial-console line that says the machine is up. EDGEFLEET-BOOTED (usb-image/boot)
+// comes once the identity is in place and multi-user.target is reached; with the site stack
+// installed, EDGEFLEET-SITE-READY says the stack is healthy too.
+var marker = flag.String("usb-image.marker", "EDGEFLEET-BOOTED", "the serial-console line the boot test waits for")
+
+const (
+	// buildTimeout bounds usb-image/build.sh: minutes cold (mmdebstrap), seconds warm.
+	buildTimeout = 30 * time.Minute
+	// bootTimeout bounds one boot under TCG emulation on a shared machine.
+	bootTimeout = 15 * time.Minute
+	// maxConsole bounds what is kept of a console's output.
+	maxConsole = 4 << 20
+	ovmfCode   = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars   = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// TestBootImage builds the base image (cached), injects a site identity made here, and boots it
+// in qemu-system-x86_64 -accel tcg twice, concurrently: BIOS with the image as a CD, UEFI (OVMF)
+// with the image as a USB stick. Each boot passes when the marker line comes on the serial
+// console and the identity unit's line shows the identity files as injected (digests and 0600).
+// Needs root (the build) and qemu-system-x86 and ovmf.
+func TestBootImage(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("building the base image needs root (mmdebstrap, overlay mount)")
+	}
+	for _, need := range []string{"qemu-system-x86_64", ovmfCode, ovmfVars} {
+		if _, err := exec.LookPath(need); err != nil {
+			if _, err := os.Stat(need); err != nil {
+				t.Fatalf("%s missing: apt-get install qemu-system-x86 ovmf", need)
+			}
+		}
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := buildBase(t, root)
+
+	ca := siteimagetest.CA(t)
+	id := siteimage.Identity{URL: "https://global.edgefleet.test:8443", CA: ca, Token: "efs1." + rand.Text()}
+	dir := t.TempDir()
+	image := filepath.Join(dir, "site-a.iso")
+	start := time.Now()
+	if err := siteimage.Inject(base, image, id, false); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("identity injected in %v", time.Since(start).Round(time.Millisecond))
+	// The identity line the boot prints (usb-image/boot/edgefleet-identity): digests, never the token.
+	wantIdentity := fmt.Sprintf("EDGEFLEET-IDENTITY url=%s ca-sha256=%s token-sha256=%s modes=600,600,600",
+		id.URL, digest(append(bytes.TrimSpace(ca), '\n')), digest([]byte(id.Token)))
+
+	t.Run("BIOS CD", func(t *testing.T) {
+		t.Parallel()
+		boot(t, wantIdentity, "-machine", "pc", "-cdrom", image, "-boot", "d")
+	})
+	t.Run("UEFI USB stick", func(t *testing.T) {
+		t.Parallel()
+		vars := filepath.Join(t.TempDir(), "OVMF_VARS.fd")
+		b, err := os.ReadFile(ovmfVars)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(vars, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		boot(t, wantIdentity, "-machine", "q35",
+			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode,
+			"-drive", "if=pflash,format=raw,file="+vars,
+			"-device", "qemu-xhci",
+			"-drive", "if=none,id=stick,format=raw,readonly=on,file="+image,
+			"-device", "usb-storage,drive=stick,bootindex=0")
+	})
+}
+
+// buildBase runs usb-image/build.sh into the tools cache and returns the base image's path.
+func buildBase(t *testing.T, root string) string {
+	t.Helper()
+	cache := os.Getenv("EDGEFLEET_TOOLS_CACHE")
+	if cache == "" {
+		home, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(home, "edgefleet", "tools")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), buildTimeout)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "usb-image", "build.sh"), cache, filepath.Join(root, "bin"))
+	cmd.Stderr = &stderr
+	start := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("usb-image/build.sh: %v\n%s", err, tail(stderr.Bytes(), 8<<10))
+	}
+	t.Logf("base image ready in %v:\n%s", time.Since(start).Round(time.Second), tail(stderr.Bytes(), 2<<10))
+	return strings.TrimSpace(string(out))
+}
+
+// boot runs qemu with args plus the common ones, its serial console into a file, until the
+// marker line comes (or the deadline), and checks the identity line came before it.
+func boot(t *testing.T, wantIdentity string, args ...string) {
+	console := filepath.Join(t.TempDir(), "console.log")
+	ctx, cancel := context.WithTimeout(t.Context(), bootTimeout)
+	defer cancel()
+	args = append([]string{"-accel", "tcg", "-m", "2048", "-smp", "1", "-display", "none", "-no-reboot",
+		"-serial", "file:" + console, "-monitor", "none", "-nic", "none"}, args...)
+	cmd := exec.Command("qemu-system-x86_64", args...)
+	var qemuOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &qemuOut, &qemuOut
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error // set before exited closes
+	exited := make(chan struct{})
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // fails only when qemu has exited already
+		<-exited
+	})
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		lines := consoleLines(t, console)
+		if has(lines, *marker) {
+			t.Logf("%s after %v", *marker, time.Since(start).Round(time.Second))
+			if !has(lines, wantIdentity) {
+				t.Fatalf("no identity line %q on the console:\n%s", wantIdentity, strings.Join(lastN(lines, 60), "\n"))
+			}
+			return
+		}
+		select {
+		case <-exited:
+			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", *marker, waitErr, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+		case <-ctx.Done():
+			t.Fatalf("no %s within %v; console:\n%s", *marker, bootTimeout, strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+		case <-tick.C:
+		}
+	}
+}
+
+// consoleLines reads up to maxConsole bytes of the console, split into lines without carriage
+// returns.
+func consoleLines(t *testing.T, path string) []string {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(io.LimitReader(f, maxConsole))
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		lines = append(lines, strings.TrimRight(sc.Text(), "\r"))
+	}
+	return lines
+}
+
+// has reports whether a line is want, after any console prefix (systemd's status column).
+func has(lines []string, want string) bool {
+	for _, l := range lines {
+		if strings.HasSuffix(l, want) {
+			return true
+		}
+	}
+	return false
+}
+
+func lastN(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
