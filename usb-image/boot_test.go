@@ -61,7 +61,7 @@ func TestBootImage(t *testing.T) {
 	base := buildBase(t, root)
 
 	ca := siteimagetest.CA(t)
-	id := siteimage.Identity{URL: "https://global.edgefleet.test:8443", CA: ca, Token: "efs1." + rand.Text()}
+	id := siteimage.Identity{URL: "https://global.edgefleet.test:8443", CA: ca, Site: "stores/store-0042", Token: "efs1." + rand.Text()}
 	dir := t.TempDir()
 	image := filepath.Join(dir, "site-a.iso")
 	start := time.Now()
@@ -70,8 +70,8 @@ func TestBootImage(t *testing.T) {
 	}
 	t.Logf("identity injected in %v", time.Since(start).Round(time.Millisecond))
 	// The identity line the boot prints (usb-image/boot/edgefleet-identity): digests, never the token.
-	wantIdentity := fmt.Sprintf("EDGEFLEET-IDENTITY url=%s ca-sha256=%s token-sha256=%s modes=600,600,600",
-		id.URL, digest(append(bytes.TrimSpace(ca), '\n')), digest([]byte(id.Token)))
+	wantIdentity := fmt.Sprintf("EDGEFLEET-IDENTITY url=%s site=%s ca-sha256=%s token-sha256=%s modes=600,600,600,600",
+		id.URL, id.Site, digest(append(bytes.TrimSpace(ca), '\n')), digest([]byte(id.Token)))
 
 	t.Run("BIOS CD", func(t *testing.T) {
 		t.Parallel()

@@ -53,11 +53,11 @@ before a token is asked for.`,
 }
 
 func (g *globals) siteImage(cmd *cobra.Command, site string, f siteImageFlags) error {
-	id, err := g.checkSiteImage(site, f)
+	cl, ns, err := g.siteAPI()
 	if err != nil {
 		return err
 	}
-	cl, ns, err := g.siteAPI()
+	id, err := g.checkSiteImage(ns, site, f)
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (g *globals) siteImage(cmd *cobra.Command, site string, f siteImageFlags) e
 
 // checkSiteImage refuses a malformed request before a token is issued, and returns the identity
 // without its token.
-func (g *globals) checkSiteImage(site string, f siteImageFlags) (siteimage.Identity, error) {
+func (g *globals) checkSiteImage(ns, site string, f siteImageFlags) (siteimage.Identity, error) {
 	if errs := validation.IsDNS1123Subdomain(site); len(errs) > 0 {
 		return siteimage.Identity{}, fmt.Errorf("site name %q: %s", site, strings.Join(errs, "; "))
 	}
@@ -101,7 +101,7 @@ func (g *globals) checkSiteImage(site string, f siteImageFlags) (siteimage.Ident
 	if err := siteimage.Check(f.base); err != nil {
 		return siteimage.Identity{}, fmt.Errorf("base image: %w", err)
 	}
-	id := siteimage.Identity{URL: f.url}
+	id := siteimage.Identity{URL: f.url, Site: ns + "/" + site}
 	if id.URL == "" {
 		id.URL = g.apiServer
 	}

@@ -383,6 +383,9 @@ func TestEnrollment(t *testing.T) {
 		if id.URL != b.f.APIURL {
 			t.Errorf("identity URL %q, want %q", id.URL, b.f.APIURL)
 		}
+		if id.Site != ns+"/site-b" {
+			t.Errorf("identity site %q, want %s/site-b (the enroll request names it)", id.Site, ns)
+		}
 		if !bytes.Equal(bytes.TrimSpace(id.CA), bytes.TrimSpace(b.ca)) {
 			t.Error("the identity's CA is not the API's")
 		}

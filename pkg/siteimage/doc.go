@@ -8,7 +8,8 @@
 //	EDGEFLEET-IDENTITY v1 LENGTH SHA256
 //
 // LENGTH is the payload's size in bytes (0 in the base image), SHA256 its hex digest. The
-// payload follows the header: the global controller's URL, a newline, the enrollment token, a
-// newline, then the CA certificate(s) to pin, in PEM. The rest of the area is NULs. The boot
+// payload follows the header: the global controller's URL, a newline, the Site's
+// "namespace/name", a newline, the enrollment token, a newline, then the CA certificate(s) to
+// pin, in PEM. The rest of the area is NULs. The boot
 // glue (usb-image/boot/edgefleet-identity) reads the same format at boot.
 package siteimage

@@ -8,13 +8,17 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Identity is what a site's bootstrap machine needs to enroll: the global controller's URL, the
-// CA certificate(s) to trust for it (PEM) and a single-use enrollment token.
+// CA certificate(s) to trust for it (PEM), the Site it enrolls as ("namespace/name": the enroll
+// request names it) and a single-use enrollment token.
 type Identity struct {
 	URL   string
 	CA    []byte
+	Site  string
 	Token string
 }
 
@@ -36,6 +40,9 @@ func (id Identity) Validate() error {
 	if err := checkCA(id.CA); err != nil {
 		return err
 	}
+	if err := checkSite(id.Site); err != nil {
+		return err
+	}
 	switch {
 	case id.Token == "":
 		return errors.New("the enrollment token is empty")
@@ -44,6 +51,22 @@ func (id Identity) Validate() error {
 	}
 	if n := len(id.payload()); n > MaxPayload {
 		return fmt.Errorf("the identity is %d bytes, more than the %d bytes of the image's identity area: pin one CA certificate, not a bundle", n, MaxPayload)
+	}
+	return nil
+}
+
+// checkSite checks that site is "namespace/name", as Kubernetes names a namespace (a DNS-1123
+// label) and a Site (a DNS-1123 subdomain).
+func checkSite(site string) error {
+	ns, name, ok := strings.Cut(site, "/")
+	if !ok {
+		return fmt.Errorf("the site %q must be namespace/name", site)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("the site %q: its namespace %q: %s", site, ns, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("the site %q: its name %q: %s", site, name, strings.Join(errs, "; "))
 	}
 	return nil
 }
@@ -74,8 +97,10 @@ func checkCA(ca []byte) error {
 // payload is id in the area's v1 payload format.
 func (id Identity) payload() []byte {
 	ca := bytes.TrimSpace(id.CA)
-	b := make([]byte, 0, len(id.URL)+len(id.Token)+len(ca)+3)
+	b := make([]byte, 0, len(id.URL)+len(id.Site)+len(id.Token)+len(ca)+4)
 	b = append(b, id.URL...)
+	b = append(b, '\n')
+	b = append(b, id.Site...)
 	b = append(b, '\n')
 	b = append(b, id.Token...)
 	b = append(b, '\n')
@@ -85,9 +110,9 @@ func (id Identity) payload() []byte {
 
 // parsePayload is the inverse of payload.
 func parsePayload(p []byte) (Identity, error) {
-	parts := bytes.SplitN(p, []byte("\n"), 3)
-	if len(parts) != 3 {
-		return Identity{}, errors.New("identity payload has fewer than three parts (URL, token, CA)")
+	parts := bytes.SplitN(p, []byte("\n"), 4)
+	if len(parts) != 4 {
+		return Identity{}, errors.New("identity payload has fewer than four parts (URL, site, token, CA)")
 	}
-	return Identity{URL: string(parts[0]), Token: string(parts[1]), CA: parts[2]}, nil
+	return Identity{URL: string(parts[0]), Site: string(parts[1]), Token: string(parts[2]), CA: parts[3]}, nil
 }

@@ -23,7 +23,7 @@ func TestInjectThenRead(t *testing.T) {
 	if _, err := siteimage.Read(base); !errors.Is(err, siteimage.ErrNoIdentity) {
 		t.Fatalf("siteimage.Read(base) = %v, want siteimage.ErrNoIdentity", err)
 	}
-	id := siteimage.Identity{URL: "https://global.example:8443", CA: siteimagetest.CA(t), Token: "efs1.abc.def"}
+	id := siteimage.Identity{URL: "https://global.example:8443", CA: siteimagetest.CA(t), Site: "stores/store-1", Token: "efs1.abc.def"}
 	out := filepath.Join(t.TempDir(), "site-a.iso")
 	if err := siteimage.Inject(base, out, id, false); err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestInjectThenRead(t *testing.T) {
 	}
 
 	// A site image is a base for another (the area is replaced whole), and --force replaces.
-	id2 := siteimage.Identity{URL: "https://other.example", CA: id.CA, Token: "t2"}
+	id2 := siteimage.Identity{URL: "https://other.example", CA: id.CA, Site: "stores/store-1", Token: "t2"}
 	if err := siteimage.Inject(out, out+".2", id2, false); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestInjectThenRead(t *testing.T) {
 func TestInjectRefusesBadInput(t *testing.T) {
 	base := siteimagetest.Base(t)
 	ca := siteimagetest.CA(t)
-	good := siteimage.Identity{URL: "https://global.example", CA: ca, Token: "tok"}
+	good := siteimage.Identity{URL: "https://global.example", CA: ca, Site: "stores/store-1", Token: "tok"}
 	notEdgefleet := siteimagetest.ISO(t, map[string][]byte{"live/x": []byte("x")})
 	wrongSize := siteimagetest.ISO(t, map[string][]byte{"edgefleet/identity.img": siteimage.EmptyArea()[:4096]})
 	otherHeader := siteimagetest.ISO(t, map[string][]byte{"edgefleet/identity.img": make([]byte, siteimage.AreaSize)})
@@ -105,16 +105,18 @@ func TestInjectRefusesBadInput(t *testing.T) {
 		{"area without the header", otherHeader, good, "", "without a header line", false},
 		{"area of a newer format", newerFormat, good, "", "format v9", false},
 		{"missing base", filepath.Join(t.TempDir(), "none.iso"), good, "", "no such file", false},
-		{"identity too large", base, siteimage.Identity{URL: good.URL, CA: ca, Token: strings.Repeat("t", siteimage.AreaSize)}, "", "more than the 65408 bytes", false},
-		{"URL not https", base, siteimage.Identity{URL: "http://global.example", CA: ca, Token: "t"}, "", "must be https", false},
-		{"URL without host", base, siteimage.Identity{URL: "https://", CA: ca, Token: "t"}, "", "must be https", false},
-		{"URL empty", base, siteimage.Identity{CA: ca, Token: "t"}, "", "URL is empty", false},
-		{"CA not PEM", base, siteimage.Identity{URL: good.URL, CA: []byte("hello"), Token: "t"}, "", "not PEM", false},
-		{"CA a key", base, siteimage.Identity{URL: good.URL, CA: keyPEM, Token: "t"}, "", "never a key", false},
+		{"identity too large", base, siteimage.Identity{URL: good.URL, CA: ca, Site: "stores/store-1", Token: strings.Repeat("t", siteimage.AreaSize)}, "", "more than the 65408 bytes", false},
+		{"URL not https", base, siteimage.Identity{URL: "http://global.example", CA: ca, Site: "stores/store-1", Token: "t"}, "", "must be https", false},
+		{"URL without host", base, siteimage.Identity{URL: "https://", CA: ca, Site: "stores/store-1", Token: "t"}, "", "must be https", false},
+		{"URL empty", base, siteimage.Identity{CA: ca, Site: "stores/store-1", Token: "t"}, "", "URL is empty", false},
+		{"CA not PEM", base, siteimage.Identity{URL: good.URL, CA: []byte("hello"), Site: "stores/store-1", Token: "t"}, "", "not PEM", false},
+		{"CA a key", base, siteimage.Identity{URL: good.URL, CA: keyPEM, Site: "stores/store-1", Token: "t"}, "", "never a key", false},
 		{"CA not a certificate", base, siteimage.Identity{URL: good.URL, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}), Token: "t"}, "", "not a certificate", false},
-		{"CA empty", base, siteimage.Identity{URL: good.URL, Token: "t"}, "", "CA to pin is empty", false},
-		{"token empty", base, siteimage.Identity{URL: good.URL, CA: ca}, "", "token is empty", false},
-		{"token with a newline", base, siteimage.Identity{URL: good.URL, CA: ca, Token: "a\nb"}, "", "whitespace", false},
+		{"CA empty", base, siteimage.Identity{URL: good.URL, Site: "stores/store-1", Token: "t"}, "", "CA to pin is empty", false},
+		{"site without its namespace", base, siteimage.Identity{URL: good.URL, CA: ca, Site: "store-1", Token: "t"}, "", `the site "store-1" must be namespace/name`, false},
+		{"site name not a DNS label", base, siteimage.Identity{URL: good.URL, CA: ca, Site: "stores/Store_1", Token: "t"}, "", `its name "Store_1"`, false},
+		{"token empty", base, siteimage.Identity{URL: good.URL, CA: ca, Site: "stores/store-1"}, "", "token is empty", false},
+		{"token with a newline", base, siteimage.Identity{URL: good.URL, CA: ca, Site: "stores/store-1", Token: "a\nb"}, "", "whitespace", false},
 		{"output exists", base, good, existing, "exists", false},
 		{"output is the base", base, good, base, "is the base image itself", true},
 	} {
@@ -148,7 +150,7 @@ func TestInjectRefusesBadInput(t *testing.T) {
 func TestReadRefusesDamagedArea(t *testing.T) {
 	base := siteimagetest.Base(t)
 	out := filepath.Join(t.TempDir(), "site.iso")
-	if err := siteimage.Inject(base, out, siteimage.Identity{URL: "https://g.example", CA: siteimagetest.CA(t), Token: "tok"}, false); err != nil {
+	if err := siteimage.Inject(base, out, siteimage.Identity{URL: "https://g.example", CA: siteimagetest.CA(t), Site: "stores/store-1", Token: "tok"}, false); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -182,7 +184,7 @@ func BenchmarkInject(b *testing.B) {
 	if _, err := os.Stat(base); err != nil {
 		b.Skipf("no base image (%v): make usb-image, or EDGEFLEET_BASE_ISO", err)
 	}
-	id := siteimage.Identity{URL: "https://global.example", CA: siteimagetest.CA(b), Token: "efs1.bench"}
+	id := siteimage.Identity{URL: "https://global.example", CA: siteimagetest.CA(b), Site: "stores/store-1", Token: "efs1.bench"}
 	out := filepath.Join(b.TempDir(), "site.iso")
 	for b.Loop() {
 		if err := siteimage.Inject(base, out, id, true); err != nil {
