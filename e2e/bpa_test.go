@@ -453,6 +453,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			return names
 		}
 		spare, kept, wiped := hn.Hosts[5], hn.Hosts[4], hn.Hosts[5]
+		// The site's release of the spec before is gone with that spec (its cleanup), and a Site
+		// whose release does not exist keeps its cluster as last pushed: this spec's own.
+		release(ctx, "bpa-4", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
 
 		By("scale-out: a sixth host registered as a worker is provisioned, gets the release and joins")
 		siteD.register(ctx, 5)
