@@ -186,7 +186,7 @@ func (s *realSite) bootstrap(g Gomega, ctx context.Context) *sitev1.BootstrapSta
 // installed is a package's installed state on a host: "<current> <active>".
 func installed(ctx context.Context, h *testenv.Host, pkg string) string {
 	GinkgoHelper()
-	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active", pkg))
+	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active 2>/dev/null", pkg))
 	return strings.Join(strings.Fields(string(out)), " ")
 }
 
