@@ -458,7 +458,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		release(ctx, "bpa-4", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
 
 		By("scale-out: a sixth host registered as a worker is provisioned, gets the release and joins")
-		siteD.register(ctx, 5)
+		siteD.register(ctx, 5, fleetv1.RoleWorker)
 		Eventually(func(g Gomega) {
 			workers(g, 3, 3)
 			b := siteD.bootstrap(g, ctx)
@@ -523,5 +523,67 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			notes = append(notes, e.Note)
 		}
 		Expect(notes).To(ContainElements(ContainSubstring("host "+kept.Name+" left the cluster"), ContainSubstring("host "+wiped.Name+" left the cluster")))
+	})
+
+	It("replaces a control-plane host: etcd goes 3 → 2 → 3 members without losing its quorum, the application serving throughout", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[0])
+		// host-0 is the API endpoint; host-2 goes, and host-5 (wiped by the scale-in) comes back
+		// as a control-plane host. The local controller deletes the old host's Machine and makes
+		// the new one's at once: the BPA adds the new member only once the old one is removed.
+		old, replacement := hn.Hosts[2], hn.Hosts[5]
+		_, err = fleet.Kubectl(ctx, "delete", "host", old.Name, "-n", ns, "--wait=false")
+		Expect(err).NotTo(HaveOccurred())
+		siteD.register(ctx, 5, fleetv1.RoleControlPlane)
+
+		Eventually(func(g Gomega) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.ControlPlane).To(Equal(sitev1.NodeCounts{Ready: 3, Total: 3}), "site says: %s", s.Status.Cluster.Message)
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+			g.Expect(b.Message).NotTo(ContainSubstring("join once"))
+			list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+			g.Expect(err).NotTo(HaveOccurred())
+			var names []string
+			for _, n := range list.Items {
+				names = append(names, n.Name)
+			}
+			g.Expect(names).To(ConsistOf(hn.Hosts[0].Name, hn.Hosts[1].Name, replacement.Name))
+		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		webappPods(ctx, cs)
+
+		answered, failed := requests.Stop()
+		samples := etcd.Stop()
+		GinkgoWriter.Printf("through the control-plane replacement: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(len(samples)).To(BeNumerically(">", 5))
+		sawTwo := false
+		for i, e := range samples {
+			Expect(e.Members).To(BeNumerically("<=", 3), "etcd sample %d of %d: never a fourth member", i, len(samples))
+			Expect(e.Healthy).To(BeNumerically(">", e.Members/2), "etcd sample %d of %d: quorum kept", i, len(samples))
+			sawTwo = sawTwo || e.Members == 2
+		}
+		Expect(sawTwo).To(BeTrue(), "etcd went down to 2 members before the new one was added")
+		Expect(samples[len(samples)-1]).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}))
+		out, err := hn.Hosts[0].Exec(ctx, "sh", "-c", "curl -sS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt --key /etc/kubernetes/pki/etcd/server.key -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		for _, h := range []*testenv.Host{hn.Hosts[0], hn.Hosts[1], replacement} {
+			Expect(string(out)).To(ContainSubstring(`"name":"`+h.Name+`"`), "etcd's members")
+		}
+		Expect(string(out)).NotTo(ContainSubstring(`"name":"`+old.Name+`"`), "etcd's members")
+		siteCS, err := kubernetes.NewForConfig(fleet.Sites[site].Config)
+		Expect(err).NotTo(HaveOccurred())
+		events, err := siteCS.EventsV1().Events(sitev1.InfoNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=HostLeft"})
+		Expect(err).NotTo(HaveOccurred())
+		var notes []string
+		for _, e := range events.Items {
+			notes = append(notes, e.Note)
+		}
+		Expect(notes).To(ContainElement(ContainSubstring("host " + old.Name + " left the cluster")))
 	})
 })

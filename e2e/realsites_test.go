@@ -164,10 +164,11 @@ func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, co
 	return s
 }
 
-// register registers the Host of the site's i-th host, which it was started without.
-func (s *realSite) register(ctx context.Context, i int) {
+// register registers the Host of the site's i-th host with role (a host it was started
+// without, or one taken off the site since).
+func (s *realSite) register(ctx context.Context, i int, role fleetv1.HostRole) {
 	GinkgoHelper()
-	Expect(fleet.RegisterRealHost(ctx, s.opts, i)).To(Succeed())
+	Expect(fleet.RegisterRealHost(ctx, s.opts, i, role)).To(Succeed())
 }
 
 // startBPA (re)starts the site's BPA.

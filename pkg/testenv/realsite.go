@@ -101,14 +101,14 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	return stop, nil
 }
 
-// RegisterRealHost registers the Host of opts.Hosts.Hosts[i] of a real site StartRealSite
-// started with fewer hosts registered (RealSiteOptions.Registered): its site provisions it
-// and its cluster takes it in.
-func (f *Fleet) RegisterRealHost(ctx context.Context, opts RealSiteOptions, i int) error {
+// RegisterRealHost registers the Host of opts.Hosts.Hosts[i] of a real site with role (a
+// host StartRealSite was started without, RealSiteOptions.Registered, or one taken off the
+// site since): its site provisions it and its cluster takes it in.
+func (f *Fleet) RegisterRealHost(ctx context.Context, opts RealSiteOptions, i int, role fleetv1.HostRole) error {
 	if i < 0 || i >= len(opts.Hosts.Hosts) {
 		return fmt.Errorf("real site %s: no host %d of %d", opts.Name, i, len(opts.Hosts.Hosts))
 	}
-	return f.applyManifest(ctx, opts.Hosts.Hosts[i].Name+".yaml", opts.hostManifest(i))
+	return f.applyManifest(ctx, opts.Hosts.Hosts[i].Name+".yaml", opts.hostManifest(i, role))
 }
 
 // applyManifest keeps manifest in the Fleet's directory as name and applies it.
@@ -162,18 +162,18 @@ spec:
 		registered = o.Registered
 	}
 	for i := range registered {
-		b.WriteString(o.hostManifest(i))
+		role := fleetv1.RoleControlPlane
+		if i >= o.ControlPlanes {
+			role = fleetv1.RoleWorker
+		}
+		b.WriteString(o.hostManifest(i, role))
 	}
 	return b.String(), nil
 }
 
-// hostManifest is the Host of o.Hosts.Hosts[i]: the first ControlPlanes are control plane.
-func (o RealSiteOptions) hostManifest(i int) string {
+// hostManifest is the Host of o.Hosts.Hosts[i] with role.
+func (o RealSiteOptions) hostManifest(i int, role fleetv1.HostRole) string {
 	h := o.Hosts.Hosts[i]
-	role := fleetv1.RoleControlPlane
-	if i >= o.ControlPlanes {
-		role = fleetv1.RoleWorker
-	}
 	return fmt.Sprintf(`---
 apiVersion: fleet.edgefleet.io/v1alpha1
 kind: Host

@@ -76,7 +76,7 @@ func TestRealSiteManifestRegistersSomeHosts(t *testing.T) {
 		t.Errorf("%d Hosts in the site's manifest, want 2:\n%s", n, manifest)
 	}
 	var h fleetv1.Host
-	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(opts.hostManifest(2))), 4096).Decode(&h); err != nil {
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(opts.hostManifest(2, fleetv1.RoleWorker))), 4096).Decode(&h); err != nil {
 		t.Fatal(err)
 	}
 	if h.Name != "w-1" || h.Spec.Role != fleetv1.RoleWorker || h.Spec.Address != "10.233.7.12" || h.Spec.SiteRef.Name != "s" {
