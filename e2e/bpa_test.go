@@ -529,6 +529,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		// The release of the spec before is gone with it (its cleanup), and a Site whose release
+		// does not exist keeps its cluster as last pushed: this spec's own.
+		release(ctx, "bpa-5", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
 		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[0])
 		// host-0 is the API endpoint; host-2 goes, and host-5 (wiped by the scale-in) comes back
