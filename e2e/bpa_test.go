@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,12 +38,15 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		ns   = "bpa"
 	)
 	var (
-		hn     *testenv.HostNet
-		vault  *testenv.Vault
-		dir    string // this test's files: packages, chart, manifests
-		siteD  *realSite
-		store  secrets.Store
-		digest = map[string]string{} // of uploaded artifacts, by name
+		hn *testenv.HostNet
+		// members are the cluster's hosts: 3 control plane, 2 workers; hn's sixth host joins
+		// as a worker when the workers scale out.
+		members []*testenv.Host
+		vault   *testenv.Vault
+		dir     string // this test's files: packages, chart, manifests
+		siteD   *realSite
+		store   secrets.Store
+		digest  = map[string]string{} // of uploaded artifacts, by name
 	)
 
 	// release creates a Release of Kubernetes version kube of the packages (keys of digest,
@@ -100,11 +105,12 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		hn = testenv.NewHosts(GinkgoTB(), 5, testenv.HostOptions{})
+		hn = testenv.NewHosts(GinkgoTB(), 6, testenv.HostOptions{})
+		members = hn.Hosts[:5]
 		vault = testenv.StartVault(GinkgoTB())
 		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
-		siteD = startRealSite(ctx, site, ns, hn, 3, vault, nil)
+		siteD = startRealSite(ctx, site, ns, hn, 3, 5, vault, nil)
 
 		// The cluster starts on the previous Kubernetes minor; the upgrades go to the current.
 		uploadBase(ctx, dir, testenv.PreviousKubernetesVersion, digest)
@@ -217,7 +223,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			}
 		}
 		wantNodes := map[string]string{}
-		for _, h := range hn.Hosts {
+		for _, h := range members {
 			wantNodes[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
 		}
 		Expect(ready).To(Equal(wantNodes))
@@ -280,7 +286,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// and this test's files. (The site cluster's etcd holds Cluster-API's kubeconfig
 		// Secret, which is where it belongs.)
 		dirs := []string{fleet.Dir, dir, filepath.Dir(vault.Log)}
-		for _, h := range hn.Hosts {
+		for _, h := range hn.Hosts { // the spare host too
 			dirs = append(dirs, filepath.Join(h.Dir, "upper"))
 		}
 		found, scanned, err := testenv.FindSecrets(dirs, secret)
@@ -290,7 +296,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// The scan looks where keys would be: each host's own etcd key is found there.
 		serverKey, err := os.ReadFile(filepath.Join(hn.Hosts[0].Dir, "upper", "etc/kubernetes/pki/etcd/server.key"))
 		Expect(err).NotTo(HaveOccurred())
-		found, _, err = testenv.FindSecrets(dirs[len(dirs)-5:], map[string][]byte{"host-0's etcd key": serverKey})
+		found, _, err = testenv.FindSecrets(dirs[len(dirs)-len(hn.Hosts):], map[string][]byte{"host-0's etcd key": serverKey})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).NotTo(BeEmpty())
 	})
@@ -325,7 +331,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			}
 		}
 		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: testenv.PreviousKubernetesVersion, SHA256: digest["kubelet"]}))
-		for _, h := range hn.Hosts {
+		for _, h := range members {
 			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.PreviousKubernetesVersion+" "+testenv.PreviousKubernetesVersion), h.Name)
 		}
 		// The cluster still serves, every node Ready, schedulable and on the previous kubelet,
@@ -399,7 +405,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+testenv.KubernetesVersion), n.Name)
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
 		}
-		for _, h := range hn.Hosts {
+		for _, h := range members {
 			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.KubernetesVersion+" "+testenv.KubernetesVersion), h.Name)
 		}
 		// Both workers were drained: every pod of the application was evicted and runs anew.
@@ -412,7 +418,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		release(ctx, "bpa-3-hello", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
 		installedWith(ctx, sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]})
 		// Its manifest says hosts: worker; the first three hosts are the control plane.
-		for i, h := range hn.Hosts {
+		for i, h := range members {
 			if i < 3 {
 				out, err := h.Exec(ctx, "ls", "-A", "/opt/edgefleet/packages")
 				Expect(err).NotTo(HaveOccurred())
@@ -424,5 +430,163 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(err).NotTo(HaveOccurred())
 			Expect(string(out)).To(HavePrefix(fmt.Sprintf("hello from %s (%s), pods in ", h.Name, h.IP)))
 		}
+	})
+
+	It("scales the workers out to a new host and in again, keeping or wiping the leaving host, the application serving throughout", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		workers := func(g Gomega, ready, total int32) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Workers).To(Equal(sitev1.NodeCounts{Ready: ready, Total: total}), "site says: %s", s.Status.Cluster.Message)
+		}
+		nodeNames := func(g Gomega) []string {
+			list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			var names []string
+			for _, n := range list.Items {
+				names = append(names, n.Name)
+			}
+			return names
+		}
+		spare, kept, wiped := hn.Hosts[5], hn.Hosts[4], hn.Hosts[5]
+		// The site's release of the spec before is gone with that spec (its cleanup), and a Site
+		// whose release does not exist keeps its cluster as last pushed: this spec's own.
+		release(ctx, "bpa-4", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
+
+		By("scale-out: a sixth host registered as a worker is provisioned, gets the release and joins")
+		siteD.register(ctx, 5, fleetv1.RoleWorker)
+		Eventually(func(g Gomega) {
+			workers(g, 3, 3)
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b.Nodes).To(Equal(int32(6)), "bootstrap says: %s", b.Message)
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		n, err := cs.CoreV1().Nodes().Get(ctx, spare.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v" + testenv.KubernetesVersion))
+		Expect(n.Labels).To(HaveKey("node-role.kubernetes.io/worker"))
+		Expect(installed(ctx, spare, "edge-hello")).To(Equal("1.0.0 1.0.0"), "the release's worker package")
+		// The new node runs pods: one asks the application's Service by name from there.
+		var image string
+		for _, p := range webappPods(ctx, cs) {
+			image = p.Spec.Containers[0].Image
+		}
+		answers := testenv.RunPod(GinkgoTB(), cs, "webapp", "on-the-new-node", spare.Name, testenv.WebappContainer(image, "get", "-get", "http://webapp.webapp.svc.cluster.local/", "-count", "5"))["get"]
+		Expect(answers).To(HaveLen(5))
+
+		By("scale-in, keeping the host: its node drained (the application's pods run elsewhere first), its packages stopped, the host released as it is")
+		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"hostRemovalPolicy":"Keep"}}}`)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = fleet.Kubectl(ctx, "delete", "host", kept.Name, "-n", ns, "--wait=false")
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			workers(g, 2, 2)
+			g.Expect(nodeNames(g)).NotTo(ContainElement(kept.Name))
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		for _, p := range webappPods(ctx, cs) {
+			Expect(p.Spec.NodeName).NotTo(Equal(kept.Name), p.Name)
+		}
+		// Kept: still running, its kubelet stopped so that its node stays gone.
+		Expect(kept.Running()).To(BeTrue())
+		Expect(installed(ctx, kept, "kubelet")).To(Equal(testenv.KubernetesVersion), "kubelet installed, not active")
+		out, _ := kept.Exec(ctx, "systemctl", "is-active", "kubelet.service")
+		Expect(strings.TrimSpace(string(out))).To(Equal("inactive"))
+		Consistently(func(g Gomega) {
+			g.Expect(nodeNames(g)).NotTo(ContainElement(kept.Name))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+
+		By("scale-in, wiping the host")
+		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"hostRemovalPolicy":"Deprovision"}}}`)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = fleet.Kubectl(ctx, "delete", "host", wiped.Name, "-n", ns, "--wait=false")
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			workers(g, 1, 1)
+			g.Expect(nodeNames(g)).NotTo(ContainElement(wiped.Name))
+			err := siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: wiped.Name}, &metal3api.BareMetalHost{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "BareMetalHost %s: %v", wiped.Name, err)
+		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		webappPods(ctx, cs)
+
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("requests to webapp through the scale-out and both scale-ins: %d answered, %d failed\n", answered, len(failed))
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		siteCS, err := kubernetes.NewForConfig(fleet.Sites[site].Config)
+		Expect(err).NotTo(HaveOccurred())
+		events, err := siteCS.EventsV1().Events(sitev1.InfoNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=HostLeft"})
+		Expect(err).NotTo(HaveOccurred())
+		var notes []string
+		for _, e := range events.Items {
+			notes = append(notes, e.Note)
+		}
+		Expect(notes).To(ContainElements(ContainSubstring("host "+kept.Name+" left the cluster"), ContainSubstring("host "+wiped.Name+" left the cluster")))
+	})
+
+	It("replaces a control-plane host: etcd goes 3 → 2 → 3 members without losing its quorum, the application serving throughout", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// The release of the spec before is gone with it (its cleanup), and a Site whose release
+		// does not exist keeps its cluster as last pushed: this spec's own.
+		release(ctx, "bpa-5", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[0])
+		// host-0 is the API endpoint; host-2 goes, and host-5 (wiped by the scale-in) comes back
+		// as a control-plane host. The local controller deletes the old host's Machine and makes
+		// the new one's at once: the BPA adds the new member only once the old one is removed.
+		old, replacement := hn.Hosts[2], hn.Hosts[5]
+		_, err = fleet.Kubectl(ctx, "delete", "host", old.Name, "-n", ns, "--wait=false")
+		Expect(err).NotTo(HaveOccurred())
+		siteD.register(ctx, 5, fleetv1.RoleControlPlane)
+
+		Eventually(func(g Gomega) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.ControlPlane).To(Equal(sitev1.NodeCounts{Ready: 3, Total: 3}), "site says: %s", s.Status.Cluster.Message)
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+			g.Expect(b.Message).NotTo(ContainSubstring("join once"))
+			list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+			g.Expect(err).NotTo(HaveOccurred())
+			var names []string
+			for _, n := range list.Items {
+				names = append(names, n.Name)
+			}
+			g.Expect(names).To(ConsistOf(hn.Hosts[0].Name, hn.Hosts[1].Name, replacement.Name))
+		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		webappPods(ctx, cs)
+
+		answered, failed := requests.Stop()
+		samples := etcd.Stop()
+		GinkgoWriter.Printf("through the control-plane replacement: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(len(samples)).To(BeNumerically(">", 5))
+		sawTwo := false
+		for i, e := range samples {
+			Expect(e.Members).To(BeNumerically("<=", 3), "etcd sample %d of %d: never a fourth member", i, len(samples))
+			Expect(e.Healthy).To(BeNumerically(">", e.Members/2), "etcd sample %d of %d: quorum kept", i, len(samples))
+			sawTwo = sawTwo || e.Members == 2
+		}
+		Expect(sawTwo).To(BeTrue(), "etcd went down to 2 members before the new one was added")
+		Expect(samples[len(samples)-1]).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}))
+		out, err := hn.Hosts[0].Exec(ctx, "sh", "-c", "curl -sS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt --key /etc/kubernetes/pki/etcd/server.key -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		for _, h := range []*testenv.Host{hn.Hosts[0], hn.Hosts[1], replacement} {
+			Expect(string(out)).To(ContainSubstring(`"name":"`+h.Name+`"`), "etcd's members")
+		}
+		Expect(string(out)).NotTo(ContainSubstring(`"name":"`+old.Name+`"`), "etcd's members")
+		siteCS, err := kubernetes.NewForConfig(fleet.Sites[site].Config)
+		Expect(err).NotTo(HaveOccurred())
+		events, err := siteCS.EventsV1().Events(sitev1.InfoNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=HostLeft"})
+		Expect(err).NotTo(HaveOccurred())
+		var notes []string
+		for _, e := range events.Items {
+			notes = append(notes, e.Note)
+		}
+		Expect(notes).To(ContainElement(ContainSubstring("host " + old.Name + " left the cluster")))
 	})
 })

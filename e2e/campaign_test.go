@@ -39,7 +39,7 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 		vault := testenv.StartVault(GinkgoTB())
 		for _, name := range names {
 			hn := testenv.NewHosts(GinkgoTB(), 1, testenv.HostOptions{Names: []string{name + "-cp-0"}})
-			sites = append(sites, startRealSite(ctx, name, ns, hn, 1, vault, map[string]string{"ring": "e2e"}))
+			sites = append(sites, startRealSite(ctx, name, ns, hn, 1, 0, vault, map[string]string{"ring": "e2e"}))
 		}
 		uploadBase(ctx, dir, testenv.KubernetesVersion, digest)
 		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))

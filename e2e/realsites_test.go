@@ -136,28 +136,39 @@ type realSite struct {
 	vault    *testenv.Vault
 	// client of the site's cluster, with the site kinds.
 	client client.Client
+	// opts it was started with.
+	opts testenv.RealSiteOptions
 }
 
 // startRealSite starts a real site (testenv.StartRealSite: Metal3, the local controller with
 // the BPA as bootstrap provider, the BPA with its secrets in vault under edgefleet/<site>, the
-// harness's Ironic for hn's hosts) and registers the Site and its Hosts: the first
+// harness's Ironic for hn's hosts) and registers the Site and the Hosts of the first registered
+// of hn's hosts (0: all; realSite.register registers another one later): the first
 // controlPlanes hosts are control plane, the rest workers; the Site has a cluster network but no
 // release (a campaign or the spec sets it). Everything stops when the container's specs are
 // done.
-func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, controlPlanes int, vault *testenv.Vault, labels map[string]string) *realSite {
+func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, controlPlanes, registered int, vault *testenv.Vault, labels map[string]string) *realSite {
 	GinkgoHelper()
 	scheme, err := setup.Scheme()
 	Expect(err).NotTo(HaveOccurred())
 	s := &realSite{name: name, ns: ns, hosts: hn, vault: vault}
 	s.client, err = client.New(fleet.Sites[name].Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	stop, err := fleet.StartRealSite(ctx, testenv.RealSiteOptions{
-		Name: name, Namespace: ns, Labels: labels, Hosts: hn, ControlPlanes: controlPlanes, Vault: vault, Network: true,
+	s.opts = testenv.RealSiteOptions{
+		Name: name, Namespace: ns, Labels: labels, Hosts: hn, ControlPlanes: controlPlanes, Registered: registered, Vault: vault, Network: true,
 		Report: func(err error) { GinkgoWriter.Println(name, "ironic:", err) },
-	})
+	}
+	stop, err := fleet.StartRealSite(ctx, s.opts)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(stop)
 	return s
+}
+
+// register registers the Host of the site's i-th host with role (a host it was started
+// without, or one taken off the site since).
+func (s *realSite) register(ctx context.Context, i int, role fleetv1.HostRole) {
+	GinkgoHelper()
+	Expect(fleet.RegisterRealHost(ctx, s.opts, i, role)).To(Succeed())
 }
 
 // startBPA (re)starts the site's BPA.
@@ -176,7 +187,7 @@ func (s *realSite) bootstrap(g Gomega, ctx context.Context) *sitev1.BootstrapSta
 // installed is a package's installed state on a host: "<current> <active>".
 func installed(ctx context.Context, h *testenv.Host, pkg string) string {
 	GinkgoHelper()
-	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active", pkg))
+	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active 2>/dev/null", pkg))
 	return strings.Join(strings.Fields(string(out)), " ")
 }
 

@@ -5,8 +5,8 @@
 #
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
-#                            kube-controller-manager kube-scheduler etcd controller-gen golangci-lint
-#                            bmo vault coredns rootfs node-debs chromium)
+#                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
+#                            golangci-lint bmo vault coredns rootfs node-debs chromium)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -34,7 +34,7 @@ mkdir -p "$cache" "$bin"
 # operator and the apis the tests import are the same version.
 kube_modules=(kube kube-1.35) # the current Kubernetes first
 kube_version() { awk '$1 == "k8s.io/kubernetes" {print $2}' "$root/hack/tools/$1/go.mod"; }
-etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' "$root/hack/tools/etcd/go.mod")
+etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" && $2 ~ /^v/ {print $2}' "$root/hack/tools/etcd/go.mod")
 vault_version=$(awk '$1 == "github.com/hashicorp/vault" {print $2}' "$root/hack/tools/vault/go.mod")
 coredns_version=$(awk '$1 == "github.com/coredns/coredns" {print $2}' "$root/hack/tools/coredns/go.mod")
 bmo_version=$(awk '$1 == "github.com/metal3-io/baremetal-operator" {print $2}' "$root/go.mod")
@@ -115,11 +115,13 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium)
 
 for t in "${want[@]}"; do
 	case $t in
 	etcd) build_tool etcd "$etcd_version" "$root/hack/tools/etcd" go.etcd.io/etcd/server/v3 ;;
+	# The etcd package's join and leave hooks change the cluster's membership with it.
+	etcdctl) build_tool etcdctl "$etcd_version" "$root/hack/tools/etcd" go.etcd.io/etcd/etcdctl/v3 ;;
 	# All static (CGO_ENABLED=0): kubelet and kube-proxy run inside the test hosts' Debian rootfs.
 	kube-apiserver | kubectl | kubelet | kube-proxy | kube-controller-manager | kube-scheduler) build_kube "$t" ;;
 	controller-gen) install_tool controller-gen "$controller_gen_version" sigs.k8s.io/controller-tools/cmd/controller-gen ;;

@@ -99,6 +99,7 @@ type Installer interface {
 	Installed(ctx context.Context, target sshexec.Target, name string) (install.State, error)
 	Healthy(ctx context.Context, target sshexec.Target, name string) error
 	Deactivate(ctx context.Context, target sshexec.Target, name string) (sshexec.Result, error)
+	Leave(ctx context.Context, target sshexec.Target, name, leaving, leavingIP string) (sshexec.Result, error)
 	ImportImage(ctx context.Context, target sshexec.Target, m *packages.Manifest, img install.Image) (sshexec.Result, error)
 	WriteFile(ctx context.Context, target sshexec.Target, file string, data []byte, mode uint32) (sshexec.Result, error)
 }
@@ -191,10 +192,11 @@ func (l Level) Slowest() Job {
 }
 
 // StepKinds are the kinds of steps StepTimes sums, in the order a job runs them: configuration
-// files, the install's steps (install.Installer: stage sends and unpacks the package, activate
-// starts its units and waits until its health check passes) and image imports.
+// files, the install's steps (install.Installer: stage sends and unpacks the package, join makes
+// the host a member of the package's group, activate starts its units and waits until its
+// health check passes) and image imports.
 func StepKinds() []string {
-	return []string{"write", "stage", "pre-install", "activate", "post-install", "prune", "import"}
+	return []string{"write", "stage", "pre-install", "join", "activate", "post-install", "prune", "import"}
 }
 
 // StepTimes sums the time of the level's steps that ran, by kind (StepKinds: a step's name up
@@ -305,12 +307,28 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 		}
 	}
 	start := time.Now()
+	groups, err := b.memberships(ctx, spec, level)
+	if err != nil {
+		return err
+	}
+	// Hosts joining a running group do so one at a time: etcd adds one member at a time.
+	joining := map[string]*sync.Mutex{}
+	for name := range groups {
+		joining[name] = &sync.Mutex{}
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallel)
 	errs := make([]error, len(jobs))
 	done := make([]Job, len(jobs))
 	for i, j := range jobs {
+		if g := groups[j.pkg.Manifest.Name]; g != nil {
+			j.pkg.Membership = g
+		}
 		wg.Go(func() {
+			if g := j.pkg.Membership; g != nil && len(g.Running) > 0 && !slices.Contains(g.Running, member(j.host)) {
+				joining[j.pkg.Manifest.Name].Lock()
+				defer joining[j.pkg.Manifest.Name].Unlock()
+			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			start := time.Now()
@@ -336,10 +354,54 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 		}
 	}
 	res.Levels = append(res.Levels, lr)
-	err := errors.Join(errs...)
+	err = errors.Join(errs...)
 	lr.log(logr.FromContextOrDiscard(ctx), len(res.Levels)-1, err == nil)
 	return err
 }
+
+// memberships are the groups the packages of level with a join hook form (packages.Hooks.Join),
+// by package: the hosts each selects, and those where it is active now — none when the group is
+// founded by this run.
+func (b *BringUp) memberships(ctx context.Context, spec Spec, level []install.Package) (map[string]*install.Membership, error) {
+	groups := map[string]*install.Membership{}
+	for _, pkg := range level {
+		m := pkg.Manifest
+		if m.Hooks.Join == "" {
+			continue
+		}
+		var selected []Host
+		for _, h := range spec.Hosts {
+			if m.Hosts.Selects(h.ControlPlane) {
+				selected = append(selected, h)
+			}
+		}
+		active := make([]bool, len(selected))
+		errs := make([]error, len(selected))
+		var wg sync.WaitGroup
+		for i, h := range selected {
+			wg.Go(func() {
+				st, err := b.installer.Installed(ctx, h.SSH, m.Name)
+				active[i], errs[i] = st.Active != "", err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("package %s: which hosts run it: %w", m.Name, err)
+		}
+		g := &install.Membership{}
+		for i, h := range selected {
+			g.Selected = append(g.Selected, member(h))
+			if active[i] {
+				g.Running = append(g.Running, member(h))
+			}
+		}
+		groups[m.Name] = g
+	}
+	return groups, nil
+}
+
+// member is how a join hook sees host h: "name=ip".
+func member(h Host) string { return h.Name + "=" + h.IP.String() }
 
 // log logs the level, index of its run's levels, when it ran anything: "installed level" (or
 // "level not installed" when it failed) with its packages, how many hosts, its wall time, its

@@ -33,20 +33,24 @@ func fakePkg(name, version string, hosts packages.HostSelector, after []string, 
 }
 
 // fakeSpec is a cluster of two control-plane hosts and two workers, running a database on the
-// control plane, an API server after it, and an agent on every host after that.
+// control plane (its members a group: join and leave hooks), an API server after it, and an
+// agent on every host after that.
 func fakeSpec() cluster.Spec {
 	s := cluster.Spec{Name: "app", KubernetesVersion: "v1.36.3"}
 	for i, n := range []string{"cp-0", "cp-1", "w-0", "w-1"} {
 		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(10 + i)})
 		s.Hosts = append(s.Hosts, cluster.Host{Name: n, IP: ip, SSH: sshexec.Target{Name: n, Addr: ip.String() + ":22"}, ControlPlane: i < 2})
 	}
+	db := fakePkg("db", "1", packages.HostsControlPlane, nil,
+		packages.ConfigFile{Path: "/etc/db/server.key", PKI: "pki/etcd/server.key"},
+		packages.ConfigFile{Path: "/etc/db/env", Template: "NAME={{.Node.Name}}"})
+	db.Manifest.Hooks.Join, db.Manifest.Hooks.Leave = "join", "leave"
 	s.Packages = []install.Package{
-		fakePkg("db", "1", packages.HostsControlPlane, nil,
-			packages.ConfigFile{Path: "/etc/db/server.key", PKI: "pki/etcd/server.key"},
-			packages.ConfigFile{Path: "/etc/db/env", Template: "MEMBERS={{range .ControlPlane}}{{.Name}} {{end}}"}),
+		db,
 		fakePkg("api", "1", packages.HostsControlPlane, []string{"db"}),
 		fakePkg("agent", "1", packages.HostsAll, []string{"api"},
 			packages.ConfigFile{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}} VERSION={{.Cluster.KubernetesVersion}} PODS={{.Node.PodCIDR}}"},
+			packages.ConfigFile{Path: "/etc/agent/control-plane", Template: "{{range .ControlPlane}}{{.Name}} {{end}}"},
 			packages.ConfigFile{Path: "/etc/agent/kubeconfig", PKI: "kubelet.conf"}),
 	}
 	return s
@@ -96,7 +100,7 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 			pkgs  []string
 			jobs  int
 			kinds []string
-		}{{[]string{"db"}, 2, []string{"write", "stage", "activate"}}, {[]string{"api"}, 2, []string{"stage", "activate"}}, {[]string{"agent"}, 4, []string{"write", "stage", "activate"}}} {
+		}{{[]string{"db"}, 2, []string{"write", "stage", "join", "activate"}}, {[]string{"api"}, 2, []string{"stage", "activate"}}, {[]string{"agent"}, 4, []string{"write", "stage", "activate"}}} {
 			if i >= len(res.Levels) {
 				t.Fatalf("%d levels in the result, want 3", len(res.Levels))
 			}
@@ -126,8 +130,11 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		if want := "NODE=w-1 VERSION=v1.36.3 PODS=10.244.13.0/24"; !ok || string(f.Data) != want || f.Mode != 0o644 {
 			t.Errorf("w-1's /etc/agent/env: %q %o (%v), want %q 0644", f.Data, f.Mode, ok, want)
 		}
-		if f, ok := hosts.File("cp-1", "/etc/db/env"); !ok || string(f.Data) != "MEMBERS=cp-0 cp-1 " {
+		if f, ok := hosts.File("cp-1", "/etc/db/env"); !ok || string(f.Data) != "NAME=cp-1" {
 			t.Errorf("cp-1's /etc/db/env: %q (%v)", f.Data, ok)
+		}
+		if f, ok := hosts.File("w-0", "/etc/agent/control-plane"); !ok || string(f.Data) != "cp-0 cp-1 " {
+			t.Errorf("w-0's /etc/agent/control-plane: %q (%v)", f.Data, ok)
 		}
 		for _, p := range []struct{ host, path string }{{"cp-0", "/etc/db/server.key"}, {"w-0", "/etc/agent/kubeconfig"}} {
 			if f, ok := hosts.File(p.host, p.path); !ok || f.Mode != 0o600 || len(f.Data) == 0 {
@@ -449,7 +456,7 @@ func TestLeave(t *testing.T) {
 	}
 	before = len(hosts.Log())
 	res, err := bu.Leave(ctx, spec, w1)
-	if err != nil || len(hosts.Log()) != before || len(res) != 1 || !res[0].Skipped {
+	if err != nil || len(hosts.Log()) != before || len(res.Steps) != 1 || !res.Steps[0].Skipped {
 		t.Errorf("leave again: %v, %+v, ran %v; want it found done", err, res, hosts.Log()[before:])
 	}
 
@@ -477,4 +484,108 @@ func TestLeave(t *testing.T) {
 	if got := slices.Sorted(slices.Values(activations(hosts.Log()[before:]))); !slices.Equal(got, []string{"cp-0 agent", "cp-0 api", "cp-0 db", "w-1 agent"}) {
 		t.Errorf("activated %v, want what left started again", got)
 	}
+}
+
+// TestGroupMembership: a package with join and leave hooks (the database: etcd's shape) founds
+// its group on the first run — no host running it, all join at once —; a control-plane host
+// replaced leaves first, through a host that stays and whether it answers or not, and a new one
+// joins the running group; leave hooks find a host that answers; a failing leave hook stops
+// the leave before anything is stopped.
+func TestGroupMembership(t *testing.T) {
+	ctx := t.Context()
+	hosts, bu, spec := broughtUp(t)
+	joins := func(from int) []string {
+		var out []string
+		for _, l := range hosts.Log()[from:] {
+			if strings.Contains(l, ": "+fixture.StepJoin) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	if got := slices.Sorted(slices.Values(joins(0))); !slices.Equal(got, []string{"cp-0 db: join running=", "cp-1 db: join running="}) {
+		t.Errorf("founding joins %q, want both control-plane hosts with none running", got)
+	}
+	before := len(hosts.Log())
+	if _, err := bu.Run(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if got := joins(before); len(got) != 0 {
+		t.Errorf("a second run joined %q again", got)
+	}
+
+	cp0, cp1 := spec.Hosts[0], spec.Hosts[1]
+	stay := spec
+	stay.Hosts = slices.Delete(slices.Clone(spec.Hosts), 1, 2)
+
+	t.Run("a leave hook that fails stops the leave before anything is stopped", func(t *testing.T) {
+		hosts.FailStep("cp-0", "db", fixture.StepLeave, 1, errors.New("etcdserver: unhealthy cluster"))
+		before := len(hosts.Log())
+		_, err := bu.Leave(ctx, stay, cp1)
+		if err == nil || !strings.Contains(err.Error(), "host cp-1 leaving") || !strings.Contains(err.Error(), "unhealthy cluster") {
+			t.Errorf("err %v, want one naming cp-1 and the cause", err)
+		}
+		if got := hosts.Log()[before:]; len(got) != 0 {
+			t.Errorf("ran %q, want nothing", got)
+		}
+	})
+
+	t.Run("a dead control-plane host leaves through one that stays", func(t *testing.T) {
+		hosts.FailStep("cp-1", "", fixture.StepReachable, 1000, &sshexec.UnreachableError{Host: "cp-1", Err: errors.New("no route to host")})
+		before := len(hosts.Log())
+		res, err := bu.Leave(ctx, stay, cp1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Unreachable == nil || !strings.Contains(res.Unreachable.Error(), "no route to host") {
+			t.Errorf("unreachable %v, want why cp-1 was not stopped", res.Unreachable)
+		}
+		if got := hosts.Log()[before:]; !slices.Equal(got, []string{"cp-0 db: leave cp-1"}) {
+			t.Errorf("ran %q, want the database's leave hook on cp-0 only", got)
+		}
+		hosts.StopFailing("cp-1", fixture.StepReachable)
+	})
+
+	t.Run("a host that answers is stopped after its group let it go", func(t *testing.T) {
+		before := len(hosts.Log())
+		if _, err := bu.Leave(ctx, stay, cp1); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"cp-0 db: leave cp-1", "cp-1 agent: deactivate", "cp-1 api: deactivate", "cp-1 db: deactivate"}
+		if got := hosts.Log()[before:]; !slices.Equal(got, want) {
+			t.Errorf("ran %q, want %q", got, want)
+		}
+	})
+
+	t.Run("a new control-plane host joins the running group", func(t *testing.T) {
+		ip := netip.MustParseAddr("10.0.0.20")
+		cp2 := cluster.Host{Name: "cp-2", IP: ip, SSH: sshexec.Target{Name: "cp-2", Addr: "10.0.0.20:22"}, ControlPlane: true}
+		next := stay
+		next.Hosts = slices.Insert(slices.Clone(stay.Hosts), 1, cp2)
+		before := len(hosts.Log())
+		if _, err := bu.Run(ctx, next); err != nil {
+			t.Fatal(err)
+		}
+		if got := joins(before); !slices.Equal(got, []string{"cp-2 db: join running=cp-0=10.0.0.10"}) {
+			t.Errorf("joins %q, want cp-2 joining the group cp-0 runs", got)
+		}
+		if got := activations(hosts.Log()[before:]); !slices.Contains(got, "cp-2 db") || slices.Contains(got, "cp-0 db") {
+			t.Errorf("activated %q, want cp-2's database started and cp-0's left running", got)
+		}
+	})
+
+	t.Run("a leave hook goes to the next host when one does not answer", func(t *testing.T) {
+		three := spec
+		three.Hosts = slices.Insert(slices.Clone(spec.Hosts), 2, cluster.Host{Name: "cp-2", IP: netip.MustParseAddr("10.0.0.20"), SSH: sshexec.Target{Name: "cp-2", Addr: "10.0.0.20:22"}, ControlPlane: true})
+		others := three
+		others.Hosts = slices.Delete(slices.Clone(three.Hosts), 0, 1) // cp-0 leaves
+		hosts.FailStep("cp-1", "", fixture.StepReachable, 1, &sshexec.UnreachableError{Host: "cp-1", Err: errors.New("i/o timeout")})
+		before := len(hosts.Log())
+		if _, err := bu.Leave(ctx, others, cp0); err != nil {
+			t.Fatal(err)
+		}
+		if got := hosts.Log()[before:]; len(got) == 0 || got[0] != "cp-2 db: leave cp-0" {
+			t.Errorf("ran %q, want cp-2 to take cp-0 out when cp-1 does not answer", got)
+		}
+	})
 }

@@ -52,6 +52,16 @@ type Package struct {
 	// them before Install). An active version whose configuration changed since it was
 	// started is restarted with it and health-checked again. Empty: no configuration.
 	ConfigDigest string
+	// Membership is what the package's join hook is told (packages.Hooks.Join); nil: the
+	// install runs no join hook (the host has joined already).
+	Membership *Membership
+}
+
+// Membership is the group a package's hosts form (etcd's members), as its join hook sees it.
+type Membership struct {
+	// Selected are the cluster's hosts the package's manifest selects, Running those of them
+	// where it was active when the BPA's run began: each "name=ip".
+	Selected, Running []string
 }
 
 // Report is what an install did on a host, step by step.
@@ -180,11 +190,37 @@ func (i *Installer) Deactivate(ctx context.Context, target sshexec.Target, name 
 		Check: fmt.Sprintf("[ ! -e %s/.active ]", quote(i.pkgDir(name))),
 		Command: fmt.Sprintf(`set -eu; P=%s
 for u in $(ls "$P/current/units" 2>/dev/null); do systemctl disable --now --quiet "$u" || true; done
-rm -f "$P/.active"`, quote(i.pkgDir(name))),
+rm -f "$P/.active" "$P/.joined"`, quote(i.pkgDir(name))),
 		Timeout: 2 * time.Minute,
 	})
 	if err != nil {
 		return res, fmt.Errorf("deactivate package %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// Leave runs the leave hook of the current version of package name on target (a host that
+// runs it) for the host leaving at leavingIP (packages.Hooks.Leave); nothing when that version
+// has none.
+func (i *Installer) Leave(ctx context.Context, target sshexec.Target, name, leaving, leavingIP string) (sshexec.Result, error) {
+	st, err := i.Installed(ctx, target, name)
+	if err != nil {
+		return sshexec.Result{}, err
+	}
+	if st.Current == "" {
+		return sshexec.Result{}, fmt.Errorf("host %s: package %s is not installed", target.Name, name)
+	}
+	m, err := i.readManifest(ctx, target, name, st.Current)
+	if err != nil || m.Hooks.Leave == "" {
+		return sshexec.Result{}, err
+	}
+	res, err := i.runner.Run(ctx, target, sshexec.Step{
+		Name:    "leave " + name + " " + leaving,
+		Command: fmt.Sprintf("cd %s/current && %s LEAVING_NAME=%s LEAVING_IP=%s ./hooks/%s", quote(i.pkgDir(name)), hookEnv(m), quote(leaving), quote(leavingIP), quote(m.Hooks.Leave)),
+		Timeout: 5 * time.Minute,
+	})
+	if err != nil {
+		return res, fmt.Errorf("host %s: package %s: take host %s out: %w: %s", target.Name, name, leaving, err, lastLines(res.Stderr, 3))
 	}
 	return res, nil
 }
@@ -360,6 +396,17 @@ mv "$tmp/root" "$D"`, p, d, pkg.Digest, m.Name, m.Version),
 	}}
 	if h := m.Hooks.PreInstall; h != "" {
 		steps = append(steps, hookStep("pre-install", d, m, h))
+	}
+	if h := m.Hooks.Join; h != "" && pkg.Membership != nil {
+		// Once per host, not per version: the marker is the package's, and Deactivate
+		// removes it, so that a host that left joins again when it comes back.
+		steps = append(steps, sshexec.Step{
+			Name:  "join",
+			Check: fmt.Sprintf(`[ -e %s/.joined ]`, p),
+			Command: fmt.Sprintf(`set -eu; cd %[1]s; %[2]s SELECTED_HOSTS=%[3]s RUNNING_HOSTS=%[4]s ./hooks/%[5]s; touch %[6]s/.joined`,
+				d, hookEnv(m), quote(strings.Join(pkg.Membership.Selected, " ")), quote(strings.Join(pkg.Membership.Running, " ")), quote(h), p),
+			Timeout: 5 * time.Minute,
+		})
 	}
 	cfg := quote(pkg.ConfigDigest)
 	steps = append(steps, sshexec.Step{

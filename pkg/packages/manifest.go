@@ -85,6 +85,20 @@ type Hooks struct {
 	// runtime's image store. The BPA runs it for each image of the cluster on every host that
 	// runs the package, once the package is active there, and once per image.
 	ImportImage string `json:"importImage,omitempty"`
+	// Join runs once on a host before the package's units first start there, after its
+	// configuration files and PreInstall: for a package whose hosts form a group of their own
+	// (etcd's members). SELECTED_HOSTS lists the cluster's hosts the manifest selects and
+	// RUNNING_HOSTS those of them where the package was active when the BPA's run began, each
+	// as "name=ip" separated by spaces: none when the group is founded (all start together),
+	// else the host joins a running group and must make itself a member first. The BPA runs
+	// joining hosts of a package one at a time. A host that leaves runs it again when it
+	// comes back.
+	Join string `json:"join,omitempty"`
+	// Leave runs on a host that runs the package when another host of its selection leaves
+	// the cluster (LEAVING_NAME, LEAVING_IP), before that host's package is stopped — whether
+	// or not the leaving host answers: it takes the host out of the group (removes its etcd
+	// member). It must succeed when the host is no member (done already).
+	Leave string `json:"leave,omitempty"`
 }
 
 // HealthCheck bounds the health-check hook.
@@ -164,7 +178,7 @@ func (m *Manifest) Validate() error {
 		}
 		units[u] = true
 	}
-	for field, h := range map[string]string{"preInstall": m.Hooks.PreInstall, "postInstall": m.Hooks.PostInstall, "healthCheck": m.Hooks.HealthCheck, "importImage": m.Hooks.ImportImage} {
+	for field, h := range map[string]string{"preInstall": m.Hooks.PreInstall, "postInstall": m.Hooks.PostInstall, "healthCheck": m.Hooks.HealthCheck, "importImage": m.Hooks.ImportImage, "join": m.Hooks.Join, "leave": m.Hooks.Leave} {
 		if h != "" && !hookRE.MatchString(h) {
 			return fmt.Errorf("manifest: hooks.%s %q: want a file name under hooks/", field, h)
 		}
@@ -190,7 +204,7 @@ func (f File) Perm() (uint32, error) {
 // hooks lists the hook file names the manifest names.
 func (m *Manifest) hooks() []string {
 	var hs []string
-	for _, h := range []string{m.Hooks.PreInstall, m.Hooks.PostInstall, m.Hooks.HealthCheck, m.Hooks.ImportImage} {
+	for _, h := range []string{m.Hooks.PreInstall, m.Hooks.PostInstall, m.Hooks.HealthCheck, m.Hooks.ImportImage, m.Hooks.Join, m.Hooks.Leave} {
 		if h != "" {
 			hs = append(hs, h)
 		}

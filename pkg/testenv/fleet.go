@@ -320,7 +320,9 @@ func (f *Fleet) KillController() error {
 
 // Apply registers the Sites and Hosts of a manifest the way an operator would: for each Site it
 // stores the kubeconfig of the site control plane of the same name in the Secret the Site
-// references, for each Host it stores generated BMC credentials, then it runs kubectl apply.
+// references, for each Host it stores generated BMC credentials, then it runs kubectl apply. A
+// Secret that exists already is kept: a manifest applied again (a Host registered again after it
+// was taken off its site) keeps its credentials.
 func (f *Fleet) Apply(ctx context.Context, manifest string) error {
 	path := manifest
 	if !filepath.IsAbs(path) {
@@ -374,7 +376,7 @@ func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[stri
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := f.Global.Client.Create(ctx, s); err != nil {
+	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, s)); err != nil {
 		return fmt.Errorf("create secret %s/%s: %w", ns, name, err)
 	}
 	return nil

@@ -29,6 +29,9 @@ type RealSiteOptions struct {
 	// workers. Each gets a Host of its name, boot MAC and address.
 	Hosts         *HostNet
 	ControlPlanes int
+	// Registered is how many of Hosts (the first ones) get their Host at the start; 0: all.
+	// Fleet.RegisterRealHost registers another one later (a scale-out).
+	Registered int
 	// Vault keeps the site's BPA's secrets, under edgefleet/<Name>.
 	Vault *Vault
 	// Network registers the Site with its cluster network (Hosts.ClusterNetwork) but no release:
@@ -53,6 +56,9 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	}
 	if opts.ControlPlanes < 1 || opts.ControlPlanes > len(opts.Hosts.Hosts) {
 		return nil, fmt.Errorf("real site %s: %d control-plane hosts of %d hosts", opts.Name, opts.ControlPlanes, len(opts.Hosts.Hosts))
+	}
+	if opts.Registered < 0 || opts.Registered > len(opts.Hosts.Hosts) || (opts.Registered > 0 && opts.Registered < opts.ControlPlanes) {
+		return nil, fmt.Errorf("real site %s: %d hosts registered of %d, with %d control-plane hosts", opts.Name, opts.Registered, len(opts.Hosts.Hosts), opts.ControlPlanes)
 	}
 	siteClient, err := client.New(site.Config, client.Options{Scheme: Metal3Scheme()})
 	if err != nil {
@@ -89,14 +95,29 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	if err != nil {
 		return nil, err
 	}
-	file := filepath.Join(f.Dir, opts.Name+".yaml")
-	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
-		return nil, err
-	}
-	if err := f.Apply(ctx, file); err != nil {
+	if err := f.applyManifest(ctx, opts.Name+".yaml", manifest); err != nil {
 		return nil, err
 	}
 	return stop, nil
+}
+
+// RegisterRealHost registers the Host of opts.Hosts.Hosts[i] of a real site with role (a
+// host StartRealSite was started without, RealSiteOptions.Registered, or one taken off the
+// site since): its site provisions it and its cluster takes it in.
+func (f *Fleet) RegisterRealHost(ctx context.Context, opts RealSiteOptions, i int, role fleetv1.HostRole) error {
+	if i < 0 || i >= len(opts.Hosts.Hosts) {
+		return fmt.Errorf("real site %s: no host %d of %d", opts.Name, i, len(opts.Hosts.Hosts))
+	}
+	return f.applyManifest(ctx, opts.Hosts.Hosts[i].Name+".yaml", opts.hostManifest(i, role))
+}
+
+// applyManifest keeps manifest in the Fleet's directory as name and applies it.
+func (f *Fleet) applyManifest(ctx context.Context, name, manifest string) error {
+	file := filepath.Join(f.Dir, name)
+	if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+		return err
+	}
+	return f.Apply(ctx, file)
 }
 
 // StartRealSiteBPA (re)starts a real site's BPA, its secrets in vault under edgefleet/<site>.
@@ -136,12 +157,24 @@ spec:
   kubeconfigSecretRef: {name: %[1]s-kubeconfig}
   artifactAPIURL: %[4]s
 %s`, o.Name, o.Namespace, labels, artifactAPIURL, cluster)
-	for i, h := range o.Hosts.Hosts {
+	registered := len(o.Hosts.Hosts)
+	if o.Registered > 0 {
+		registered = o.Registered
+	}
+	for i := range registered {
 		role := fleetv1.RoleControlPlane
 		if i >= o.ControlPlanes {
 			role = fleetv1.RoleWorker
 		}
-		fmt.Fprintf(&b, `---
+		b.WriteString(o.hostManifest(i, role))
+	}
+	return b.String(), nil
+}
+
+// hostManifest is the Host of o.Hosts.Hosts[i] with role.
+func (o RealSiteOptions) hostManifest(i int, role fleetv1.HostRole) string {
+	h := o.Hosts.Hosts[i]
+	return fmt.Sprintf(`---
 apiVersion: fleet.edgefleet.io/v1alpha1
 kind: Host
 metadata: {name: %s, namespace: %s}
@@ -154,8 +187,6 @@ spec:
     address: redfish+http://192.0.2.%d/redfish/v1/Systems/1
     credentialsSecretRef: {name: %[1]s-bmc}
 `, h.Name, o.Namespace, o.Name, role, h.MAC, h.IP, 60+i)
-	}
-	return b.String(), nil
 }
 
 // WaitSitesReady waits until the global controller reports the Sites of namespace ns Ready, up

@@ -59,3 +59,27 @@ func TestRealSiteManifest(t *testing.T) {
 		}
 	}
 }
+
+// TestRealSiteManifestRegistersSomeHosts: with Registered, the Site's manifest has the first
+// hosts only; hostManifest gives a later one, with its role.
+func TestRealSiteManifestRegistersSomeHosts(t *testing.T) {
+	hn := &HostNet{}
+	for i, name := range []string{"cp-0", "w-0", "w-1"} {
+		hn.Hosts = append(hn.Hosts, &Host{Name: name, IP: netip.AddrFrom4([4]byte{10, 233, 7, byte(10 + i)}), MAC: net.HardwareAddr{2, 0xef, 0, 0, 0, byte(i)}})
+	}
+	opts := RealSiteOptions{Name: "s", Namespace: "ns", Hosts: hn, ControlPlanes: 1, Registered: 2}
+	manifest, err := opts.manifest("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count([]byte(manifest), []byte("kind: Host\n")); n != 2 {
+		t.Errorf("%d Hosts in the site's manifest, want 2:\n%s", n, manifest)
+	}
+	var h fleetv1.Host
+	if err := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(opts.hostManifest(2, fleetv1.RoleWorker))), 4096).Decode(&h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Name != "w-1" || h.Spec.Role != fleetv1.RoleWorker || h.Spec.Address != "10.233.7.12" || h.Spec.SiteRef.Name != "s" {
+		t.Errorf("the later host: %+v", h)
+	}
+}

@@ -69,13 +69,14 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if err := w.leave(ctx, pkgs); err != nil {
 		return ctrl.Result{}, err
 	}
-	hosts, waiting, workersWaiting, err := w.hosts(ctx)
+	set, err := w.hosts(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(waiting) > 0 {
+	hosts := set.ready
+	if len(set.cpWaiting) > 0 {
 		w.st.Phase = sitev1.BootstrapWaiting
-		w.st.Message = "waiting for control-plane hosts to be provisioned: " + strings.Join(waiting, ", ")
+		w.st.Message = "waiting for control-plane hosts to be provisioned: " + strings.Join(set.cpWaiting, ", ")
 		return ctrl.Result{RequeueAfter: w.r.Retry}, nil
 	}
 	images, err := w.images(ctx)
@@ -134,8 +135,11 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
 	// The cluster serves, but may not be all its spec asks for yet: the status says what is missing.
 	var missing []string
-	if len(workersWaiting) > 0 {
-		missing = append(missing, "waiting for worker hosts to be provisioned: "+strings.Join(workersWaiting, ", "))
+	if len(set.held) > 0 {
+		missing = append(missing, fmt.Sprintf("control-plane hosts %s join once host %s has left (etcd removes a member before it adds one)", strings.Join(set.held, ", "), set.leaving))
+	}
+	if len(set.workersWaiting) > 0 {
+		missing = append(missing, "waiting for worker hosts to be provisioned: "+strings.Join(set.workersWaiting, ", "))
 	}
 	for _, l := range res.LeftOut {
 		if unreachable := (*sshexec.UnreachableError)(nil); errors.As(l.Err, &unreachable) {
@@ -159,8 +163,8 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{RequeueAfter: w.r.Retry}, nil
 		}
 	}
-	if len(res.LeftOut) > 0 {
-		return ctrl.Result{RequeueAfter: w.r.Retry}, nil // the next run joins them once they answer
+	if len(res.LeftOut) > 0 || len(set.held) > 0 {
+		return ctrl.Result{RequeueAfter: w.r.Retry}, nil // the next run joins them once they answer, or once the leaving host has left
 	}
 	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
 }
@@ -230,18 +234,37 @@ func (w *work) cachedURL(digest string) string {
 	return ""
 }
 
-// hosts are the cluster's provisioned hosts (their Machine has a provider ID), control plane
-// first, and the control-plane and worker hosts not provisioned yet. A provisioned host
-// without an address is an error: the BPA cannot reach it.
-func (w *work) hosts(ctx context.Context) (hosts []cluster.Host, cpWaiting, workersWaiting []string, err error) {
+// hostSet is what hosts found.
+type hostSet struct {
+	// ready are the provisioned hosts the BPA installs, control plane first.
+	ready []cluster.Host
+	// cpWaiting and workersWaiting are the hosts not provisioned yet.
+	cpWaiting, workersWaiting []string
+	// held are provisioned control-plane hosts not installed yet, held back while an installed
+	// control-plane host leaves: etcd removes a member before it adds one, so that a member
+	// that is gone (a dead host being replaced) and one that has not started yet never count
+	// together against the quorum.
+	held []string
+	// leaving is the installed control-plane host whose Machine is being deleted, if any.
+	leaving string
+}
+
+// hosts sorts the cluster's hosts (see hostSet). A provisioned host without an address is an
+// error: the BPA cannot reach it.
+func (w *work) hosts(ctx context.Context) (hostSet, error) {
+	var set hostSet
 	machines := &clusterv1.MachineList{}
 	if err := w.r.Client.List(ctx, machines, client.InNamespace(w.ac.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.ac.Name}); err != nil {
-		return nil, nil, nil, fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
+		return set, fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
 	}
 	byHost := map[string]*clusterv1.Machine{}
 	for i := range machines.Items {
 		m := &machines.Items[i]
-		if id := m.Spec.ProviderID; id != "" && m.DeletionTimestamp.IsZero() {
+		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+		switch id := m.Spec.ProviderID; {
+		case !m.DeletionTimestamp.IsZero() && cp && m.Annotations[LeaveHookAnnotation] != "":
+			set.leaving = path.Base(id)
+		case id != "" && m.DeletionTimestamp.IsZero():
 			byHost[path.Base(id)] = m
 		}
 	}
@@ -250,24 +273,27 @@ func (w *work) hosts(ctx context.Context) (hosts []cluster.Host, cpWaiting, work
 		m := byHost[h.Name]
 		switch {
 		case m == nil && cp:
-			cpWaiting = append(cpWaiting, h.Name)
+			set.cpWaiting = append(set.cpWaiting, h.Name)
 			continue
 		case m == nil:
-			workersWaiting = append(workersWaiting, h.Name)
+			set.workersWaiting = append(set.workersWaiting, h.Name)
+			continue
+		case cp && set.leaving != "" && m.Annotations[LeaveHookAnnotation] == "":
+			set.held = append(set.held, h.Name)
 			continue
 		}
 		ip, err := netip.ParseAddr(h.Address)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("host %s is provisioned but has no address the BPA could reach it at (spec.hosts[].address %q)", h.Name, h.Address)
+			return set, fmt.Errorf("host %s is provisioned but has no address the BPA could reach it at (spec.hosts[].address %q)", h.Name, h.Address)
 		}
-		hosts = append(hosts, cluster.Host{
+		set.ready = append(set.ready, cluster.Host{
 			Name: h.Name, IP: ip, ControlPlane: cp, ProviderID: m.Spec.ProviderID,
 			// Host keys are pinned per machine: a host provisioned again for another
 			// machine is a new OS with new keys.
 			SSH: sshexec.Target{Name: m.Name, Addr: net.JoinHostPort(ip.String(), "22")},
 		})
 	}
-	slices.SortStableFunc(hosts, func(a, b cluster.Host) int {
+	slices.SortStableFunc(set.ready, func(a, b cluster.Host) int {
 		if a.ControlPlane != b.ControlPlane {
 			if a.ControlPlane {
 				return -1
@@ -276,7 +302,7 @@ func (w *work) hosts(ctx context.Context) (hosts []cluster.Host, cpWaiting, work
 		}
 		return cmp.Compare(a.Name, b.Name)
 	})
-	return hosts, cpWaiting, workersWaiting, nil
+	return set, nil
 }
 
 // workers counts the worker hosts of the cluster's spec.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,45 +58,75 @@ func (w *work) holdMachines(ctx context.Context, hosts []cluster.Host) error {
 
 // leave takes the hosts of the cluster's deleting Machines out of the cluster once Cluster-API
 // has drained their nodes and waits for the BPA (see LeaveHookAnnotation), and lets the
-// Machines go. A control-plane host is not taken out: that needs its etcd member removed,
-// which the BPA does not do yet; its Machine waits, and the error says so.
+// Machines go. A control-plane host leaves its packages' groups first (etcd's member is
+// removed through a control-plane host that stays), so the cluster never counts a member that
+// is gone. The host the cluster's API endpoint names does not leave: every node and client
+// reaches the cluster through it; its Machine waits, and the error says what to do.
 func (w *work) leave(ctx context.Context, pkgs []install.Package) error {
 	machines := &clusterv1.MachineList{}
 	if err := w.r.Client.List(ctx, machines, client.InNamespace(w.ac.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: w.ac.Name}); err != nil {
 		return fmt.Errorf("machines of cluster %s: %w", w.ac.Name, err)
 	}
+	var staying []cluster.Host // resolved once, when a host leaves
 	var errs []error
 	for i := range machines.Items {
 		m := &machines.Items[i]
 		if m.DeletionTimestamp.IsZero() || m.Annotations[LeaveHookAnnotation] == "" || m.Status.Deletion == nil || m.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero() {
 			continue // not leaving, or Cluster-API is still draining its node
 		}
-		host := path.Base(m.Spec.ProviderID) // the BareMetalHost's name, the host's
-		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp {
-			errs = append(errs, fmt.Errorf("control-plane host %s is leaving the cluster, but the BPA does not change etcd membership yet: its Machine %s waits on annotation %s (removing it by hand lets the host go with its etcd member left in the cluster)",
-				host, m.Name, LeaveHookAnnotation))
-			continue
-		}
-		h := cluster.Host{Name: host, SSH: sshexec.Target{Name: m.Name, Addr: net.JoinHostPort(m.Annotations[AddressAnnotation], "22")}}
-		_, err := cluster.New(w.r.Installer, w.r.Secrets).Leave(ctx, cluster.Spec{Name: w.ac.Name, Packages: pkgs}, h)
-		if unreachable := (*sshexec.UnreachableError)(nil); errors.As(err, &unreachable) {
-			// A host that does not answer runs nothing the BPA could stop; it is wiped, or
-			// released as it is, next.
-			w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeWarning, "HostLeftUnreachable", "Leave",
-				"host %s left the cluster without its packages stopped: it does not answer (%v)", host, err)
-			err = nil
-		}
+		h, err := leavingHost(m)
 		if err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if ep := w.ac.Spec.Network.ControlPlaneEndpoint.Host; h.ControlPlane && ep == h.IP.String() {
+			errs = append(errs, fmt.Errorf("control-plane host %s cannot leave the cluster: it is the cluster's API endpoint (spec.network.controlPlaneEndpoint.host %s), which every node and client reaches the cluster through; its Machine %s waits on annotation %s. Point the endpoint at another control-plane host first, or put the endpoint on a virtual address",
+				h.Name, ep, m.Name, LeaveHookAnnotation))
+			continue
+		}
+		if staying == nil {
+			set, err := w.hosts(ctx)
+			if err != nil {
+				return err
+			}
+			staying = set.ready
+		}
+		res, err := cluster.New(w.r.Installer, w.r.Secrets).Leave(ctx, cluster.Spec{Name: w.ac.Name, Packages: pkgs, Hosts: staying}, h)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if res.Unreachable != nil {
+			// A host that does not answer runs nothing the BPA could stop; it is wiped, or
+			// released as it is, next.
+			w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeWarning, "HostLeftUnreachable", "Leave",
+				"host %s left the cluster without its packages stopped: it does not answer (%v)", h.Name, res.Unreachable)
 		}
 		if err := releaseMachine(ctx, w.r.Client, m); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "HostLeft", "Leave", "host %s left the cluster: its node drained, its packages stopped", host)
+		if res.Unreachable == nil {
+			w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "HostLeft", "Leave", "host %s left the cluster: its node drained, its packages stopped", h.Name)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// leavingHost is the host of a deleting Machine the BPA installed, as its annotations and
+// labels say: the cluster's spec may no longer name it.
+func leavingHost(m *clusterv1.Machine) (cluster.Host, error) {
+	name := path.Base(m.Spec.ProviderID) // the BareMetalHost's name, the host's
+	ip, err := netip.ParseAddr(m.Annotations[AddressAnnotation])
+	if err != nil {
+		return cluster.Host{}, fmt.Errorf("host %s of Machine %s is leaving, but annotation %s holds no address (%q) to reach it at: set it to the host's address",
+			name, m.Name, AddressAnnotation, m.Annotations[AddressAnnotation])
+	}
+	_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
+	return cluster.Host{
+		Name: name, IP: ip, ControlPlane: cp, ProviderID: m.Spec.ProviderID,
+		SSH: sshexec.Target{Name: m.Name, Addr: net.JoinHostPort(ip.String(), "22")},
+	}, nil
 }
 
 // releaseMachine removes the BPA's leave hook from a Machine.

@@ -92,18 +92,23 @@ func (c *siteCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// add builds a package (a health check, nothing else but its manifest) and serves it; it
-// returns its digest.
+// add builds a package (a health check and the join and leave hooks its manifest names,
+// nothing else) and serves it; it returns its digest.
 func (c *siteCache) add(t *testing.T, m packages.Manifest) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "hooks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	m.Architecture, m.Hooks.HealthCheck = "amd64", "health-check"
+	for _, hook := range []string{m.Hooks.HealthCheck, m.Hooks.Join, m.Hooks.Leave} {
+		if hook == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "hooks", hook), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var b bytes.Buffer
 	if _, err := packages.Build(&b, m, dir); err != nil {
 		t.Fatal(err)
@@ -201,7 +206,8 @@ func waitBootstrap(t *testing.T, ac *sitev1.ApplicationCluster, what string, che
 func TestReconcilerPhases(t *testing.T) {
 	ctx := t.Context()
 	ns := site.Namespace(t)
-	db := cache.add(t, packages.Manifest{Name: "db", Version: "1", Hosts: packages.HostsControlPlane})
+	// db is a group like etcd: a host joins it, and leaves it through a host that stays.
+	db := cache.add(t, packages.Manifest{Name: "db", Version: "1", Hosts: packages.HostsControlPlane, Hooks: packages.Hooks{Join: "join", Leave: "leave"}})
 	agent := func(v string) string {
 		return cache.add(t, packages.Manifest{Name: "agent", Version: v, After: []string{"db"},
 			Config: []packages.ConfigFile{{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}}"}}})
@@ -473,7 +479,9 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 		return m
 	}
-	deleteDrained := func(t *testing.T, name string) {
+	// deleting is Cluster-API deleting a Machine and draining its node; drained, the node
+	// drained and the pre-terminate hooks waited for.
+	deleting := func(t *testing.T, name string) {
 		t.Helper()
 		m := machine(t, name)
 		base := m.DeepCopy()
@@ -484,12 +492,46 @@ func TestReconcilerPhases(t *testing.T) {
 		if err := site.Client.Delete(ctx, m); err != nil {
 			t.Fatal(err)
 		}
-		m = machine(t, name)
-		base = m.DeepCopy()
+	}
+	drained := func(t *testing.T, name string) {
+		t.Helper()
+		m := machine(t, name)
+		base := m.DeepCopy()
 		m.Status.Deletion = &clusterv1.MachineDeletionStatus{WaitForPreTerminateHookStartTime: metav1.Now()}
 		if err := site.Client.Status().Patch(ctx, m, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	deleteDrained := func(t *testing.T, name string) {
+		t.Helper()
+		deleting(t, name)
+		drained(t, name)
+	}
+	// addHost adds a host to the cluster's spec, and returns it.
+	addHost := func(t *testing.T, name string, role sitev1.HostRole, addr string) sitev1.ClusterHost {
+		t.Helper()
+		h := sitev1.ClusterHost{
+			Name: name, Role: role, BootMACAddress: "52:54:00:00:01:" + addr[len(addr)-2:], Address: addr,
+			BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/" + name, CredentialsName: name + "-bmc"},
+		}
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) { s.Hosts = append(s.Hosts, h) })
+		return h
+	}
+	removeHost := func(t *testing.T, name string) {
+		t.Helper()
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Hosts = slices.DeleteFunc(s.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == name })
+		})
+	}
+	// since are the log's lines from before on that mention host.
+	since := func(before int, host string) []string {
+		var out []string
+		for _, l := range hosts.Log()[before:] {
+			if strings.HasPrefix(l, host+" ") || strings.HasSuffix(l, " "+host) {
+				out = append(out, l)
+			}
+		}
+		return out
 	}
 
 	t.Run("every installed host's Machine holds the BPA's leave hook and the host's address", func(t *testing.T) {
@@ -523,10 +565,59 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
-	t.Run("a control-plane host's Machine waits: the BPA does not change etcd membership yet", func(t *testing.T) {
+	t.Run("a second control-plane host joins the running group", func(t *testing.T) {
+		removeHost(t, "w-0")
+		before := len(hosts.Log())
+		provision(t, addHost(t, "cp-1", sitev1.RoleControlPlane, "10.0.0.12"))
+		st := waitBootstrap(t, ac, "2 control-plane nodes", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapInstalled && st.Nodes == 2
+		})
+		if got := since(before, "app-cp-1"); !slices.Contains(got, "app-cp-1 db: join running=cp-0=10.0.0.10") {
+			t.Errorf("cp-1 ran %v, want db's join hook with cp-0 running (status %+v)", got, st)
+		}
+		if a := machine(t, "app-cp-1").Annotations; a[applicationcluster.LeaveHookAnnotation] != "edgefleet-bpa" || a[applicationcluster.AddressAnnotation] != "10.0.0.12" {
+			t.Errorf("machine app-cp-1: annotations %v", a)
+		}
+	})
+
+	t.Run("a control-plane host replaced: the new one waits until the old one has left its groups", func(t *testing.T) {
+		before := len(hosts.Log())
+		// The local controller deletes the old host's Machine and makes the new host's at once;
+		// Cluster-API drains the old node meanwhile.
+		deleting(t, "app-cp-1")
+		removeHost(t, "cp-1")
+		provision(t, addHost(t, "cp-2", sitev1.RoleControlPlane, "10.0.0.13"))
+		st := waitBootstrap(t, ac, "cp-2 held back", func(st *sitev1.BootstrapStatus) bool {
+			return strings.Contains(st.Message, "control-plane hosts cp-2 join once host cp-1 has left (etcd removes a member before it adds one)")
+		})
+		if st.Phase != sitev1.BootstrapInstalled || st.Nodes != 1 {
+			t.Errorf("status %+v, want Installed on cp-0 alone while cp-2 waits", st)
+		}
+		if got := since(before, "app-cp-2"); len(got) != 0 {
+			t.Errorf("cp-2 ran %v before cp-1 left", got)
+		}
+		drained(t, "app-cp-1")
+		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-cp-1", func() (bool, string) {
+			a := machine(t, "app-cp-1").Annotations
+			return a[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(a)
+		})
+		waitBootstrap(t, ac, "cp-2 joined", func(st *sitev1.BootstrapStatus) bool {
+			return st.Phase == sitev1.BootstrapInstalled && st.Nodes == 2 && !strings.Contains(st.Message, "join once")
+		})
+		log := hosts.Log()[before:]
+		left, deactivated, joined := slices.Index(log, "app-cp-0 db: leave cp-1"), slices.Index(log, "app-cp-1 db: "+fixture.StepDeactivate), slices.Index(log, "app-cp-2 db: join running=cp-0=10.0.0.10")
+		if left < 0 || deactivated < 0 || joined < 0 || left > deactivated || deactivated > joined {
+			t.Errorf("log %v: want cp-1 taken out of db's group on cp-0, then its db stopped, then cp-2 joining with cp-0 running", log)
+		}
+		if st := hosts.State("app-cp-1", "db"); st.Active != "" {
+			t.Errorf("cp-1's db %+v, want nothing active", st)
+		}
+	})
+
+	t.Run("the control-plane host the API endpoint names does not leave", func(t *testing.T) {
 		deleteDrained(t, "app-cp-0")
-		st := waitBootstrap(t, ac, "the control-plane host waiting", func(st *sitev1.BootstrapStatus) bool {
-			return strings.Contains(st.Message, "control-plane host cp-0 is leaving the cluster, but the BPA does not change etcd membership yet")
+		st := waitBootstrap(t, ac, "cp-0 waiting", func(st *sitev1.BootstrapStatus) bool {
+			return strings.Contains(st.Message, "control-plane host cp-0 cannot leave the cluster: it is the cluster's API endpoint (spec.network.controlPlaneEndpoint.host 10.0.0.10)")
 		})
 		if a := machine(t, "app-cp-0").Annotations; a[applicationcluster.LeaveHookAnnotation] == "" {
 			t.Errorf("the hook of app-cp-0 was removed (status %+v)", st)
@@ -548,7 +639,7 @@ func TestReconcilerPhases(t *testing.T) {
 			err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-cp-0"}, m)
 			return err == nil && m.Annotations[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(m.Annotations, err)
 		})
-		for _, name := range []string{"app-cp-0", "app-w-0"} {
+		for _, name := range []string{"app-cp-0", "app-w-0", "app-cp-1"} {
 			m := machine(t, name)
 			base := m.DeepCopy()
 			m.Finalizers = nil

@@ -1,0 +1,176 @@
+package cluster_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/sshexec"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// etcdctl runs the etcd package's etcdctl on host h against its local member, with the
+// member's certificate.
+func etcdctl(ctx context.Context, h *testenv.Host, args ...string) (string, error) {
+	const pki = "/etc/kubernetes/pki/etcd"
+	out, err := h.Exec(ctx, append([]string{"/opt/edgefleet/packages/etcd/current/files/bin/etcdctl",
+		"--endpoints=https://127.0.0.1:2379", "--cacert=" + pki + "/ca.crt", "--cert=" + pki + "/server.crt", "--key=" + pki + "/server.key",
+		"--dial-timeout=5s", "--command-timeout=20s"}, args...)...)
+	return string(out), err
+}
+
+// members are the names of the etcd members host h's member knows, sorted; a member added but
+// not started yet shows as "(unstarted)".
+func members(t *testing.T, h *testenv.Host) []string {
+	t.Helper()
+	out, err := etcdctl(t.Context(), h, "member", "list", "-w", "simple")
+	if err != nil {
+		t.Fatalf("%s: etcdctl member list: %v\n%s", h.Name, err, out)
+	}
+	var names []string
+	for line := range strings.Lines(strings.TrimSpace(out)) {
+		f := strings.Split(strings.TrimSpace(line), ", ") // id, status, name, peer URLs, client URLs, learner
+		if len(f) < 4 {
+			t.Fatalf("%s: member list line %q", h.Name, line)
+		}
+		if f[1] != "started" {
+			f[2] = "(unstarted)"
+		}
+		names = append(names, f[2])
+	}
+	slices.Sort(names)
+	return names
+}
+
+// healthy fails the test unless every member host h's member knows answers healthy.
+func healthy(t *testing.T, h *testenv.Host) {
+	t.Helper()
+	if out, err := etcdctl(t.Context(), h, "endpoint", "health", "--cluster"); err != nil {
+		t.Errorf("%s: etcdctl endpoint health --cluster: %v\n%s", h.Name, err, out)
+	}
+}
+
+// TestEtcdMembershipOnRealHosts takes the etcd package's group through its life on three real
+// hosts (needs root), with the BPA's bring-up and leave as the reconciler calls them: founded by
+// one host; joined by the two others, each added as a member before its etcd first starts,
+// while the founder's etcd keeps running; one leaving (its member removed through a host that
+// stays, then its etcd stopped); the same host joining again (the data of its removed member
+// moved aside); a powered-off host leaving, its member removed all the same. The members are
+// read from etcd itself after each step.
+func TestEtcdMembershipOnRealHosts(t *testing.T) {
+	ctx := t.Context()
+	vault := testenv.StartVault(t)
+	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
+	signer, authorizedKey := testenv.SSHKey(t)
+	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
+	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
+	var etcd install.Package
+	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
+		if p.Name == "etcd" {
+			etcd = pkg(testenv.BuildPackage(t, p.Name, p.Version, nil))
+		}
+	}
+	all := make([]cluster.Host, len(hn.Hosts))
+	for i, h := range hn.Hosts {
+		all[i] = cluster.Host{Name: h.Name, IP: h.IP, ControlPlane: true, ProviderID: "metal3://site/" + h.Name, SSH: sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}}
+	}
+	spec := func(hosts ...cluster.Host) cluster.Spec {
+		return cluster.Spec{Name: "members", KubernetesVersion: kubernetesVersion, Packages: []install.Package{etcd}, Hosts: hosts}
+	}
+	bu := cluster.New(install.New(exec), store)
+	h0, h1, h2 := hn.Hosts[0], hn.Hosts[1], hn.Hosts[2]
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, h := range hn.Hosts {
+			out, _ := h.Exec(ctx, "sh", "-c", "cat /etc/edgefleet/etcd/cluster.env; journalctl --no-pager -n 30 -u etcd")
+			t.Logf("%s:\n%s", h.Name, out)
+		}
+	})
+	started := func(h *testenv.Host) string {
+		out, err := h.Exec(ctx, "systemctl", "show", "-p", "ExecMainStartTimestampMonotonic", "--value", "etcd")
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	run := func(t *testing.T, s cluster.Spec) {
+		t.Helper()
+		if res, err := bu.Run(ctx, s); err != nil {
+			t.Fatalf("bring-up: %v\nran: %v", err, res.Ran())
+		}
+	}
+
+	t.Run("one host founds the group", func(t *testing.T) {
+		run(t, spec(all[0]))
+		if got := members(t, h0); !slices.Equal(got, []string{h0.Name}) {
+			t.Errorf("members %v, want %s alone", got, h0.Name)
+		}
+	})
+
+	t.Run("two hosts join: each a member before it starts, the founder not restarted", func(t *testing.T) {
+		before := started(h0)
+		run(t, spec(all...))
+		if got, want := members(t, h0), []string{h0.Name, h1.Name, h2.Name}; !slices.Equal(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+		healthy(t, h0)
+		if after := started(h0); after != before {
+			t.Errorf("%s's etcd restarted (started at %s, now %s): a joining host must not restart the others", h0.Name, before, after)
+		}
+	})
+
+	t.Run("a host leaves: its member removed through a host that stays, its etcd stopped", func(t *testing.T) {
+		res, err := bu.Leave(ctx, spec(all[0], all[2]), all[1])
+		if err != nil || res.Unreachable != nil {
+			t.Fatalf("leave: %v (unreachable: %v)", err, res.Unreachable)
+		}
+		if got, want := members(t, h0), []string{h0.Name, h2.Name}; !slices.Equal(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+		healthy(t, h2)
+		if out, _ := h1.Exec(ctx, "systemctl", "is-active", "etcd"); strings.TrimSpace(string(out)) == "active" {
+			t.Errorf("%s's etcd still runs after it left", h1.Name)
+		}
+		// Leaving again is a no-op: the member is gone already.
+		if _, err := bu.Leave(ctx, spec(all[0], all[2]), all[1]); err != nil {
+			t.Errorf("leaving again: %v", err)
+		}
+	})
+
+	t.Run("the host that left joins again, its old member's data moved aside", func(t *testing.T) {
+		run(t, spec(all...))
+		if got, want := members(t, h0), []string{h0.Name, h1.Name, h2.Name}; !slices.Equal(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+		healthy(t, h1)
+		if out, err := h1.Exec(ctx, "sh", "-c", "ls -d /var/lib/etcd/member.left-*"); err != nil {
+			t.Errorf("%s: no data moved aside: %v %s", h1.Name, err, out)
+		}
+	})
+
+	t.Run("a powered-off host leaves: its member is removed all the same", func(t *testing.T) {
+		if err := h2.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := bu.Leave(ctx, spec(all[0], all[1]), all[2])
+		if err != nil {
+			t.Fatalf("leave: %v", err)
+		}
+		if res.Unreachable == nil {
+			t.Errorf("leave of a powered-off host says it answered: %+v", res)
+		}
+		if got, want := members(t, h0), []string{h0.Name, h1.Name}; !slices.Equal(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+		healthy(t, h0)
+	})
+}
