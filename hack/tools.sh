@@ -6,7 +6,7 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
-#                            golangci-lint bmo vault coredns rootfs node-debs chromium)
+#                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -21,7 +21,8 @@
 #
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
-# is linked into bin/.
+# is linked into bin/. So is qemu: Debian's qemu-system-x86 and ovmf (UEFI firmware), which boot
+# the site image in the usb-image boot test.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,7 +116,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium qemu)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -146,6 +147,13 @@ for t in "${want[@]}"; do
 				{ apt-get update && apt-get install -y --no-install-recommends chromium; }
 		fi
 		echo "tools: chromium $(/usr/bin/chromium --version 2>/dev/null || echo '(version unknown)')" ;;
+	qemu)
+		if [[ ! -x /usr/bin/qemu-system-x86_64 || ! -f /usr/share/OVMF/OVMF_CODE_4M.fd ]]; then
+			echo "tools: installing Debian's qemu-system-x86 and ovmf with apt-get (for the site image's boot test)"
+			apt-get install -y --no-install-recommends qemu-system-x86 ovmf ||
+				{ apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 ovmf; }
+		fi
+		echo "tools: $(/usr/bin/qemu-system-x86_64 --version 2>/dev/null | head -n1 || echo 'qemu (version unknown)')" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -22,12 +21,10 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// marker is the serial-console line that says the machine is up. EDGEFLEET-BOOTED (usb-image/boot)
-// comes once the identity is in place and multi-user.target is reached; with the site stack
-// installed, EDGEFLEET-SITE-READY says the stack is healthy too.
-var marker = flag.String("usb-image.marker", "EDGEFLEET-BOOTED", "the serial-console line the boot test waits for")
-
 const (
+	// marker is what the site stack's ready unit prints on the console once every service of
+	// the stack is healthy (usb-image/stack/lib/site-ready).
+	marker = "EDGEFLEET-SITE-READY version="
 	// buildTimeout bounds usb-image/build.sh: minutes cold (mmdebstrap), seconds warm.
 	buildTimeout = 30 * time.Minute
 	// bootTimeout bounds one boot under TCG emulation on a shared machine.
@@ -151,8 +148,8 @@ func boot(t *testing.T, wantIdentity string, args ...string) {
 	defer tick.Stop()
 	for {
 		lines := consoleLines(t, console)
-		if has(lines, *marker) {
-			t.Logf("%s after %v", *marker, time.Since(start).Round(time.Second))
+		if has(lines, marker) {
+			t.Logf("%s after %v", marker, time.Since(start).Round(time.Second))
 			if !has(lines, wantIdentity) {
 				t.Fatalf("no identity line %q on the console:\n%s", wantIdentity, strings.Join(lastN(lines, 60), "\n"))
 			}
@@ -160,9 +157,9 @@ func boot(t *testing.T, wantIdentity string, args ...string) {
 		}
 		select {
 		case <-exited:
-			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", *marker, waitErr, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", marker, waitErr, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
 		case <-ctx.Done():
-			t.Fatalf("no %s within %v; console:\n%s", *marker, bootTimeout, strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+			t.Fatalf("no %s within %v; console:\n%s", marker, bootTimeout, strings.Join(lastN(consoleLines(t, console), 80), "\n"))
 		case <-tick.C:
 		}
 	}
@@ -191,7 +188,7 @@ func consoleLines(t *testing.T, path string) []string {
 // has reports whether a line is want, after any console prefix (systemd's status column).
 func has(lines []string, want string) bool {
 	for _, l := range lines {
-		if strings.HasSuffix(l, want) {
+		if strings.Contains(l, want) {
 			return true
 		}
 	}

@@ -84,11 +84,12 @@ stack=$here/stack/install.sh
 inputs() {
 	echo "$debian_hash"
 	sha256sum "$here/build.sh" "$here"/boot/*
-	if [[ -x $stack ]]; then
-		find "$here/stack" -type f -print0 | sort -z | xargs -0 sha256sum
-		sha256sum "$repo/go.mod" "$repo/go.sum"
-		find -L "$bindir" -maxdepth 1 -type f -print0 | sort -z | xargs -0 -r sha256sum | sed "s|$bindir/||"
-	fi
+	find "$here/stack" -type f -print0 | sort -z | xargs -0 sha256sum
+	sha256sum "$repo/go.mod" "$repo/go.sum"
+	# The binaries install.sh copies (bin/ also holds what the image does not carry).
+	for b in $("$stack" --binaries); do
+		echo "$b $(sha256sum <"$bindir/$b" | cut -c1-64)"
+	done
 }
 iso_hash=$(inputs | sed "s|$repo/||" | sha256sum | cut -c1-12)
 iso=$cache/edgefleet-base-$iso_hash.iso
@@ -113,19 +114,12 @@ trap cleanup EXIT
 mkdir -p "$work"/{upper,ovl,root} "$work/iso"/{live,boot/grub,edgefleet}
 mount -t overlay overlay -o "lowerdir=$debian,upperdir=$work/upper,workdir=$work/ovl" "$work/root"
 
-if [[ -x $stack ]]; then
-	echo "usb-image: installing the site stack ($stack)" >&2
-	"$stack" "$work/root" "$bindir" >&2
-else
-	echo "usb-image: no $stack yet: the image boots without the site stack" >&2
-fi
+echo "usb-image: installing the site stack ($stack)" >&2
+"$stack" "$work/root" "$bindir" >&2
 install -D -m 0755 "$here/boot/edgefleet-identity" "$work/root/usr/lib/edgefleet/edgefleet-identity"
-for unit in edgefleet-identity.service edgefleet-booted.service; do
-	install -D -m 0644 "$here/boot/$unit" "$work/root/usr/lib/systemd/system/$unit"
-done
-mkdir -p "$work/root/etc/systemd/system/sysinit.target.wants" "$work/root/etc/systemd/system/multi-user.target.wants"
+install -D -m 0644 "$here/boot/edgefleet-identity.service" "$work/root/usr/lib/systemd/system/edgefleet-identity.service"
+mkdir -p "$work/root/etc/systemd/system/sysinit.target.wants"
 ln -sf /usr/lib/systemd/system/edgefleet-identity.service "$work/root/etc/systemd/system/sysinit.target.wants/"
-ln -sf /usr/lib/systemd/system/edgefleet-booted.service "$work/root/etc/systemd/system/multi-user.target.wants/"
 
 kernel=$(find "$work/root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort -V | tail -n1)
 initrd=$(find "$work/root/boot" -maxdepth 1 -name 'initrd.img-*' | sort -V | tail -n1)

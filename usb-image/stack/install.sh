@@ -6,10 +6,17 @@
 # repository with Go on PATH: Cluster-API's and Metal3's CRDs come from the module cache at the
 # versions go.mod pins, as the test beds install them. The ISO build and the stack's test call
 # it; nothing secret is installed (site-init makes the keys on the machine at first boot).
+# install.sh --binaries: prints the names of the binaries it installs (the image build's cache
+# key covers them).
 set -euo pipefail
 
+bins=(etcd kube-apiserver kube-controller-manager kubectl local-controller bpa bmo)
+if [[ ${1:-} == --binaries ]]; then
+	echo "${bins[@]}"
+	exit 0
+fi
 if [[ $# -ne 2 ]]; then
-	echo "usage: $0 ROOTFS_DIR BIN_DIR" >&2
+	echo "usage: $0 ROOTFS_DIR BIN_DIR | $0 --binaries" >&2
 	exit 2
 fi
 rootfs=$1 bindir=$2
@@ -20,7 +27,6 @@ repo=$(cd "$here/../.." && pwd)
 # (the stack's test host), never the build machine's own root.
 [[ -d $rootfs ]] || { echo "install.sh: ROOTFS_DIR $rootfs is not a directory" >&2; exit 1; }
 [[ $(cd "$rootfs" && pwd -P) != / ]] || { echo "install.sh: refusing to install into / (give the image's root filesystem)" >&2; exit 1; }
-bins=(etcd kube-apiserver kube-controller-manager kubectl local-controller bpa bmo)
 for b in "${bins[@]}"; do
 	[[ -x $bindir/$b ]] || { echo "install.sh: $bindir/$b missing or not executable (make build tools)" >&2; exit 1; }
 done
