@@ -52,7 +52,7 @@ build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefl
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
 .PHONY: usb-image
-usb-image: build ## Build the generic base image of a site's bootstrap machine (usb-image/build.sh, needs root; the site stack from bin/), cached per user, linked at bin/edgefleet-base.iso.
+usb-image: tools build ## Build the generic base image of a site's bootstrap machine (usb-image/build.sh, needs root; the site stack from bin/), cached per user, linked at bin/edgefleet-base.iso.
 	@iso=$$(usb-image/build.sh "$${EDGEFLEET_TOOLS_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edgefleet/tools}" $(BIN)) && ln -sfn "$$iso" $(BIN)/edgefleet-base.iso && echo "bin/edgefleet-base.iso -> $$iso"
 
 .PHONY: test
