@@ -16,6 +16,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		&ApplicationCluster{}, &ApplicationClusterList{},
 		&ClusterCredentialRequest{}, &ClusterCredentialRequestList{},
 		&EdgeCluster{}, &EdgeClusterList{},
+		&LogRequest{}, &LogRequestList{},
 		&EdgeMachine{}, &EdgeMachineList{},
 		&EdgeMachineTemplate{}, &EdgeMachineTemplateList{},
 		&EdgeBootstrapConfig{}, &EdgeBootstrapConfigList{},
