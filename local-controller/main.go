@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/edgefleet/edgefleet/local-controller/setup"
+	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
@@ -32,7 +33,8 @@ func main() {
 		fmt.Println(version.Version)
 		return
 	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	opts.Logs = sitelogs.NewRing(sitelogs.DefaultRingLines, sitelogs.DefaultRingBytes)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.RawZapOpts(opts.Logs.Tee())))
 
 	if err := setup.Run(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller:", err)

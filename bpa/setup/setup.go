@@ -40,6 +40,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
+	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -79,6 +80,9 @@ type Options struct {
 	Resync time.Duration
 	// MaxCredentialTTL is the longest a cluster user's client certificate lives.
 	MaxCredentialTTL time.Duration
+	// Logs is the ring the process's logger is teed into (main sets it): the BPA answers the
+	// global controller's LogRequests from it. Nil answers none.
+	Logs *sitelogs.Ring
 }
 
 // DefaultOptions returns safe production defaults.
@@ -243,8 +247,19 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err := creds.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ClusterCredentialRequest reconciler: %w", err)
 	}
+	if opts.Logs != nil {
+		logs := &sitelogs.Responder{Client: mgr.GetClient(), Component: sitev1.LogComponentBPA, Ring: opts.Logs,
+			Instance: sitelogs.Instance(time.Now()), Clock: clock.RealClock{}}
+		if err := logs.SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("set up the LogRequest responder: %w", err)
+		}
+	}
 	return mgr, nil
 }
+
+// The LogRequest responder (pkg/sitelogs), in the BPA's namespace:
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=logrequests,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=logrequests/status,verbs=get;update;patch
 
 // secretStore is Vault when an address is set, else Kubernetes Secrets in the namespace. The
 // Vault token is kept alive until ctx ends.

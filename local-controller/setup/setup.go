@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -33,6 +35,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
+	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
@@ -72,6 +75,9 @@ type Options struct {
 	IstioCacheSourceRanges []string
 	// UninstallMeshPolicies deletes the mesh policies and exits, instead of running.
 	UninstallMeshPolicies bool
+	// Logs is the ring the process's logger is teed into (main sets it): the local controller
+	// answers the global controller's LogRequests in Namespace from it. Nil answers none.
+	Logs *sitelogs.Ring
 }
 
 // Who makes provisioned hosts nodes of the application cluster.
@@ -215,6 +221,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-local-controller",
 		LeaderElectionNamespace: opts.Namespace,
+		// LogRequests come to Namespace only, where the controller may read them.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&sitev1.LogRequest{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		}},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("create manager: %w", err)
@@ -243,8 +253,20 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		stop()
 		return nil, nil, fmt.Errorf("add info publisher: %w", err)
 	}
+	if opts.Logs != nil {
+		logs := &sitelogs.Responder{Client: mgr.GetClient(), Component: sitev1.LogComponentLocalController, Ring: opts.Logs,
+			Instance: sitelogs.Instance(time.Now()), Clock: clock.RealClock{}}
+		if err := logs.SetupWithManager(mgr); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("set up the LogRequest responder: %w", err)
+		}
+	}
 	return mgr, stop, nil
 }
+
+// The LogRequest responder (pkg/sitelogs):
+// +kubebuilder:rbac:groups=site.edgefleet.io,namespace=edgefleet-system,resources=logrequests,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=site.edgefleet.io,namespace=edgefleet-system,resources=logrequests/status,verbs=get;update;patch
 
 // setupArtifactCache adds the site cache's reconciler, HTTP server and periodic verification.
 func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) error {

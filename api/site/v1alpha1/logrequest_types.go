@@ -32,9 +32,10 @@ type LogRequestSpec struct {
 	// +kubebuilder:validation:Maximum=2000
 	// +required
 	TailLines int32 `json:"tailLines"`
-	// SinceTime, when set, leaves out lines logged before it.
+	// SinceTime, when set, leaves out lines logged at or before it (microseconds: a follower asks
+	// for what came after the newest line it has).
 	// +optional
-	SinceTime *metav1.Time `json:"sinceTime,omitempty"`
+	SinceTime *metav1.MicroTime `json:"sinceTime,omitempty"`
 }
 
 // LogRequestStatus is the component's answer.
@@ -44,7 +45,7 @@ type LogRequestStatus struct {
 	// +optional
 	Answered bool `json:"answered,omitempty"`
 	// Lines are the component's log lines, oldest first, each one JSON object as the component
-	// logged it.
+	// logged it: "ts" (RFC 3339 with nanoseconds), "level", "logger", "msg", then its key/values.
 	// +kubebuilder:validation:MaxItems=2000
 	// +optional
 	Lines []string `json:"lines,omitempty"`
@@ -55,7 +56,7 @@ type LogRequestStatus struct {
 	// Since is the time of the oldest line the component still keeps: nothing older can be asked
 	// for.
 	// +optional
-	Since *metav1.Time `json:"since,omitempty"`
+	Since *metav1.MicroTime `json:"since,omitempty"`
 	// Instance names the process that answered (host name and process start), so that a reader
 	// sees when the component restarted.
 	// +optional
