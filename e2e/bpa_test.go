@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -313,6 +315,61 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		found, _, err = testenv.FindSecrets(dirs[len(dirs)-len(hn.Hosts):], map[string][]byte{"host-0's etcd key": serverKey})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).NotTo(BeEmpty())
+	})
+
+	It("gives a cluster user a kubeconfig of their own identity with edgefleet cluster kubeconfig: pods yes, Secrets no, refused once expired", func(ctx context.Context) {
+		root, err := testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		// carol may get kubeconfigs (edgefleet-cluster-user), and nothing else.
+		token, err := fleet.Token(ctx, ns, "carol", "edgefleet-cluster-user")
+		Expect(err).NotTo(HaveOccurred())
+		own := clientcmdapi.NewConfig()
+		own.Clusters["global"] = &clientcmdapi.Cluster{Server: fleet.Global.Config.Host, CertificateAuthorityData: fleet.Global.Config.CAData}
+		own.AuthInfos["carol"] = &clientcmdapi.AuthInfo{Token: token}
+		own.Contexts["global"] = &clientcmdapi.Context{Cluster: "global", AuthInfo: "carol", Namespace: ns}
+		own.CurrentContext = "global"
+		ownFile := filepath.Join(dir, "carol-global.kubeconfig")
+		Expect(clientcmd.WriteToFile(*own, ownFile)).To(Succeed())
+		edgefleet := func(args ...string) {
+			GinkgoHelper()
+			base := []string{"--kubeconfig", ownFile, "--api-server", fleet.APIURL}
+			if fleet.APICAFile != "" {
+				base = append(base, "--api-ca-file", fleet.APICAFile)
+			}
+			out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "edgefleet"), append(base, args...)...).CombinedOutput()
+			Expect(err).NotTo(HaveOccurred(), "edgefleet %v: %s", args, out)
+		}
+		kubectl := func(kubeconfig string, args ...string) (string, error) {
+			out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s"}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		short, long := filepath.Join(dir, "carol-short.kubeconfig"), filepath.Join(dir, "carol.kubeconfig")
+		edgefleet("cluster", "kubeconfig", site, "--ttl", "20s", "-f", short)
+		expires := time.Now().Add(20 * time.Second)
+		edgefleet("cluster", "kubeconfig", site, "--ttl", "8h", "-f", long)
+		info, err := os.Stat(long)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+
+		out, err := kubectl(long, "get", "pods", "-A")
+		Expect(err).NotTo(HaveOccurred(), "kubectl get pods: %s", out)
+		Expect(out).To(ContainSubstring("webapp"))
+		out, err = kubectl(long, "get", "secrets", "-n", "kube-system")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("Forbidden"))
+		Expect(out).To(ContainSubstring("edgefleet:system:serviceaccount:" + ns + ":carol"))
+		// The issue is on record, on the global Site.
+		events, err := fleet.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "reason=KubeconfigIssued", "-o", "jsonpath={.items[*].message}")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(events)).To(ContainSubstring("system:serviceaccount:" + ns + ":carol"))
+		Expect(string(events)).To(ContainSubstring("cluster " + site))
+
+		out, err = kubectl(short, "get", "pods", "-A")
+		Expect(err).NotTo(HaveOccurred(), "kubectl get pods with a fresh certificate of 20s: %s", out)
+		time.Sleep(time.Until(expires.Add(2 * time.Second)))
+		out, err = kubectl(short, "get", "pods", "-A")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("Unauthorized"))
 	})
 
 	It("stops an upgrade whose new kubelet fails its health check at the first node, that node back on the previous version, the application serving", func(ctx context.Context) {
