@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -317,7 +320,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(found).NotTo(BeEmpty())
 	})
 
-	It("gives a cluster user a kubeconfig of their own identity with edgefleet cluster kubeconfig: pods yes, Secrets no, refused once expired", func(ctx context.Context) {
+	It("gives a cluster user a kubeconfig of their own identity, from the web UI (key made in Chromium) and edgefleet cluster kubeconfig: pods yes, Secrets no, refused once expired", func(ctx context.Context) {
 		root, err := testenv.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		// carol may get kubeconfigs (edgefleet-cluster-user), and nothing else.
@@ -358,7 +361,44 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(err).To(HaveOccurred())
 		Expect(out).To(ContainSubstring("Forbidden"))
 		Expect(out).To(ContainSubstring("edgefleet:system:serviceaccount:" + ns + ":carol"))
-		// The issue is on record, on the global Site.
+		By("downloading a kubeconfig from the web UI, its key made in the browser")
+		browser, err := testenv.StartChromium(GinkgoTB(), "")
+		Expect(err).NotTo(HaveOccurred())
+		downloads := filepath.Join(dir, "downloads")
+		Expect(os.MkdirAll(downloads, 0o700)).To(Succeed())
+		_, err = chromedp.Call(browser, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads})
+		Expect(err).NotTo(HaveOccurred())
+		tab, cancel := context.WithTimeout(browser, 2*time.Minute)
+		defer cancel()
+		Expect(chromedp.Do(tab, chromedp.Navigate(fleet.APIURL+"/ui/login"), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SetValue(chromedp.CSS("#token"), token))).To(Succeed())
+		_, err = chromedp.Run(tab, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#sign-in"))))
+		Expect(err).NotTo(HaveOccurred())
+		button := fmt.Sprintf(`tr.cluster[data-name=%q] button[data-kubeconfig]`, site)
+		Expect(chromedp.Do(tab, chromedp.Navigate(fleet.APIURL+"/ui/clusters?namespace="+ns), chromedp.WaitVisible(chromedp.CSS(button)),
+			chromedp.Click(chromedp.CSS(button)))).To(Succeed())
+		_, err = chromedp.Run(tab, chromedp.Poll[bool](`document.getElementById('kubeconfig-status').textContent.startsWith('Saved')`,
+			chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
+		status, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('kubeconfig-status').textContent`))
+		Expect(err).NotTo(HaveOccurred(), "the page says: %s", status)
+		// Chromium names the file as the page asked: the cluster's name.
+		var fromUI string
+		Eventually(func(g Gomega) {
+			files, err := filepath.Glob(filepath.Join(downloads, "*.kubeconfig"))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(files).To(HaveLen(1))
+			fromUI = files[0]
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		out, err = kubectl(fromUI, "get", "pods", "-A")
+		Expect(err).NotTo(HaveOccurred(), "kubectl get pods with the UI's kubeconfig: %s", out)
+		Expect(out).To(ContainSubstring("webapp"))
+		out, err = kubectl(fromUI, "get", "secrets", "-n", "kube-system")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("Forbidden"))
+		Expect(out).To(ContainSubstring("edgefleet:system:serviceaccount:" + ns + ":carol"))
+
+		// The issues are on record, on the global Site.
 		events, err := fleet.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "reason=KubeconfigIssued", "-o", "jsonpath={.items[*].message}")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(events)).To(ContainSubstring("system:serviceaccount:" + ns + ":carol"))

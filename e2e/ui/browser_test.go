@@ -2,12 +2,8 @@ package ui_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -19,63 +15,19 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-)
 
-// chromium is Debian's package, installed by hack/tools.sh (make tools).
-const chromium = "/usr/bin/chromium"
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
 
 // pollTimeout bounds every wait for the page to show something.
 const pollTimeout = 2 * time.Minute
 
-// startBrowser starts headless Chromium with a fresh profile and no network of its own,
-// trusting the artifact API's certificate (caFile) by its public key alone. It is stopped when
-// the suite ends.
-func startBrowser(ctx context.Context, caFile string) context.Context {
-	_, err := os.Stat(chromium)
-	Expect(err).NotTo(HaveOccurred(), "Debian's chromium is missing: run hack/tools.sh chromium (make tools)")
-	spki, err := spkiHash(caFile)
+// startBrowser starts headless Chromium (testenv.StartChromium) trusting the artifact API's
+// certificate (caFile). It is stopped when the suite ends.
+func startBrowser(caFile string) context.Context {
+	browser, err := testenv.StartChromium(GinkgoTB(), caFile)
 	Expect(err).NotTo(HaveOccurred())
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.WithoutCancel(ctx),
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", spki),
-		chromedp.UserDataDir(GinkgoT().TempDir()),
-		chromedp.WindowSize(1440, 1000),
-	)
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	Expect(chromedp.Do(browser)).To(Succeed(), "start chromium")
-	DeferCleanup(func() {
-		cancelBrowser() // closes the browser
-		cancelAlloc()   // kills the process and removes nothing else
-	})
 	return browser
-}
-
-// spkiHash is what --ignore-certificate-errors-spki-list takes: the base64 SHA-256 of the
-// serving certificate's public key (the first certificate of the file).
-func spkiHash(certFile string) (string, error) {
-	data, err := os.ReadFile(certFile)
-	if err != nil {
-		return "", err
-	}
-	block, _ := pem.Decode(data)
-	if block == nil {
-		return "", errors.New("no PEM block in " + certFile)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
-	return base64.StdEncoding.EncodeToString(sum[:]), nil
 }
 
 // user is a browser context of its own (its own cookies), signed in as one person.

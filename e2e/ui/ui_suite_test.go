@@ -102,7 +102,7 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		}
 	}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 
-	browser = startBrowser(ctx, fleet.APICAFile)
+	browser = startBrowser(fleet.APICAFile)
 })
 
 // Dump the controller's log when a spec fails.
