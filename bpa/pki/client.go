@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
@@ -49,18 +50,18 @@ func SignClient(ctx context.Context, store Store, name string, req ClientRequest
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
 	}
-	caCert, err := decodeCert(stored[clusterCA+".crt"])
+	caCert, err := certs.DecodeCert(stored[clusterCA+".crt"])
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: cluster CA certificate: %w", name, err)
 	}
-	caKey, err := decodeKey(stored[clusterCA+".key"])
+	caKey, err := certs.DecodeKey(stored[clusterCA+".key"])
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: cluster CA key: %w", name, err)
 	}
-	if !samePublicKey(caKey, caCert.PublicKey) {
+	if !certs.SamePublicKey(caKey, caCert.PublicKey) {
 		return nil, nil, fmt.Errorf("pki %s: the cluster CA's key does not match its certificate", name)
 	}
-	serial, err := serialNumber()
+	serial, err := certs.SerialNumber()
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: %w", name, err)
 	}
@@ -71,7 +72,7 @@ func SignClient(ctx context.Context, store Store, name string, req ClientRequest
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: req.User, Organization: req.Groups},
-		NotBefore:             req.Now.Add(-backdate).UTC(),
+		NotBefore:             req.Now.Add(-certs.Backdate).UTC(),
 		NotAfter:              notAfter.UTC(),
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
@@ -81,5 +82,5 @@ func SignClient(ctx context.Context, store Store, name string, req ClientRequest
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: sign client certificate of %s: %w", name, req.User, err)
 	}
-	return encodeCert(&x509.Certificate{Raw: der}), encodeCert(caCert), nil
+	return certs.EncodeCert(&x509.Certificate{Raw: der}), certs.EncodeCert(caCert), nil
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
@@ -94,7 +95,7 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
 		return nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
 	}
-	e := &ensurer{old: stored, data: map[string][]byte{}, cas: map[string]keyPair{}, now: o.now()}
+	e := &ensurer{old: stored, data: map[string][]byte{}, cas: map[string]certs.KeyPair{}, now: o.now()}
 	for _, ca := range []struct{ base, cn string }{
 		{clusterCA, "kubernetes"},
 		{etcdCA, "etcd-ca"},
@@ -128,7 +129,7 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 type leaf struct {
 	base string
 	ca   string
-	spec leafSpec
+	spec certs.Leaf
 }
 
 // leavesOf lists every leaf certificate spec needs.
@@ -143,60 +144,48 @@ func leavesOf(spec Spec) ([]leaf, error) {
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	const masters = "system:masters"
 
-	apiserver := leafSpec{
-		cn:     "kube-apiserver",
-		dns:    []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
-		ips:    []netip.Addr{serviceIP, loopback},
-		usages: server,
+	apiserver := certs.Leaf{
+		CommonName: "kube-apiserver",
+		DNSNames:   []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"},
+		IPs:        []netip.Addr{serviceIP, loopback},
+		Usages:     server,
 	}
 	if ip, err := netip.ParseAddr(spec.APIEndpoint); err == nil {
-		apiserver.ips = append(apiserver.ips, ip)
+		apiserver.IPs = append(apiserver.IPs, ip)
 	} else {
-		apiserver.dns = append(apiserver.dns, spec.APIEndpoint)
+		apiserver.DNSNames = append(apiserver.DNSNames, spec.APIEndpoint)
 	}
 	for _, m := range spec.ControlPlane {
-		apiserver.ips = append(apiserver.ips, m.IP)
+		apiserver.IPs = append(apiserver.IPs, m.IP)
 	}
 	out := []leaf{
-		{"apiserver", clusterCA, apiserver.normalized()},
-		{"apiserver-etcd-client", etcdCA, leafSpec{cn: "kube-apiserver-etcd-client", usages: client}},
-		{"apiserver-kubelet-client", clusterCA, leafSpec{cn: "kube-apiserver-kubelet-client", orgs: []string{masters}, usages: client}},
-		{"front-proxy-client", frontProxyCA, leafSpec{cn: "front-proxy-client", usages: client}},
-		{"admin", clusterCA, leafSpec{cn: "kubernetes-admin", orgs: []string{masters}, usages: client}},
+		{"apiserver", clusterCA, apiserver.Normalized()},
+		{"apiserver-etcd-client", etcdCA, certs.Leaf{CommonName: "kube-apiserver-etcd-client", Usages: client}},
+		{"apiserver-kubelet-client", clusterCA, certs.Leaf{CommonName: "kube-apiserver-kubelet-client", Organizations: []string{masters}, Usages: client}},
+		{"front-proxy-client", frontProxyCA, certs.Leaf{CommonName: "front-proxy-client", Usages: client}},
+		{"admin", clusterCA, certs.Leaf{CommonName: "kubernetes-admin", Organizations: []string{masters}, Usages: client}},
 		// The users Kubernetes' default RBAC policy binds for its own components.
-		{controllerManager, clusterCA, leafSpec{cn: "system:kube-controller-manager", usages: client}},
-		{scheduler, clusterCA, leafSpec{cn: "system:kube-scheduler", usages: client}},
-		{kubeProxy, clusterCA, leafSpec{cn: "system:kube-proxy", usages: client}},
+		{controllerManager, clusterCA, certs.Leaf{CommonName: "system:kube-controller-manager", Usages: client}},
+		{scheduler, clusterCA, certs.Leaf{CommonName: "system:kube-scheduler", Usages: client}},
+		{kubeProxy, clusterCA, certs.Leaf{CommonName: "system:kube-proxy", Usages: client}},
 	}
 	for _, m := range spec.ControlPlane {
 		out = append(out,
-			leaf{etcdServerPrefix + m.Name, etcdCA, leafSpec{cn: m.Name, dns: []string{m.Name, "localhost"}, ips: []netip.Addr{m.IP, loopback}, usages: both}.normalized()},
-			leaf{etcdPeerPrefix + m.Name, etcdCA, leafSpec{cn: m.Name, dns: []string{m.Name}, ips: []netip.Addr{m.IP}, usages: both}},
+			leaf{etcdServerPrefix + m.Name, etcdCA, certs.Leaf{CommonName: m.Name, DNSNames: []string{m.Name, "localhost"}, IPs: []netip.Addr{m.IP, loopback}, Usages: both}.Normalized()},
+			leaf{etcdPeerPrefix + m.Name, etcdCA, certs.Leaf{CommonName: m.Name, DNSNames: []string{m.Name}, IPs: []netip.Addr{m.IP}, Usages: both}},
 		)
 	}
 	for _, m := range slices.Concat(spec.ControlPlane, spec.Nodes) {
-		out = append(out, leaf{nodePrefix + m.Name, clusterCA, leafSpec{cn: "system:node:" + m.Name, orgs: []string{"system:nodes"}, usages: client}})
+		out = append(out, leaf{nodePrefix + m.Name, clusterCA, certs.Leaf{CommonName: "system:node:" + m.Name, Organizations: []string{"system:nodes"}, Usages: client}})
 	}
 	return out, nil
-}
-
-// normalized returns s with its names sorted and without repeats.
-func (s leafSpec) normalized() leafSpec {
-	s.dns = slices.Compact(slices.Sorted(slices.Values(s.dns)))
-	s.ips = slices.Clone(s.ips)
-	for i, ip := range s.ips {
-		s.ips[i] = ip.Unmap()
-	}
-	slices.SortFunc(s.ips, netip.Addr.Compare)
-	s.ips = slices.Compact(s.ips)
-	return s
 }
 
 // ensurer builds a bundle's new content (data) from its stored content (old).
 type ensurer struct {
 	old  map[string][]byte
 	data map[string][]byte
-	cas  map[string]keyPair
+	cas  map[string]certs.KeyPair
 	now  time.Time
 }
 
@@ -207,7 +196,7 @@ func (e *ensurer) ca(base, cn string) error {
 	crtPEM, haveCrt := e.old[crtName]
 	keyPEM, haveKey := e.old[keyName]
 	if !haveCrt && !haveKey {
-		ca, err := newCA(cn, e.now)
+		ca, err := certs.NewCA(cn, e.now)
 		if err != nil {
 			return err
 		}
@@ -219,23 +208,23 @@ func (e *ensurer) ca(base, cn string) error {
 	if !haveCrt || !haveKey {
 		return refuse("only one of %s and %s is stored", crtName, keyName)
 	}
-	cert, err := decodeCert(crtPEM)
+	cert, err := certs.DecodeCert(crtPEM)
 	if err != nil {
 		return refuse("%s: %v", crtName, err)
 	}
-	key, err := decodeKey(keyPEM)
+	key, err := certs.DecodeKey(keyPEM)
 	if err != nil {
 		return refuse("%s: %v", keyName, err)
 	}
 	switch {
 	case !cert.IsCA:
 		return refuse("%s is not a CA certificate", crtName)
-	case !samePublicKey(key, cert.PublicKey):
+	case !certs.SamePublicKey(key, cert.PublicKey):
 		return refuse("%s does not belong to %s", keyName, crtName)
 	case e.now.After(cert.NotAfter):
 		return refuse("expired on %s", cert.NotAfter.Format(time.RFC3339))
 	}
-	e.cas[base] = keyPair{cert: cert, key: key}
+	e.cas[base] = certs.KeyPair{Cert: cert, Key: key}
 	e.data[crtName], e.data[keyName] = crtPEM, keyPEM
 	return nil
 }
@@ -249,19 +238,19 @@ func (e *ensurer) serviceAccount() error {
 		if _, havePub := e.old[saPub]; havePub {
 			return fmt.Errorf("service-account key: %s is stored without %s: refusing to replace the key that signed existing tokens; restore %s", saPub, saKey, saKey)
 		}
-		k, err := newKey()
+		k, err := certs.NewKey()
 		if err != nil {
 			return fmt.Errorf("service-account key: %w", err)
 		}
-		if keyPEM, err = encodeKey(k); err != nil {
+		if keyPEM, err = certs.EncodeKey(k); err != nil {
 			return fmt.Errorf("service-account key: %w", err)
 		}
 	}
-	key, err := decodeKey(keyPEM)
+	key, err := certs.DecodeKey(keyPEM)
 	if err != nil {
 		return fmt.Errorf("service-account key %s: %w", saKey, err)
 	}
-	pubPEM, err := encodePublicKey(key.Public())
+	pubPEM, err := certs.EncodePublicKey(key.Public())
 	if err != nil {
 		return fmt.Errorf("service-account key: %w", err)
 	}
@@ -271,13 +260,13 @@ func (e *ensurer) serviceAccount() error {
 
 // leaf keeps the stored leaf base if it still matches s and is signed by the CA named ca,
 // and issues a new one otherwise.
-func (e *ensurer) leaf(base, ca string, s leafSpec) error {
+func (e *ensurer) leaf(base, ca string, s certs.Leaf) error {
 	issuer := e.cas[ca]
-	if cert, key, ok := e.storedLeaf(base); ok && samePublicKey(key, cert.PublicKey) && s.matches(cert, issuer.cert, e.now) {
+	if cert, key, ok := e.storedLeaf(base); ok && certs.SamePublicKey(key, cert.PublicKey) && s.Matches(cert, issuer.Cert, e.now) {
 		e.data[base+".crt"], e.data[base+".key"] = e.old[base+".crt"], e.old[base+".key"]
 		return nil
 	}
-	kp, err := issue(s, issuer, e.now)
+	kp, err := certs.Issue(s, issuer, e.now)
 	if err != nil {
 		return fmt.Errorf("%s: %w", base, err)
 	}
@@ -287,11 +276,11 @@ func (e *ensurer) leaf(base, ca string, s leafSpec) error {
 // storedLeaf returns the stored leaf base when both halves are there and readable; anything
 // else is reissued.
 func (e *ensurer) storedLeaf(base string) (*x509.Certificate, crypto.Signer, bool) {
-	cert, err := decodeCert(e.old[base+".crt"])
+	cert, err := certs.DecodeCert(e.old[base+".crt"])
 	if err != nil {
 		return nil, nil, false
 	}
-	key, err := decodeKey(e.old[base+".key"])
+	key, err := certs.DecodeKey(e.old[base+".key"])
 	if err != nil {
 		return nil, nil, false
 	}
@@ -299,14 +288,14 @@ func (e *ensurer) storedLeaf(base string) (*x509.Certificate, crypto.Signer, boo
 }
 
 // put encodes kp under base and remembers it when it is a CA.
-func (e *ensurer) put(base string, kp keyPair) error {
-	keyPEM, err := encodeKey(kp.key)
+func (e *ensurer) put(base string, kp certs.KeyPair) error {
+	keyPEM, err := certs.EncodeKey(kp.Key)
 	if err != nil {
 		return fmt.Errorf("%s: %w", base, err)
 	}
-	if kp.cert.IsCA {
+	if kp.Cert.IsCA {
 		e.cas[base] = kp
 	}
-	e.data[base+".crt"], e.data[base+".key"] = encodeCert(kp.cert), keyPEM
+	e.data[base+".crt"], e.data[base+".key"] = certs.EncodeCert(kp.Cert), keyPEM
 	return nil
 }

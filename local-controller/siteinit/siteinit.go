@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 )
 
@@ -91,11 +91,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	var ips []net.IP
+	var ips []netip.Addr
 	var dns []string
 	for _, a := range o.Addresses {
 		if ip, err := netip.ParseAddr(a); err == nil {
-			ips = append(ips, net.IP(ip.AsSlice()))
+			ips = append(ips, ip)
 		} else if a != "" {
 			dns = append(dns, a)
 		}
@@ -108,9 +108,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if len(own) > 0 {
 		res.Address = own[0]
 	}
-	for _, a := range own {
-		ips = append(ips, net.IP(a.AsSlice()))
-	}
+	ips = append(ips, own...)
 	pki := filepath.Join(o.Dir, "pki")
 	for _, d := range []string{o.Dir, pki, filepath.Join(o.Dir, "kubeconfig")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -122,24 +120,25 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	changed := func(file string) { res.Changed = append(res.Changed, file) }
 
-	ca, made, err := ensureCA(pki)
+	now := o.Now()
+	ca, made, err := ensureCA(pki, now)
 	if err != nil {
 		return res, fmt.Errorf("site-init: %w", err)
 	}
 	if made {
 		changed("pki/ca.crt")
 	}
-	now := o.Now()
 	hostname, _ := os.Hostname()
-	serving := leaf{
-		name: "apiserver", cn: "kube-apiserver",
-		dns:    uniq(append([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", hostname}, dns...)),
-		ips:    uniqIPs(append([]net.IP{net.IPv4(127, 0, 0, 1).To4(), net.ParseIP(ServiceIP).To4()}, ips...)),
-		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	serving := leaf{name: "apiserver", Leaf: certs.Leaf{
+		CommonName: "kube-apiserver",
+		DNSNames: slices.DeleteFunc(append([]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", hostname}, dns...),
+			func(n string) bool { return n == "" }),
+		IPs:    append([]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr(ServiceIP)}, ips...),
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}.Normalized()}
 	leaves := []leaf{serving}
 	for _, id := range identities() {
-		leaves = append(leaves, leaf{name: id.Name, cn: id.CN, orgs: id.Orgs, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		leaves = append(leaves, leaf{name: id.Name, Leaf: certs.Leaf{CommonName: id.CN, Organizations: id.Orgs, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}})
 	}
 	for _, l := range leaves {
 		c, err := ensureLeaf(pki, l, ca, now)
@@ -272,28 +271,4 @@ func writeFile(path string, data []byte) error {
 		return errors.Join(fmt.Errorf("write %s: %w", path, err), os.Remove(tmp.Name()))
 	}
 	return nil
-}
-
-func pemBlock(kind string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})
-}
-
-func uniq(s []string) []string {
-	var out []string
-	for _, v := range s {
-		if v != "" && !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func uniqIPs(ips []net.IP) []net.IP {
-	var out []net.IP
-	for _, ip := range ips {
-		if !slices.ContainsFunc(out, ip.Equal) {
-			out = append(out, ip)
-		}
-	}
-	return out
 }

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/cert"
+
+	"github.com/edgefleet/edgefleet/pkg/certs"
 )
 
 // fakeInterfaces is a fake of the machine's interface addresses.
@@ -180,7 +182,7 @@ func TestRunRenewsExpiringCertificates(t *testing.T) {
 	if _, err := Run(context.Background(), opts); err != nil {
 		t.Fatal(err)
 	}
-	opts.Now = func() time.Time { return time.Now().Add(leafValidity - renewBefore/2) }
+	opts.Now = func() time.Time { return time.Now().Add(certs.LeafValidity - certs.RenewBefore/2) }
 	res, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
