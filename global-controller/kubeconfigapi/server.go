@@ -23,8 +23,10 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/global-controller/problem"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
 // Path is the route of the endpoint, as an http.ServeMux pattern.
@@ -72,35 +74,13 @@ type Server struct {
 	MaxTTL time.Duration
 	// Wait bounds the wait for the BPA's answer; DefaultWait when zero.
 	Wait time.Duration
-	// Poll is how often the answer is looked for; 250 ms when zero.
+	// Poll is how often the answer is looked for; siteclient.DefaultPoll when zero.
 	Poll time.Duration
 }
 
 // Handler returns the endpoint's handler, authenticating callers with Auth's middleware.
 func (s *Server) Handler() http.Handler {
 	return s.Auth.Middleware(http.HandlerFunc(s.issue))
-}
-
-// Problem is an error answer: the HTTP status, the message and the field at fault.
-type Problem struct {
-	Status  int
-	Message string
-	Field   string
-}
-
-func (p *Problem) Error() string { return p.Message }
-
-func fail(status int, field, format string, args ...any) *Problem {
-	return &Problem{Status: status, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-// ProblemOf returns the answer err calls for: its Problem, or a 500.
-func ProblemOf(err error) *Problem {
-	p := &Problem{}
-	if !errors.As(err, &p) {
-		p = fail(http.StatusInternalServerError, "", "internal error: %v", err)
-	}
-	return p
 }
 
 // Grant is the access a user needs on a Site to get a kubeconfig of its cluster.
@@ -111,18 +91,17 @@ func Grant(namespace, site string) kubeauth.Access {
 func (s *Server) issue(w http.ResponseWriter, r *http.Request) {
 	cred, err := s.credential(r)
 	if err != nil {
-		p := ProblemOf(err)
-		writeJSON(w, p.Status, restv1.Error{Message: p.Message, Field: p.Field})
+		problem.Write(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, cred)
+	problem.WriteJSON(w, http.StatusOK, cred)
 }
 
 // credential reads the request and issues the credential.
 func (s *Server) credential(r *http.Request) (restv1.ClusterCredential, error) {
 	u, ok := kubeauth.UserFrom(r.Context())
 	if !ok {
-		return restv1.ClusterCredential{}, fail(http.StatusUnauthorized, "Authorization", "no authenticated user")
+		return restv1.ClusterCredential{}, problem.New(http.StatusUnauthorized, "Authorization", "no authenticated user")
 	}
 	req, err := Decode(r.Body)
 	if err != nil {
@@ -133,35 +112,35 @@ func (s *Server) credential(r *http.Request) (restv1.ClusterCredential, error) {
 
 // Issue gives u a credential of the application cluster of Site key, when u may have one: the
 // grant (a fresh SubjectAccessReview), the CSR, the Site, then the site's answer. Errors are
-// *Problem (ProblemOf). The web UI calls it for its signed-in users.
+// *problem.Problem. The web UI calls it for its signed-in users.
 func (s *Server) Issue(ctx context.Context, u kubeauth.User, key types.NamespacedName, req restv1.KubeconfigRequest) (restv1.ClusterCredential, error) {
 	access := Grant(key.Namespace, key.Name)
 	allowed, reason, err := s.Auth.AuthorizeAccessNow(ctx, u, access)
 	if err != nil {
-		return restv1.ClusterCredential{}, fail(http.StatusServiceUnavailable, "", "cannot check permissions with the API server now: %v", err)
+		return restv1.ClusterCredential{}, problem.New(http.StatusServiceUnavailable, "", "cannot check permissions with the API server now: %v", err)
 	}
 	if !allowed {
-		return restv1.ClusterCredential{}, fail(http.StatusForbidden, "", "user %q may not get a kubeconfig of site %s (%s): %s", u.Name, key, access, reason)
+		return restv1.ClusterCredential{}, problem.New(http.StatusForbidden, "", "user %q may not get a kubeconfig of site %s (%s): %s", u.Name, key, access, reason)
 	}
 	id, err := clustercred.IdentityOf(u.Name, u.Groups)
 	if err != nil {
-		return restv1.ClusterCredential{}, fail(http.StatusBadRequest, "", "%v", err)
+		return restv1.ClusterCredential{}, problem.New(http.StatusBadRequest, "", "%v", err)
 	}
 	if _, err := clustercred.PublicKey([]byte(req.CSR), id); err != nil {
-		return restv1.ClusterCredential{}, fail(http.StatusBadRequest, "csr", "%v", err)
+		return restv1.ClusterCredential{}, problem.New(http.StatusBadRequest, "csr", "%v", err)
 	}
 	ttl, err := clustercred.Lifetime(time.Duration(req.TTLSeconds)*time.Second, s.maxTTL())
 	if err != nil {
-		return restv1.ClusterCredential{}, fail(http.StatusBadRequest, "ttlSeconds", "%v", err)
+		return restv1.ClusterCredential{}, problem.New(http.StatusBadRequest, "ttlSeconds", "%v", err)
 	}
 	site := &fleetv1.Site{}
 	if err := s.Reader.Get(ctx, key, site); apierrors.IsNotFound(err) {
-		return restv1.ClusterCredential{}, fail(http.StatusNotFound, "", "there is no Site %s", key)
+		return restv1.ClusterCredential{}, problem.New(http.StatusNotFound, "", "there is no Site %s", key)
 	} else if err != nil {
 		return restv1.ClusterCredential{}, fmt.Errorf("read Site %s: %w", key, err)
 	}
 	if site.Spec.Cluster == nil {
-		return restv1.ClusterCredential{}, fail(http.StatusConflict, "", "Site %s has no application cluster (spec.cluster is not set)", key)
+		return restv1.ClusterCredential{}, problem.New(http.StatusConflict, "", "Site %s has no application cluster (spec.cluster is not set)", key)
 	}
 	expires := s.Clock.Now().Add(ttl).Truncate(time.Second)
 	st, err := s.ask(ctx, key, sitev1.ClusterCredentialRequestSpec{
@@ -172,7 +151,7 @@ func (s *Server) Issue(ctx context.Context, u kubeauth.User, key types.Namespace
 	}
 	cert, err := parseCert(st.Certificate)
 	if err != nil {
-		return restv1.ClusterCredential{}, fail(http.StatusBadGateway, "", "the BPA of site %s answered a certificate that cannot be read: %v", key, err)
+		return restv1.ClusterCredential{}, problem.New(http.StatusBadGateway, "", "the BPA of site %s answered a certificate that cannot be read: %v", key, err)
 	}
 	s.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "KubeconfigIssued", "IssueKubeconfig",
 		"kubeconfig of cluster %s for user %q (as %q) valid until %s", site.Name, u.Name, id.User, cert.NotAfter.UTC().Format(time.RFC3339))
@@ -183,54 +162,28 @@ func (s *Server) Issue(ctx context.Context, u kubeauth.User, key types.Namespace
 }
 
 // ask creates the request on the site, waits for the BPA's answer and deletes the request,
-// whatever happened.
+// whatever happened (siteclient.Ask).
 func (s *Server) ask(ctx context.Context, key types.NamespacedName, spec sitev1.ClusterCredentialRequestSpec) (sitev1.ClusterCredentialRequestStatus, error) {
 	siteClient, err := s.Sites.Client(key)
 	if err != nil {
-		return sitev1.ClusterCredentialRequestStatus{}, fail(http.StatusServiceUnavailable, "", "site %s cannot be reached now: %v", key, err)
+		return sitev1.ClusterCredentialRequestStatus{}, problem.New(http.StatusServiceUnavailable, "", "site %s cannot be reached now: %v", key, err)
 	}
 	wait := s.Wait
 	if wait <= 0 {
 		wait = DefaultWait
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
 	ccr := &sitev1.ClusterCredentialRequest{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, GenerateName: "kubeconfig-"},
 		Spec:       spec,
 	}
-	if err := siteClient.Create(ctx, ccr); err != nil {
-		return sitev1.ClusterCredentialRequestStatus{}, fail(http.StatusServiceUnavailable, "", "site %s: create ClusterCredentialRequest: %v", key, err)
+	err = siteclient.Ask(ctx, siteClient, ccr, wait, s.Poll, (*sitev1.ClusterCredentialRequest).Answered)
+	switch {
+	case errors.Is(err, siteclient.ErrNoAnswer):
+		return sitev1.ClusterCredentialRequestStatus{}, problem.New(http.StatusGatewayTimeout, "", "the BPA of site %s did not answer within %s (is it running?)", key, wait)
+	case err != nil:
+		return sitev1.ClusterCredentialRequestStatus{}, problem.New(http.StatusServiceUnavailable, "", "site %s: %v", key, err)
 	}
-	defer func() {
-		// Deleted even when the caller went away or the wait ran out; bounded on its own.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer dcancel()
-		_ = client.IgnoreNotFound(siteClient.Delete(dctx, ccr))
-	}()
-	poll := s.Poll
-	if poll <= 0 {
-		poll = 250 * time.Millisecond
-	}
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return sitev1.ClusterCredentialRequestStatus{}, fail(http.StatusGatewayTimeout, "", "the BPA of site %s did not answer within %s (is it running?)", key, wait)
-		case <-t.C:
-		}
-		got := &sitev1.ClusterCredentialRequest{}
-		if err := siteClient.Get(ctx, client.ObjectKeyFromObject(ccr), got); err != nil {
-			if ctx.Err() != nil {
-				continue // the deadline: answered above
-			}
-			return sitev1.ClusterCredentialRequestStatus{}, fail(http.StatusServiceUnavailable, "", "site %s: read ClusterCredentialRequest %s: %v", key, ccr.Name, err)
-		}
-		if got.Answered() {
-			return answer(key, got.Status)
-		}
-	}
+	return answer(key, ccr.Status)
 }
 
 // answer maps the BPA's answer to the caller's: the status, or an error naming the reason.
@@ -239,11 +192,11 @@ func answer(key types.NamespacedName, st sitev1.ClusterCredentialRequestStatus) 
 	case "":
 		return st, nil
 	case sitev1.CredentialReasonClusterNotInstalled:
-		return st, fail(http.StatusConflict, "", "site %s: %s: %s", key, st.Reason, st.Message)
+		return st, problem.New(http.StatusConflict, "", "site %s: %s: %s", key, st.Reason, st.Message)
 	case sitev1.CredentialReasonInvalidRequest:
-		return st, fail(http.StatusBadRequest, "", "site %s: %s: %s", key, st.Reason, st.Message)
+		return st, problem.New(http.StatusBadRequest, "", "site %s: %s: %s", key, st.Reason, st.Message)
 	default:
-		return st, fail(http.StatusBadGateway, "", "site %s: %s: %s", key, st.Reason, st.Message)
+		return st, problem.New(http.StatusBadGateway, "", "site %s: %s: %s", key, st.Reason, st.Message)
 	}
 }
 
@@ -259,18 +212,18 @@ func Decode(r io.Reader) (restv1.KubeconfigRequest, error) {
 	var req restv1.KubeconfigRequest
 	body, err := io.ReadAll(io.LimitReader(r, maxBody+1))
 	if err != nil {
-		return req, fail(http.StatusBadRequest, "body", "request body: %v", err)
+		return req, problem.New(http.StatusBadRequest, "body", "request body: %v", err)
 	}
 	if len(body) > maxBody {
-		return req, fail(http.StatusRequestEntityTooLarge, "body", "request body: more than %d bytes", maxBody)
+		return req, problem.New(http.StatusRequestEntityTooLarge, "body", "request body: more than %d bytes", maxBody)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, fail(http.StatusBadRequest, "body", "request body is not the expected JSON: %v", err)
+		return req, problem.New(http.StatusBadRequest, "body", "request body is not the expected JSON: %v", err)
 	}
 	if req.CSR == "" {
-		return req, fail(http.StatusBadRequest, "csr", "csr: required (a PEM certificate signing request)")
+		return req, problem.New(http.StatusBadRequest, "csr", "csr: required (a PEM certificate signing request)")
 	}
 	return req, nil
 }
@@ -281,12 +234,4 @@ func parseCert(s string) (*x509.Certificate, error) {
 		return nil, errors.New("not a PEM CERTIFICATE")
 	}
 	return x509.ParseCertificate(block.Bytes)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -14,6 +14,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
+	"github.com/edgefleet/edgefleet/global-controller/problem"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) kubeconfig(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	if err != nil {
-		p := kubeconfigapi.ProblemOf(err)
+		p := problem.Of(err)
 		c.JSON(p.Status, restv1.Error{Message: p.Message, Field: p.Field})
 		return
 	}

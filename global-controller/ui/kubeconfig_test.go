@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
-	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
+	"github.com/edgefleet/edgefleet/global-controller/problem"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
@@ -35,10 +35,10 @@ func (f *fakeKubeconfigs) Issue(_ context.Context, u kubeauth.User, site types.N
 	f.asked = append(f.asked, u.Name+" "+site.String())
 	f.mu.Unlock()
 	if u.Name != "admin" {
-		return restv1.ClusterCredential{}, &kubeconfigapi.Problem{Status: http.StatusForbidden, Message: "user " + u.Name + " may not"}
+		return restv1.ClusterCredential{}, &problem.Problem{Status: http.StatusForbidden, Message: "user " + u.Name + " may not"}
 	}
 	if _, err := clustercred.PublicKey([]byte(req.CSR), clustercred.Identity{}); err != nil {
-		return restv1.ClusterCredential{}, &kubeconfigapi.Problem{Status: http.StatusBadRequest, Field: "csr", Message: err.Error()}
+		return restv1.ClusterCredential{}, &problem.Problem{Status: http.StatusBadRequest, Field: "csr", Message: err.Error()}
 	}
 	return restv1.ClusterCredential{Cluster: site.Name, User: "edgefleet:" + u.Name, Certificate: "CERT"}, nil
 }

@@ -104,7 +104,7 @@ type Config struct {
 }
 
 // Kubeconfigs issues a user a credential of a Site's application cluster, checking their grant
-// itself; errors are *kubeconfigapi.Problem.
+// itself; errors are *problem.Problem.
 type Kubeconfigs interface {
 	Issue(ctx context.Context, u kubeauth.User, site types.NamespacedName, req restv1.KubeconfigRequest) (restv1.ClusterCredential, error)
 }

@@ -1,0 +1,63 @@
+package siteclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ErrNoAnswer is Ask's error when the wait ran out before the site answered.
+var ErrNoAnswer = errors.New("no answer in time")
+
+// DefaultPoll is how often Ask reads the request when poll is zero.
+const DefaultPoll = 250 * time.Millisecond
+
+// deleteTimeout bounds the deletion of a request, which runs even when the caller went away.
+const deleteTimeout = 10 * time.Second
+
+// Ask is how the global controller asks a site component something through the site's API
+// server: it creates req on the site through c, reads it every poll until answered says the
+// component answered (req then holds the answer), and always deletes it, even when the caller
+// went away or wait ran out. Errors: ErrNoAnswer when wait ran out; the caller's context error
+// when it went away; otherwise the failed create or read, naming the kind.
+func Ask[T client.Object](ctx context.Context, c client.Client, req T, wait, poll time.Duration, answered func(T) bool) error {
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	kind := reflect.TypeOf(req).Elem().Name()
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := c.Create(wctx, req); err != nil {
+		return fmt.Errorf("create %s: %w", kind, err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+		defer dcancel()
+		_ = client.IgnoreNotFound(c.Delete(dctx, req))
+	}()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return ErrNoAnswer
+		case <-t.C:
+		}
+		if err := c.Get(wctx, client.ObjectKeyFromObject(req), req); err != nil {
+			if wctx.Err() != nil {
+				continue // the deadline or the caller: answered above
+			}
+			return fmt.Errorf("read %s %s: %w", kind, req.GetName(), err)
+		}
+		if answered(req) {
+			return nil
+		}
+	}
+}
