@@ -17,6 +17,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
+	"github.com/edgefleet/edgefleet/global-controller/sitelogapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -27,14 +28,15 @@ import (
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // serveAPI serves, beside the artifact API, site enrollment (enrollment.EnrollPath and the
-// tokens under enrollment.TokensPrefix) and cluster users' kubeconfigs (kubeconfigapi.Path, the
-// more specific pattern under that prefix).
-func serveAPI(api http.Handler, enroll *enrollment.Server, kubeconfigs http.Handler) http.Handler {
+// tokens under enrollment.TokensPrefix), cluster users' kubeconfigs (kubeconfigapi.Path) and
+// site components' logs (sitelogapi.Path), the more specific patterns under that prefix.
+func serveAPI(api http.Handler, enroll *enrollment.Server, kubeconfigs, logs http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	h := enroll.Handler()
 	mux.Handle(enrollment.EnrollPath, h)
 	mux.Handle(enrollment.TokensPrefix, h)
 	mux.Handle(kubeconfigapi.Path, kubeconfigs)
+	mux.Handle(sitelogapi.Path, logs)
 	mux.Handle("/", api)
 	return mux
 }
@@ -95,9 +97,10 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 		Auth: auth, Reader: mgr.GetClient(), Sites: sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
 		Clock: clock.RealClock{}, MaxTTL: opts.MaxKubeconfigTTL,
 	}
-	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth), kubeconfigs.Handler())
+	logs := &sitelogapi.Server{Auth: auth, Reader: mgr.GetClient(), Sites: sites, Clock: clock.RealClock{}, Wait: opts.SiteLogWait}
+	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth), kubeconfigs.Handler(), logs.Handler())
 	if opts.UI {
-		web, err := UI(ctx, mgr, auth, store, kubeconfigs)
+		web, err := UI(ctx, mgr, auth, store, kubeconfigs, logs)
 		if err != nil {
 			stop()
 			return nil, nil, err

@@ -33,6 +33,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
+	"github.com/edgefleet/edgefleet/global-controller/sitelogapi"
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
@@ -72,6 +73,8 @@ type Options struct {
 	SiteTimeout time.Duration
 	// MaxKubeconfigTTL is the longest a cluster user's kubeconfig credential lives.
 	MaxKubeconfigTTL time.Duration
+	// SiteLogWait bounds the wait for a site component's log lines (the log viewer).
+	SiteLogWait time.Duration
 	// SiteAPIURL is the URL at which sites reach the artifact API; with it, the controller
 	// gives every site a token of its own.
 	SiteAPIURL string
@@ -159,6 +162,7 @@ func DefaultOptions() Options {
 		SiteTokenTTL:            24 * time.Hour,
 		SiteTimeout:             10 * time.Second,
 		MaxKubeconfigTTL:        clustercred.DefaultMaxTTL,
+		SiteLogWait:             sitelogapi.DefaultWait,
 		Concurrency:             16,
 		APIAddr:                 "127.0.0.1:8090",
 		UI:                      true,
@@ -200,6 +204,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.OperationPollRate, "site-operation-poll-rate", o.OperationPollRate, "At most this many operation polls a second, all sites together: with more operations in flight, each site is polled less often than --site-operation-poll-interval.")
 	fs.DurationVar(&o.SiteTimeout, "site-timeout", o.SiteTimeout, "Timeout of each request to a site.")
 	fs.DurationVar(&o.MaxKubeconfigTTL, "max-kubeconfig-ttl", o.MaxKubeconfigTTL, "Longest lifetime of a cluster user's kubeconfig credential (POST .../sites/{site}/kubeconfig); longer requests get this. The sites' BPAs cap it with their own --max-credential-ttl.")
+	fs.DurationVar(&o.SiteLogWait, "site-log-wait", o.SiteLogWait, "How long the log viewer (GET .../sites/{site}/log, the web UI, `edgefleet site logs`) waits for a site component's answer before it answers 504.")
 	fs.StringVar(&o.SiteAPIURL, "site-api-url", o.SiteAPIURL, "URL at which sites reach the artifact API; with it every site gets a token of its own (empty: sites' access is set up by hand).")
 	fs.StringVar(&o.SiteAPICAFile, "site-api-ca-file", o.SiteAPICAFile, "PEM CA bundle the sites verify the artifact API's certificate with.")
 	fs.StringVar(&o.SiteIdentityNamespace, "site-identity-namespace", o.SiteIdentityNamespace, "Namespace of the sites' ServiceAccounts on the global cluster.")
@@ -268,6 +273,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--site-timeout must be positive, got %s", o.SiteTimeout)
 	case o.MaxKubeconfigTTL <= 0:
 		return fmt.Errorf("--max-kubeconfig-ttl must be positive, got %s", o.MaxKubeconfigTTL)
+	case o.SiteLogWait <= 0:
+		return fmt.Errorf("--site-log-wait must be positive, got %s", o.SiteLogWait)
 	case o.SiteTokenTTL < 10*time.Minute:
 		return fmt.Errorf("--site-token-ttl must be at least 10m (the API server's shortest token), got %s", o.SiteTokenTTL)
 	case o.SiteIdentityNamespace == "":

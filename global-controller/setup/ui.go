@@ -14,9 +14,11 @@ import (
 
 // UI returns the web UI's handler: pages read the manager's cache, live pages follow its
 // informers, users are checked by auth; store (nil: none) is the artifact store the releases
-// page shows; kubeconfigs (nil: none) issues cluster users' kubeconfigs from the site page. The controller serves it on the artifact API's server;
+// page shows; kubeconfigs (nil: none) issues cluster users' kubeconfigs from the site page; logs
+// (nil: none) reads site components' logs for its Logs panel. The controller serves it on the
+// artifact API's server;
 // hack/bench/ui measures it.
-func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store ui.ArtifactStore, kubeconfigs ui.Kubeconfigs) (http.Handler, error) {
+func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store ui.ArtifactStore, kubeconfigs ui.Kubeconfigs, logs ui.SiteLogs) (http.Handler, error) {
 	hub := ui.NewHub()
 	if err := hub.Watch(ctx, mgr.GetCache()); err != nil {
 		return nil, err
@@ -33,6 +35,7 @@ func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store
 		Artifacts:   store,
 		Rules:       ui.NewRulesReviewer(mgr.GetConfig()),
 		Kubeconfigs: kubeconfigs,
+		Logs:        logs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set up the web UI: %w", err)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -22,8 +23,10 @@ const deleteTimeout = 10 * time.Second
 // Ask is how the global controller asks a site component something through the site's API
 // server: it creates req on the site through c, reads it every poll until answered says the
 // component answered (req then holds the answer), and always deletes it, even when the caller
-// went away or wait ran out. Errors: ErrNoAnswer when wait ran out; the caller's context error
-// when it went away; otherwise the failed create or read, naming the kind.
+// went away or wait ran out. Reads that fail for the link's sake are tried again until wait runs
+// out. Errors: ErrNoAnswer (wrapped with the last failed read, if any) when wait ran out; the
+// caller's context error when it went away; otherwise the failed create, or a read the site
+// refused (not found, forbidden), naming the kind.
 func Ask[T client.Object](ctx context.Context, c client.Client, req T, wait, poll time.Duration, answered func(T) bool) error {
 	if poll <= 0 {
 		poll = DefaultPoll
@@ -41,23 +44,29 @@ func Ask[T client.Object](ctx context.Context, c client.Client, req T, wait, pol
 	}()
 	t := time.NewTicker(poll)
 	defer t.Stop()
+	var lastErr error
 	for {
 		select {
 		case <-wctx.Done():
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if lastErr != nil {
+				return fmt.Errorf("%w (last read of %s %s: %w)", ErrNoAnswer, kind, req.GetName(), lastErr)
+			}
 			return ErrNoAnswer
 		case <-t.C:
 		}
-		if err := c.Get(wctx, client.ObjectKeyFromObject(req), req); err != nil {
-			if wctx.Err() != nil {
-				continue // the deadline or the caller: answered above
-			}
-			return fmt.Errorf("read %s %s: %w", kind, req.GetName(), err)
-		}
-		if answered(req) {
+		err := c.Get(wctx, client.ObjectKeyFromObject(req), req)
+		switch {
+		case err == nil && answered(req):
 			return nil
+		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+			// The site's answer, which another read will not change.
+			return fmt.Errorf("read %s %s: %w", kind, req.GetName(), err)
+		case err != nil:
+			// A link's or the client's rate limiter's hiccup: read again until the wait ends.
+			lastErr = err
 		}
 	}
 }

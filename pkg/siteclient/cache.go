@@ -77,6 +77,7 @@ func pushMapper() meta.RESTMapper {
 	m.Add(sitev1.GroupVersion.WithKind("ApplicationCluster"), meta.RESTScopeNamespace)
 	m.Add(sitev1.GroupVersion.WithKind("ArtifactSet"), meta.RESTScopeNamespace)
 	m.Add(sitev1.GroupVersion.WithKind("ClusterCredentialRequest"), meta.RESTScopeNamespace)
+	m.Add(sitev1.GroupVersion.WithKind("LogRequest"), meta.RESTScopeNamespace)
 	return m
 }
 

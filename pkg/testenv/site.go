@@ -1,18 +1,11 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
@@ -46,33 +39,7 @@ func (cp *ControlPlane) SiteKubeconfig(ctx context.Context) ([]byte, error) {
 
 // siteAccessObjects reads the objects of SiteAccessManifest.
 func siteAccessObjects() ([]client.Object, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(SiteAccessManifest)))
-	if err != nil {
-		return nil, fmt.Errorf("read site access manifest: %w", err)
-	}
-	var objs []client.Object
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("decode %s: %w", SiteAccessManifest, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		objs = append(objs, u)
-	}
-	if len(objs) == 0 {
-		return nil, fmt.Errorf("%s holds no objects", SiteAccessManifest)
-	}
-	return objs, nil
+	return manifestObjects(SiteAccessManifest)
 }
 
 // PublishLocalControllerVersion writes the info ConfigMap a local controller publishes.

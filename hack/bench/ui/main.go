@@ -89,7 +89,7 @@ func run(ctx context.Context, n, requests, workers int) (err error) {
 		return err
 	}
 	auth := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
-	web, err := setup.UI(ctx, mgr, auth, nil, nil)
+	web, err := setup.UI(ctx, mgr, auth, nil, nil, nil)
 	if err != nil {
 		return err
 	}
