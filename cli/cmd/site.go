@@ -22,7 +22,7 @@ func newSiteCmd(g *globals) *cobra.Command {
 		Aliases: []string{"sites"},
 		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens, a bootable image of one",
 	}
-	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g))
+	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteLogsCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g))
 	return c
 }
 

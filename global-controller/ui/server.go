@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/global-controller/sitelogapi"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
@@ -101,6 +102,14 @@ type Config struct {
 	// Kubeconfigs issues cluster users' kubeconfigs (*kubeconfigapi.Server); nil: the site page
 	// offers none.
 	Kubeconfigs Kubeconfigs
+	// Logs reads site components' logs (*sitelogapi.Server); nil: the site page offers none.
+	Logs SiteLogs
+}
+
+// SiteLogs reads the recent log lines of a Site's component for a user, checking their grant
+// itself; errors are *problem.Problem.
+type SiteLogs interface {
+	Logs(ctx context.Context, u kubeauth.User, site types.NamespacedName, q sitelogapi.Query) (restv1.SiteLog, error)
 }
 
 // Kubeconfigs issues a user a credential of a Site's application cluster, checking their grant
@@ -157,6 +166,7 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
 	ui.POST("/sites/:namespace/:name/kubeconfig", sameOrigin, s.kubeconfig)
+	ui.GET("/sites/:namespace/:name/log", s.siteLog)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, &httpError{status: http.StatusNotFound, msg: "no such page: " + c.Request.URL.Path})
 	})

@@ -17,6 +17,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
+	"github.com/edgefleet/edgefleet/global-controller/sitelogapi"
 )
 
 // Events on a site's page.
@@ -73,6 +74,9 @@ type siteData struct {
 	// KubeconfigURL is where the user gets a kubeconfig of the site's application cluster;
 	// empty unless the site has one and the user may (create sites/kubeconfig).
 	KubeconfigURL string
+	// LogURL is where the Logs panel reads the site components' logs; empty unless the user may
+	// (get sites/log).
+	LogURL string
 }
 
 // hostRow is one host of a site.
@@ -117,6 +121,9 @@ func (s *Server) loadSite(ctx context.Context, req *request) (any, error) {
 	d.Events, d.EventsProblem = s.siteEvents(ctx, ns, name)
 	if s.cfg.Kubeconfigs != nil && site.Spec.Cluster != nil && s.allowed(ctx, req.User, kubeconfigapi.Grant(ns, name)) {
 		d.KubeconfigURL = objectURL("sites", ns, name) + "/kubeconfig"
+	}
+	if s.cfg.Logs != nil && s.allowed(ctx, req.User, sitelogapi.Grant(ns, name)) {
+		d.LogURL = objectURL("sites", ns, name) + "/log"
 	}
 	for _, e := range d.Events {
 		if strings.HasPrefix(e.Reason, "Operation") {

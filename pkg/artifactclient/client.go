@@ -318,3 +318,14 @@ func (c *Client) ClusterCredential(ctx context.Context, ns, site string, req res
 	}
 	return cred, nil
 }
+
+// SiteLog reads the recent log lines of a site component (GET .../sites/{site}/log); q holds
+// the endpoint's query parameters (component, tailLines, sinceSeconds or sinceTime).
+func (c *Client) SiteLog(ctx context.Context, ns, site string, q url.Values) (restv1.SiteLog, error) {
+	var log restv1.SiteLog
+	path := "/api/v1/namespaces/" + url.PathEscape(ns) + "/sites/" + url.PathEscape(site) + "/log?" + q.Encode()
+	if _, err := c.do(ctx, http.MethodGet, path, nil, nil, &log, http.StatusOK); err != nil {
+		return restv1.SiteLog{}, fmt.Errorf("logs of site %s/%s: %w", ns, site, err)
+	}
+	return log, nil
+}
