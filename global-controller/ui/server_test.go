@@ -61,7 +61,7 @@ func (f *fakeAuth) revoke(token string) {
 func (f *fakeAuth) AuthorizeAccess(_ context.Context, u kubeauth.User, a kubeauth.Access) (bool, string, error) {
 	read := a.Verb == "get" || a.Verb == "list"
 	switch {
-	case u.Name == "admin", u.Name == "viewer" && read, u.Name == "team" && read && a.Namespace == "fleet":
+	case u.Name == "admin", u.Name == "viewer" && read, u.Name == "team" && read && a.Namespace == "fleet" && a.Resource != "sites/log":
 		return true, "", nil
 	}
 	return false, "RBAC says no", nil
@@ -95,6 +95,7 @@ type bed struct {
 	events      *eventReader
 	recorder    *events.FakeRecorder
 	kubeconfigs *fakeKubeconfigs
+	logs        *fakeSiteLogs
 	store       *fakeArtifactStore
 }
 
@@ -118,9 +119,9 @@ func newBed(t *testing.T, limits Limits) *bed {
 			return []string{index.Key(h.Namespace, h.Spec.SiteRef.Name)}
 		}).Build()
 	b := &bed{cache: c, auth: newFakeAuth(), hub: NewHub(), events: &eventReader{}, recorder: events.NewFakeRecorder(10), kubeconfigs: &fakeKubeconfigs{},
-		store: newFakeArtifactStore()}
+		logs: &fakeSiteLogs{}, store: newFakeArtifactStore()}
 	s, err := New(Config{Cache: c, Events: b.events, Campaigns: c, Recorder: b.recorder, Auth: b.auth, Changes: b.hub, Log: testr.New(t), Limits: limits,
-		Kubeconfigs: b.kubeconfigs, Artifacts: b.store})
+		Kubeconfigs: b.kubeconfigs, Logs: b.logs, Artifacts: b.store})
 	if err != nil {
 		t.Fatal(err)
 	}
