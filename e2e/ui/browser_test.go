@@ -91,6 +91,13 @@ func (u *user) click(sel string) {
 	Expect(err).NotTo(HaveOccurred(), "browser of %s: click %s", u.name, sel)
 }
 
+// click0 clicks the element sel matches that changes the page without loading another (a
+// script's button or checkbox).
+func (u *user) click0(sel string) {
+	GinkgoHelper()
+	u.do(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+}
+
 // httpsClient is an HTTP client that trusts the artifact API's certificate and does not
 // follow redirects.
 func httpsClient() *http.Client {

@@ -12,18 +12,23 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	uberzap "go.uber.org/zap"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -42,6 +47,10 @@ var (
 	// stores are the simulated sites behind sim, far the one behind far.
 	stores []string
 	far    string
+	// simLog is the log of sim's local controller, whose lines the Logs panel shows: a real
+	// sitelogs.Responder answers from the ring it is teed into (the ClusterSimulator stands in
+	// for the rest of the local controller).
+	simLog *uberzap.Logger
 )
 
 const (
@@ -81,6 +90,16 @@ var _ = BeforeSuite(func(ctx context.Context) {
 		sim := &testenv.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == failing && op != "" }}
 		Expect(sim.Start(simCtx, fleet.Sites[name].Config)).To(Succeed())
 	}
+
+	By("answering sim's LogRequests as its local controller would, from a ring the test logs into")
+	ring := sitelogs.NewRing(sitelogs.DefaultRingLines, sitelogs.DefaultRingBytes)
+	simLog = uberzap.NewNop().WithOptions(ring.Tee()).Named("sim")
+	simMgr, err := ctrl.NewManager(fleet.Sites["sim"].Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	Expect(err).NotTo(HaveOccurred())
+	responder := &sitelogs.Responder{Client: simMgr.GetClient(), Component: sitev1.LogComponentLocalController, Ring: ring,
+		Instance: sitelogs.Instance(time.Now()), Clock: clock.RealClock{}}
+	Expect(responder.SetupWithManager(simMgr)).To(Succeed())
+	go func() { defer GinkgoRecover(); Expect(simMgr.Start(simCtx)).To(Succeed()) }()
 
 	By("uploading a release's artifacts and creating releases r0 (installed) and r1 (the patch)")
 	Expect(fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -122,7 +141,8 @@ func campaign(ctx context.Context, name string) *fleetv1.Campaign {
 
 // siteOperatorToken makes ServiceAccount edgefleet-system/name a site operator of the given
 // sites of namespace ns, as docs/security.md says to narrow the role (a Role with the
-// edgefleet-site-operator's rules on sites, resourceNames set, hosts namespace-wide), and
+// edgefleet-site-operator's rules on sites, sites/enrollment and sites/log, resourceNames set,
+// hosts namespace-wide), and
 // returns a token of it.
 func siteOperatorToken(ctx context.Context, name string, sites []string) string {
 	GinkgoHelper()
@@ -130,6 +150,7 @@ func siteOperatorToken(ctx context.Context, name string, sites []string) string 
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites", "sites/status"}, Verbs: []string{"get", "watch"}, ResourceNames: sites},
 		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites/enrollment"}, Verbs: []string{"get", "create", "delete"}, ResourceNames: sites},
+		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"sites/log"}, Verbs: []string{"get"}, ResourceNames: sites},
 		{APIGroups: []string{fleetv1.GroupVersion.Group}, Resources: []string{"hosts", "hosts/status"}, Verbs: []string{"get", "list", "watch"}},
 	}}
 	Expect(c.Create(ctx, role)).To(Succeed())

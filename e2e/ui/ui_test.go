@@ -11,8 +11,11 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	uberzap "go.uber.org/zap"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
@@ -257,6 +260,47 @@ var _ = Describe("The web UI", Ordered, func() {
 		admin.open(base, "/ui/sites?namespace="+ns+"&state=Unreachable")
 		Expect(admin.count("#site-table tbody tr.site")).To(Equal(1))
 		Expect(admin.text(`tr.site[data-site="` + far + `"]`)).To(ContainSubstring("Unreachable"))
+	})
+
+	It("shows a site's local controller logs to who may read them, following new lines; others get 403, an unreachable site an error", func(ctx context.Context) {
+		mark := fmt.Sprintf("ui-e2e-%d", time.Now().UnixNano())
+		simLog.Info("distinctive line <b>"+mark+"</b>", uberzap.String("site", "store-00001"), uberzap.Int("attempt", 3))
+
+		By("the admin shows the local controller's lines on a store's page")
+		admin := newUser(browser, "admin reading logs") // signed in here: the spec also runs alone
+		admin.signIn(base, adminToken)
+		admin.open(base, "/ui/sites/"+ns+"/store-00001")
+		admin.click0("#log-show")
+		admin.waitFor("the distinctive line, rendered", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l =>
+			/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO sim distinctive line <b>%s<\/b> site=store-00001 attempt=3$/.test(l.textContent))`, mark))
+		Expect(admin.count("#log-lines-shown b")).To(BeZero(), "a log line's markup was rendered")
+		admin.screenshot("site-logs")
+
+		By("following: a line logged after the panel opened is appended, once")
+		admin.click0("#log-follow")
+		simLog.Info("followed line " + mark)
+		admin.waitFor("the followed line", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l => l.textContent.includes('followed line %s'))`, mark))
+		Expect(eval[int](admin, fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].filter(l => l.textContent.includes('distinctive line <b>%s')).length`, mark))).To(Equal(1))
+		admin.click0("#log-follow")
+
+		By("a site operator of far only gets 403 on a store's log route")
+		operator := newUser(browser, "far's operator")
+		operator.signIn(base, siteOperatorToken(ctx, "far-operator", []string{far}))
+		Expect(eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00001/log').then(r => r.status)`)).To(Equal(http.StatusForbidden))
+
+		By("a viewer of far, cut off, sees why in the panel")
+		site := &fleetv1.Site{}
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: far}, site)).To(Succeed())
+		if !apimeta.IsStatusConditionFalse(site.Status.Conditions, fleetv1.SiteReachableCondition) {
+			Expect(fleet.Sites["far"].KillAPIServer()).To(Succeed()) // this spec runs alone
+		}
+		viewer := newUser(browser, "viewer")
+		viewer.signIn(base, viewerToken)
+		viewer.open(base, "/ui/sites/"+ns+"/"+far)
+		viewer.click0("#log-show")
+		viewer.waitFor("the error, with the server's message", `document.querySelector('#log-status.error')?.textContent.includes('Cannot show the logs: site `+ns+`/`+far+`')`)
+		Expect(viewer.count("#log-lines-shown .log-line")).To(BeZero())
+		viewer.screenshot("site-logs-unreachable")
 	})
 })
 
