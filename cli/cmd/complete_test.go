@@ -43,6 +43,8 @@ func TestCompletionListsLiveObjects(t *testing.T) {
 	}{
 		{"site describe ", []string{"store-1", "store-2", ":4"}},
 		{"site describe store-1 ", []string{":4"}},
+		{"site logs store-", []string{"store-1", "store-2", ":4"}},
+		{"site logs store-1 --component ", []string{"local-controller", "bpa", ":4"}},
 		{"host describe store-1-w", []string{"store-1-w0", "store-1-w1", "store-1-w2", ":4"}},
 		{"host list --site ", []string{"store-1", "store-2", ":4"}},
 		{"release describe ", []string{"edge-1", "edge-2", ":4"}},
