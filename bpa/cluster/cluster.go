@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
@@ -75,6 +76,10 @@ type Spec struct {
 	// Images are container image archives imported on every host that runs a package with an
 	// importImage hook (the container runtime), right after that package.
 	Images []install.Image
+	// Certificates is the lifetime of the cluster's leaf certificates (zero: a year, renewed 30
+	// days before expiry). A renewed certificate reaches the services that use it at the next
+	// Run, one host at a time.
+	Certificates certs.Lifetime
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -289,13 +294,16 @@ func (b *BringUp) reachable(ctx context.Context, res *Result, hosts []Host) ([]H
 	return answer, errors.Join(cpErrs...)
 }
 
+// job is one package on one host.
+type job struct {
+	host Host
+	pkg  install.Package
+}
+
 // installLevel installs the packages of one level on their hosts, all at once (at most
-// maxParallel), waits for all, adds the level to res and logs it (with the context's logger).
+// maxParallel) except restarts for a new configuration, which go one host at a time after the
+// others; it waits for all, adds the level to res and logs it (with the context's logger).
 func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle, level []install.Package) error {
-	type job struct {
-		host Host
-		pkg  install.Package
-	}
 	var jobs []job
 	lr := Level{}
 	for _, pkg := range level {
@@ -308,6 +316,10 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 	}
 	start := time.Now()
 	groups, err := b.memberships(ctx, spec, level)
+	if err != nil {
+		return err
+	}
+	rolling, err := b.restarts(ctx, spec, bundle, jobs)
 	if err != nil {
 		return err
 	}
@@ -324,6 +336,9 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 		if g := groups[j.pkg.Manifest.Name]; g != nil {
 			j.pkg.Membership = g
 		}
+		if rolling[i] {
+			continue
+		}
 		wg.Go(func() {
 			if g := j.pkg.Membership; g != nil && len(g.Running) > 0 && !slices.Contains(g.Running, member(j.host)) {
 				joining[j.pkg.Manifest.Name].Lock()
@@ -337,6 +352,26 @@ func (b *BringUp) installLevel(ctx context.Context, res *Result, spec Spec, bund
 		})
 	}
 	wg.Wait()
+	// Then the restarts for a new configuration (a renewed certificate, a changed template) of
+	// packages running already: one host at a time, in the spec's order, each healthy before the
+	// next writes its files, so that a group (etcd, the API servers) keeps its quorum; the first
+	// failure stops them, the hosts after it keep their running configuration.
+	var stopped string
+	for i, j := range jobs {
+		if !rolling[i] {
+			continue
+		}
+		if stopped != "" {
+			errs[i] = fmt.Errorf("host %s: package %s not restarted for its new configuration: the restart on host %s failed first", j.host.Name, j.pkg.Manifest.Name, stopped)
+			continue
+		}
+		start := time.Now()
+		done[i], errs[i] = b.install(ctx, spec, bundle, j.host, j.pkg)
+		done[i].Took = time.Since(start)
+		if errs[i] != nil {
+			stopped = j.host.Name
+		}
+	}
 	lr.Took = time.Since(start)
 	for _, d := range done {
 		if len(d.Files) > 0 || len(d.Install.Steps) > 0 {
@@ -398,6 +433,38 @@ func (b *BringUp) memberships(ctx context.Context, spec Spec, level []install.Pa
 		groups[m.Name] = g
 	}
 	return groups, nil
+}
+
+// restarts reports, for each job, whether its package runs on its host already at this version
+// with another configuration than the one it would be given now: a restart, not an install.
+func (b *BringUp) restarts(ctx context.Context, spec Spec, bundle *pki.Bundle, jobs []job) ([]bool, error) {
+	out := make([]bool, len(jobs))
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxParallel)
+	for i, j := range jobs {
+		m := j.pkg.Manifest
+		if len(m.Config) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			files, err := configFiles(spec, bundle, j.host, m)
+			if err != nil {
+				errs[i] = fmt.Errorf("host %s: package %s %s: %w", j.host.Name, m.Name, m.Version, err)
+				return
+			}
+			st, err := b.installer.Installed(ctx, j.host.SSH, m.Name)
+			if err != nil {
+				errs[i] = fmt.Errorf("host %s: %w", j.host.Name, err)
+				return
+			}
+			out[i] = st.Active == m.Version && st.Current == m.Version && st.Config != configDigest(files)
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // member is how a join hook sees host h: "name=ip".
@@ -669,7 +736,7 @@ func (s Spec) withDefaults() Spec {
 // PKISpec is the spec of the cluster's PKI (bpa/pki), defaults applied.
 func (s Spec) PKISpec() pki.Spec {
 	s = s.withDefaults()
-	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR}
+	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR, Lifetime: s.Certificates}
 	for _, h := range s.Hosts {
 		m := pki.Member{Name: h.Name, IP: h.IP}
 		if h.ControlPlane {

@@ -1,7 +1,12 @@
 package cluster_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +14,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -55,12 +61,31 @@ func healthy(t *testing.T, h *testenv.Host) {
 	}
 }
 
+// etcdHealthClient is an HTTPS client of etcd members with a client certificate, trusting the
+// etcd CA; each request is bounded to 2 s.
+func etcdHealthClient(t *testing.T, caPEM, certPEM, keyPEM []byte) *http.Client {
+	t.Helper()
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no etcd CA")
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	}}
+}
+
 // TestEtcdMembershipOnRealHosts takes the etcd package's group through its life on three real
 // hosts (needs root), with the BPA's bring-up and leave as the reconciler calls them: founded by
 // one host; joined by the two others, each added as a member before its etcd first starts,
 // while the founder's etcd keeps running; one leaving (its member removed through a host that
 // stays, then its etcd stopped); the same host joining again (the data of its removed member
-// moved aside); a powered-off host leaving, its member removed all the same. The members are
+// moved aside); renewed certificates restarting the members one at a time, quorum kept; a
+// powered-off host leaving, its member removed all the same. The members are
 // read from etcd itself after each step.
 func TestEtcdMembershipOnRealHosts(t *testing.T) {
 	ctx := t.Context()
@@ -155,6 +180,77 @@ func TestEtcdMembershipOnRealHosts(t *testing.T) {
 		if out, err := h1.Exec(ctx, "sh", "-c", "ls -d /var/lib/etcd/member.left-*"); err != nil {
 			t.Errorf("%s: no data moved aside: %v %s", h1.Name, err, out)
 		}
+	})
+
+	t.Run("renewed certificates reach the members one at a time, the cluster keeping its quorum", func(t *testing.T) {
+		// Every leaf inside its renewal window: the run issues them all again.
+		s := spec(all...)
+		s.Certificates = certs.Lifetime{RenewBefore: 2 * certs.LeafValidity}
+		stored, err := store.Get(ctx, cluster.PKISecret(s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := map[string]string{}
+		for _, h := range hn.Hosts {
+			before[h.Name] = started(h)
+		}
+		// Sampled from here every 200 ms: how many of the three members answer healthy, with
+		// the API servers' etcd client certificate.
+		health := etcdHealthClient(t, stored["etcd-ca.crt"], stored["apiserver-etcd-client.crt"], stored["apiserver-etcd-client.key"])
+		stop := make(chan struct{})
+		samples := make(chan []int, 1)
+		go func() {
+			var out []int
+			defer func() { samples <- out }()
+			for {
+				n := 0
+				for _, h := range hn.Hosts {
+					resp, err := health.Get("https://" + h.IP.String() + ":2379/health")
+					if err != nil {
+						continue
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if strings.Contains(string(body), `"health":"true"`) {
+						n++
+					}
+				}
+				out = append(out, n)
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		run(t, s)
+		close(stop)
+		got := <-samples
+		if slices.Min(got) < 2 {
+			t.Errorf("healthy members sampled during the renewal: %v; want at least 2 of 3 every time (quorum)", got)
+		}
+		renewed, err := store.Get(ctx, cluster.PKISecret(s.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range hn.Hosts {
+			key := "etcd-server." + h.Name + ".crt"
+			if bytes.Equal(renewed[key], stored[key]) {
+				t.Errorf("%s's etcd server certificate was not renewed in the store", h.Name)
+			}
+			out, err := h.Exec(ctx, "cat", "/etc/kubernetes/pki/etcd/server.crt")
+			if err != nil || !bytes.Equal(out, renewed[key]) {
+				t.Errorf("%s: /etc/kubernetes/pki/etcd/server.crt is not the renewed certificate (%v)", h.Name, err)
+			}
+			if after := started(h); after == before[h.Name] {
+				t.Errorf("%s's etcd was not restarted with its renewed certificate", h.Name)
+			}
+		}
+		if got, want := members(t, h0), []string{h0.Name, h1.Name, h2.Name}; !slices.Equal(got, want) {
+			t.Errorf("members %v, want %v", got, want)
+		}
+		healthy(t, h0)
+		t.Logf("healthy members sampled during the renewal: %v", got)
 	})
 
 	t.Run("a powered-off host leaves: its member is removed all the same", func(t *testing.T) {

@@ -294,18 +294,29 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		}
 	})
 
-	t.Run("a configuration change restarts the packages whose files changed, on their hosts", func(t *testing.T) {
+	t.Run("a configuration change restarts the packages whose files changed, one host at a time", func(t *testing.T) {
 		s := spec
 		s.KubernetesVersion = "v1.36.4" // in the agent's environment only
 		before := len(hosts.Log())
 		if _, err := bu.Run(ctx, s); err != nil {
 			t.Fatal(err)
 		}
-		got := slices.Sorted(slices.Values(activations(hosts.Log()[before:])))
-		if want := []string{"cp-0 agent", "cp-1 agent", "w-0 agent", "w-1 agent"}; !slices.Equal(got, want) {
-			t.Errorf("restarted %v, want %v", got, want)
+		// In the spec's order, each host's files written after the previous host's restart.
+		var got []string
+		for _, l := range hosts.Log()[before:] {
+			if strings.HasSuffix(l, "/etc/agent/env: write") || strings.HasSuffix(l, "agent: activate") {
+				got = append(got, l)
+			}
 		}
-		// A restart for configuration that fails its health check rolls nothing back.
+		var want []string
+		for _, h := range []string{"cp-0", "cp-1", "w-0", "w-1"} {
+			want = append(want, h+" /etc/agent/env: write", h+" agent: activate")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("restarted as\n%s\nwant one host at a time:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		// A restart for configuration that fails its health check rolls nothing back, and
+		// stops the restarts: w-1 keeps its running configuration, files included.
 		s.KubernetesVersion = "v1.36.5"
 		hosts.FailHealth("w-0", "agent", "1", 1)
 		_, err := bu.Run(ctx, s)
@@ -313,11 +324,21 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		if !errors.As(err, &herr) || !herr.Reconfigured || herr.Host != "w-0" || !strings.Contains(err.Error(), "nothing was rolled back") {
 			t.Fatalf("err %v, want w-0's restart for its configuration failing, nothing rolled back", err)
 		}
+		if !strings.Contains(err.Error(), "host w-1: package agent not restarted for its new configuration: the restart on host w-0 failed first") {
+			t.Errorf("err %v, want it to say w-1 was not restarted, and why", err)
+		}
 		if st := hosts.State("w-0", "agent"); st.Current != "1" || st.Active != "1" {
 			t.Errorf("w-0's agent %+v, want still 1", st)
 		}
+		if f, _ := hosts.File("w-1", "/etc/agent/env"); !strings.Contains(string(f.Data), "v1.36.4") {
+			t.Errorf("w-1's /etc/agent/env after w-0 failed: %q, want its running configuration (v1.36.4)", f.Data)
+		}
+		before = len(hosts.Log())
 		if _, err := bu.Run(ctx, s); err != nil {
 			t.Fatalf("the next run: %v", err)
+		}
+		if got := activations(hosts.Log()[before:]); !slices.Equal(got, []string{"w-0 agent", "w-1 agent"}) {
+			t.Errorf("the next run restarted %v, want w-0's and w-1's agent", got)
 		}
 	})
 }

@@ -113,6 +113,7 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
 	for _, l := range leaves {
+		l.spec.Lifetime = spec.Lifetime
 		if err := e.leaf(l.base, l.ca, l.spec); err != nil {
 			return nil, fmt.Errorf("pki %s: %w", name, err)
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/edgefleet/edgefleet/pkg/certs"
 )
 
 // Defaults applied by Ensure to a Spec's zero fields.
@@ -32,6 +34,8 @@ type Spec struct {
 	ControlPlane []Member
 	// Nodes lists the other hosts (workers).
 	Nodes []Member
+	// Lifetime of the leaf certificates; zero fields: a year, renewed 30 days before expiry.
+	Lifetime certs.Lifetime
 }
 
 // Member is one host of the cluster.

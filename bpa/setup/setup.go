@@ -37,6 +37,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -80,6 +81,8 @@ type Options struct {
 	Resync time.Duration
 	// MaxCredentialTTL is the longest a cluster user's client certificate lives.
 	MaxCredentialTTL time.Duration
+	// Certificates is the lifetime of the application clusters' leaf certificates.
+	Certificates certs.Lifetime
 	// Logs is the ring the process's logger is teed into (main sets it): the BPA answers the
 	// global controller's LogRequests from it. Nil answers none.
 	Logs *sitelogs.Ring
@@ -103,6 +106,7 @@ func DefaultOptions() Options {
 		Resync:         10 * time.Minute,
 
 		MaxCredentialTTL: clustercred.DefaultMaxTTL,
+		Certificates:     certs.Lifetime{Validity: certs.LeafValidity, RenewBefore: certs.RenewBefore},
 	}
 }
 
@@ -122,6 +126,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SSHTimeout, "ssh-timeout", o.SSHTimeout, "Bound of a step on a host that has none of its own.")
 	fs.DurationVar(&o.Retry, "retry-interval", o.Retry, "Wait before looking again at a cluster that waits for hosts or met an error.")
 	fs.DurationVar(&o.Resync, "resync-interval", o.Resync, "How often an installed cluster is checked again.")
+	fs.DurationVar(&o.Certificates.Validity, "certificate-validity", o.Certificates.Validity, "Lifetime of the application clusters' leaf certificates (etcd, API server, components, nodes; the CAs live ten years).")
+	fs.DurationVar(&o.Certificates.RenewBefore, "certificate-renew-before", o.Certificates.RenewBefore, "A leaf certificate with less than this left is issued again, and reaches its services at the next pass over the cluster (--resync-interval), one host at a time. Shorter than --certificate-validity.")
 	fs.DurationVar(&o.MaxCredentialTTL, "max-credential-ttl", o.MaxCredentialTTL, "Longest lifetime of a cluster user's client certificate; longer requests get this.")
 }
 
@@ -142,6 +148,12 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--resync-interval must be positive, got %s", o.Resync)
 	case o.MaxCredentialTTL <= 0:
 		return fmt.Errorf("--max-credential-ttl must be positive, got %s", o.MaxCredentialTTL)
+	case o.Certificates.Validity < time.Minute:
+		return fmt.Errorf("--certificate-validity must be at least 1m, got %s", o.Certificates.Validity)
+	case o.Certificates.RenewBefore <= 0 || o.Certificates.RenewBefore >= o.Certificates.Validity:
+		return fmt.Errorf("--certificate-renew-before must be positive and shorter than --certificate-validity (%s), got %s", o.Certificates.Validity, o.Certificates.RenewBefore)
+	case o.Certificates.RenewBefore <= o.Resync:
+		return fmt.Errorf("--certificate-renew-before (%s) must be longer than --resync-interval (%s): a certificate could expire before the pass that renews it", o.Certificates.RenewBefore, o.Resync)
 	case o.Vault.Addr != "":
 		return o.Vault.Validate()
 	}
@@ -233,6 +245,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		Recorder:      mgr.GetEventRecorder("bpa"),
 		Retry:         opts.Retry,
 		Resync:        opts.Resync,
+		Certificates:  opts.Certificates,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)

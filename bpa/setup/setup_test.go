@@ -3,6 +3,7 @@ package setup
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 )
@@ -27,6 +28,14 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero retry", func(o *Options) { o.Retry = 0 }, "--retry-interval"},
 		{"negative resync", func(o *Options) { o.Resync = -1 }, "--resync-interval"},
 		{"zero credential lifetime", func(o *Options) { o.MaxCredentialTTL = 0 }, "--max-credential-ttl"},
+		{"short certificates for a test", func(o *Options) {
+			o.Certificates.Validity, o.Certificates.RenewBefore, o.Resync = 6*time.Minute, 3*time.Minute, time.Minute
+		}, ""},
+		{"certificates of seconds", func(o *Options) { o.Certificates.Validity = 30 * time.Second }, "--certificate-validity"},
+		{"renewal window as long as the lifetime", func(o *Options) { o.Certificates.RenewBefore = o.Certificates.Validity }, "--certificate-renew-before"},
+		{"renewal window shorter than a pass", func(o *Options) {
+			o.Certificates.Validity, o.Certificates.RenewBefore = time.Hour, 5*time.Minute
+		}, "--resync-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

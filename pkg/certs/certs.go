@@ -38,13 +38,27 @@ type KeyPair struct {
 	Key  crypto.Signer
 }
 
-// Leaf is what a leaf certificate must say.
+// Lifetime is how long leaf certificates live and when they are issued again.
+type Lifetime struct {
+	// Validity is how long a leaf certificate lives; zero: LeafValidity.
+	Validity time.Duration
+	// RenewBefore: a leaf certificate with less than this left is issued again; zero:
+	// RenewBefore.
+	RenewBefore time.Duration
+}
+
+func (l Lifetime) validity() time.Duration { return cmp.Or(l.Validity, LeafValidity) }
+
+func (l Lifetime) renewBefore() time.Duration { return cmp.Or(l.RenewBefore, RenewBefore) }
+
+// Leaf is what a leaf certificate must say, and how long it lives.
 type Leaf struct {
 	CommonName    string
 	Organizations []string
 	DNSNames      []string
 	IPs           []netip.Addr
 	Usages        []x509.ExtKeyUsage
+	Lifetime
 }
 
 // Normalized returns l with its names sorted and without repeats.
@@ -99,7 +113,7 @@ func NewCA(cn string, now time.Time) (KeyPair, error) {
 	return sign(tmpl, key, tmpl, key)
 }
 
-// Issue makes a new key and a leaf certificate for l signed by ca, valid for LeafValidity from
+// Issue makes a new key and a leaf certificate for l signed by ca, valid for l's validity from
 // now but not beyond the CA.
 func Issue(l Leaf, ca KeyPair, now time.Time) (KeyPair, error) {
 	key, err := NewKey()
@@ -110,7 +124,7 @@ func Issue(l Leaf, ca KeyPair, now time.Time) (KeyPair, error) {
 	if err != nil {
 		return KeyPair{}, fmt.Errorf("certificate %s: %w", l.CommonName, err)
 	}
-	notAfter := now.Add(LeafValidity)
+	notAfter := now.Add(l.validity())
 	if ca.Cert.NotAfter.Before(notAfter) {
 		notAfter = ca.Cert.NotAfter
 	}
@@ -142,10 +156,10 @@ func sign(tmpl *x509.Certificate, key *ecdsa.PrivateKey, parent *x509.Certificat
 	return KeyPair{Cert: cert, Key: key}, nil
 }
 
-// Matches reports whether cert says what l asks, is signed by ca and has more than RenewBefore
-// left at now. The order of names does not matter.
+// Matches reports whether cert says what l asks, is signed by ca and has more than l's
+// renewal window left at now. The order of names does not matter.
 func (l Leaf) Matches(cert, ca *x509.Certificate, now time.Time) bool {
-	if cert.CheckSignatureFrom(ca) != nil || now.Add(RenewBefore).After(cert.NotAfter) {
+	if cert.CheckSignatureFrom(ca) != nil || now.Add(l.renewBefore()).After(cert.NotAfter) {
 		return false
 	}
 	ips := make([]netip.Addr, 0, len(cert.IPAddresses))

@@ -93,6 +93,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		Workers:           workers(w.ac.Spec.Hosts),
 		Packages:          pkgs,
 		Images:            images,
+		Certificates:      w.r.Certificates,
 	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again

@@ -23,6 +23,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 )
@@ -54,6 +55,8 @@ type Reconciler struct {
 	Retry time.Duration
 	// Resync is how often an installed cluster is checked again (hosts, charts).
 	Resync time.Duration
+	// Certificates is the lifetime of the clusters' leaf certificates (zero fields: defaults).
+	Certificates certs.Lifetime
 
 	cache *siteCache
 }
