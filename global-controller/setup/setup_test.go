@@ -23,6 +23,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero operation poll", func(o *Options) { o.OperationPoll = 0 }, "--site-operation-poll-interval"},
 		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},
 		{"zero kubeconfig lifetime", func(o *Options) { o.MaxKubeconfigTTL = 0 }, "--max-kubeconfig-ttl"},
+		{"zero site log wait", func(o *Options) { o.SiteLogWait = 0 }, "--site-log-wait"},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency"},
 		{"plain HTTP API off loopback", func(o *Options) { o.APIAddr = ":8443" }, "--api-tls-cert-file"},
 		{"certificate without key", func(o *Options) { o.APITLSCertFile = "/tls/tls.crt" }, "--api-tls-key-file"},
