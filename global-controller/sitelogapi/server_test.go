@@ -135,7 +135,9 @@ func run(m *testing.M) int {
 	if err := responder.SetupWithManager(siteMgr); err != nil {
 		return fail(err)
 	}
-	go func() { _ = siteMgr.Start(ctx) }()
+	mgrCtx, stopMgr := context.WithCancel(ctx)
+	defer stopMgr() // before the control planes stop
+	go func() { _ = siteMgr.Start(mgrCtx) }()
 	api := &sitelogapi.Server{
 		Auth:   kubeauth.NewReviewer(kubeauth.Config{Client: globalCS, Group: "fleet.edgefleet.io", Resource: "artifacts"}),
 		Reader: global.Client,
