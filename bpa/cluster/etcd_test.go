@@ -20,12 +20,16 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// etcdctl runs the etcd package's etcdctl on host h against its local member, with the
-// member's certificate.
+// etcdctl runs the etcd package's etcdctl on host h against its local member (or the
+// --endpoints= that args start with), with the member's certificate.
 func etcdctl(ctx context.Context, h *testenv.Host, args ...string) (string, error) {
 	const pki = "/etc/kubernetes/pki/etcd"
+	endpoints := "--endpoints=https://127.0.0.1:2379"
+	if len(args) > 0 && strings.HasPrefix(args[0], "--endpoints=") {
+		endpoints, args = args[0], args[1:]
+	}
 	out, err := h.Exec(ctx, append([]string{"/opt/edgefleet/packages/etcd/current/files/bin/etcdctl",
-		"--endpoints=https://127.0.0.1:2379", "--cacert=" + pki + "/ca.crt", "--cert=" + pki + "/server.crt", "--key=" + pki + "/server.key",
+		endpoints, "--cacert=" + pki + "/ca.crt", "--cert=" + pki + "/server.crt", "--key=" + pki + "/server.key",
 		"--dial-timeout=5s", "--command-timeout=20s"}, args...)...)
 	return string(out), err
 }
@@ -77,6 +81,44 @@ func etcdHealthClient(t *testing.T, caPEM, certPEM, keyPEM []byte) *http.Client 
 		DisableKeepAlives: true,
 		TLSClientConfig:   &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}}
+}
+
+// startHealthSamples starts sampling, every 200 ms from the test, how many of hosts' etcd
+// members answer /health true, with the API servers' etcd client certificate from the cluster's
+// stored PKI; the function it returns stops the sampling and returns the counts.
+func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testenv.Host) func() []int {
+	t.Helper()
+	health := etcdHealthClient(t, pki["etcd-ca.crt"], pki["apiserver-etcd-client.crt"], pki["apiserver-etcd-client.key"])
+	stop := make(chan struct{})
+	samples := make(chan []int, 1)
+	go func() {
+		var out []int
+		defer func() { samples <- out }()
+		for {
+			n := 0
+			for _, h := range hosts {
+				resp, err := health.Get("https://" + h.IP.String() + ":2379/health")
+				if err != nil {
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if strings.Contains(string(body), `"health":"true"`) {
+					n++
+				}
+			}
+			out = append(out, n)
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []int {
+		close(stop)
+		return <-samples
+	}
 }
 
 // TestEtcdMembershipOnRealHosts takes the etcd package's group through its life on three real
@@ -154,7 +196,32 @@ func TestEtcdMembershipOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("a host leaves: its member removed through a host that stays, its etcd stopped", func(t *testing.T) {
+		// The leaving host leads: the hook hands the leadership over before the removal, so
+		// the members that stay are never without a leader.
+		status, err := etcdctl(ctx, h1, "endpoint", "status", "-w", "simple") // endpoint, ID (hex), ...
+		if err != nil {
+			t.Fatalf("%s: endpoint status: %v\n%s", h1.Name, err, status)
+		}
+		memberID := strings.Split(strings.TrimSpace(status), ", ")[1]
+		var endpoints []string
+		for _, h := range hn.Hosts {
+			endpoints = append(endpoints, "https://"+h.IP.String()+":2379")
+		}
+		if out, err := etcdctl(ctx, h1, "--endpoints="+strings.Join(endpoints, ","), "move-leader", memberID); err != nil {
+			t.Fatalf("make %s the leader: %v\n%s", h1.Name, err, out)
+		}
+		stored, err := store.Get(ctx, cluster.PKISecret("members"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample := startHealthSamples(t, stored, h0, h2)
 		res, err := bu.Leave(ctx, spec(all[0], all[2]), all[1])
+		time.Sleep(2 * time.Second) // an election would follow the removal
+		got := sample()
+		if slices.Min(got) < 2 {
+			t.Errorf("healthy members that stay, sampled while the leader left and after: %v; want both every time (no election after the removal)", got)
+		}
+		t.Logf("healthy members that stay, sampled while the leader left and after: %v", got)
 		if err != nil || res.Unreachable != nil {
 			t.Fatalf("leave: %v (unreachable: %v)", err, res.Unreachable)
 		}
@@ -194,38 +261,9 @@ func TestEtcdMembershipOnRealHosts(t *testing.T) {
 		for _, h := range hn.Hosts {
 			before[h.Name] = started(h)
 		}
-		// Sampled from here every 200 ms: how many of the three members answer healthy, with
-		// the API servers' etcd client certificate.
-		health := etcdHealthClient(t, stored["etcd-ca.crt"], stored["apiserver-etcd-client.crt"], stored["apiserver-etcd-client.key"])
-		stop := make(chan struct{})
-		samples := make(chan []int, 1)
-		go func() {
-			var out []int
-			defer func() { samples <- out }()
-			for {
-				n := 0
-				for _, h := range hn.Hosts {
-					resp, err := health.Get("https://" + h.IP.String() + ":2379/health")
-					if err != nil {
-						continue
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					if strings.Contains(string(body), `"health":"true"`) {
-						n++
-					}
-				}
-				out = append(out, n)
-				select {
-				case <-stop:
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		}()
+		sample := startHealthSamples(t, stored, hn.Hosts...)
 		run(t, s)
-		close(stop)
-		got := <-samples
+		got := sample()
 		if slices.Min(got) < 2 {
 			t.Errorf("healthy members sampled during the renewal: %v; want at least 2 of 3 every time (quorum)", got)
 		}

@@ -7,10 +7,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
@@ -39,7 +42,8 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // order: the ready marker; through the site API server on the host's address (with the admin
 // credentials read from the host), the CRDs, the local controller's info ConfigMap and the
 // BPA's ConfigMap; the components' own identities are no admins; enrollment with a real global
-// controller (the Site Ready on the global cluster); a Secret not in clear in the host's etcd
+// controller (the Site Ready on the global cluster); the components' recent log lines through
+// the global controller (edgefleet site logs); a Secret not in clear in the host's etcd
 // files; systemd restarting a killed service; and after a power cut and boot, ready again with
 // the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
 func TestSiteStackOnTestHost(t *testing.T) {
@@ -133,6 +137,25 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(upper, "var", "lib", "edgefleet", "enrolled")); err != nil {
 			t.Errorf("no done-marker after enrollment: %v", err)
+		}
+	})
+
+	// The log viewer's whole path: the CLI, the global controller (a fresh review of get
+	// sites/log), the LogRequest on the site with the credential enrollment handed over, and
+	// each component answering under its own identity from the lines it keeps.
+	t.Run("the components' logs reach the global controller", func(t *testing.T) {
+		for component, want := range map[string]string{sitev1.LogComponentLocalController: "starting local controller", sitev1.LogComponentBPA: "starting BPA"} {
+			out, err := fleet.Edgefleet(ctx, "site", "logs", siteName, "-n", siteNamespace, "--component", component, "--tail", "2000", "-o", "json")
+			if err != nil {
+				t.Fatalf("edgefleet site logs --component %s: %v\n%s", component, err, out)
+			}
+			var got restv1.SiteLog
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%s's answer: %v\n%s", component, err, out)
+			}
+			if got.Component != component || !strings.Contains(got.Instance, h.Name) || !slices.ContainsFunc(got.Lines, func(l string) bool { return strings.Contains(l, want) }) {
+				t.Errorf("%s's answer from %q: %d lines, none saying %q", component, got.Instance, len(got.Lines), want)
+			}
 		}
 	})
 
