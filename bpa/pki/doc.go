@@ -37,7 +37,9 @@
 //	etcd-peer.<member>            etcd-ca          CN=<member>, serving and client; SANs: member IP, <member>
 //	node.<host>                   ca               CN=system:node:<host> O=system:nodes, client
 //
-// plus "sa.key" and "sa.pub", the service-account token signing key pair. <member> is each
+// plus "sa.key" and "sa.pub", the service-account token signing key pair, and "secretbox.key",
+// the base64 of the 32-byte key the API servers encrypt Secrets with in etcd (made once, never
+// replaced: ControlPlaneFiles' encryption-config.yaml names it "bpa-1"). <member> is each
 // control-plane member, <host> each member and node; host names are DNS-1123 subdomains, so
 // every key is a valid Secret key. A few kilobytes per host: a Kubernetes Secret (1 MiB) holds
 // the PKI of clusters of several hundred hosts.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgefleet/edgefleet/pkg/certs"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
@@ -53,6 +54,13 @@ const (
 const (
 	saKey = "sa.key"
 	saPub = "sa.pub"
+)
+
+// Secret-encryption key of the API servers: the stored key and the name its provider gives it
+// (etcd's values start "k8s:enc:secretbox:v1:<name>:").
+const (
+	encryptionKey     = "secretbox.key"
+	encryptionKeyName = "bpa-1"
 )
 
 // Names of the cluster-wide client certificates of Kubernetes' components.
@@ -106,6 +114,9 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 		}
 	}
 	if err := e.serviceAccount(); err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	if err := e.secretEncryption(); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
 	leaves, err := leavesOf(spec)
@@ -256,6 +267,25 @@ func (e *ensurer) serviceAccount() error {
 		return fmt.Errorf("service-account key: %w", err)
 	}
 	e.data[saKey], e.data[saPub] = keyPEM, pubPEM
+	return nil
+}
+
+// secretEncryption keeps the stored key the API servers encrypt Secrets with in etcd, or makes
+// one when the store has none. Secrets written with it are readable only as long as it is kept,
+// so it is never replaced.
+func (e *ensurer) secretEncryption() error {
+	key, ok := e.old[encryptionKey]
+	if !ok {
+		k, err := encryption.NewSecretboxKey()
+		if err != nil {
+			return fmt.Errorf("secret encryption key: %w", err)
+		}
+		key = []byte(k)
+	}
+	if _, err := encryption.Secretbox(encryptionKeyName, string(key)); err != nil {
+		return fmt.Errorf("%s: %w: refusing to replace the key the cluster's Secrets are encrypted with; restore %s", encryptionKey, err, encryptionKey)
+	}
+	e.data[encryptionKey] = key
 	return nil
 }
 

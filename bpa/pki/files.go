@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
@@ -25,8 +27,11 @@ import (
 //	pki/etcd/ca.crt                                          etcd CA
 //	pki/etcd/server.crt, .key                                this member's etcd serving
 //	pki/etcd/peer.crt, .key                                  this member's etcd peer
+//	encryption-config.yaml                                   --encryption-provider-config: Secrets
+//	                                                         encrypted in etcd with the stored key
 //
-// Files ending in ".key" are private keys: write them with mode 0600. No CA's key is among them:
+// Files ending in ".key" are private keys, and encryption-config.yaml holds one: write them with
+// mode 0600. No CA's key is among them:
 // they stay in the secret store (a kube-controller-manager signing certificates would need the
 // cluster CA's; none runs yet).
 func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
@@ -51,8 +56,19 @@ func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
 	for path, base := range pairs {
 		files[path+".crt"], files[path+".key"] = b.get(base+".crt"), b.get(base+".key")
 	}
+	box, err := encryption.Secretbox(encryptionKeyName, string(b.get(encryptionKey)))
+	if err != nil {
+		return nil, fmt.Errorf("pki of cluster %s: %w", b.spec.ClusterName, err)
+	}
+	if files[EncryptionConfigFile], err = encryption.Marshal(box); err != nil {
+		return nil, fmt.Errorf("pki of cluster %s: %w", b.spec.ClusterName, err)
+	}
 	return files, nil
 }
+
+// EncryptionConfigFile is the name of the API server's encryption configuration among a
+// control-plane member's files.
+const EncryptionConfigFile = "encryption-config.yaml"
 
 // NodeFiles returns the files any host of the cluster (control plane or not) needs for its
 // kubelet's health check, by path relative to /etc/kubernetes:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -128,9 +131,26 @@ func TestControlPlaneFilesChainsAndNames(t *testing.T) {
 		"pki/front-proxy-ca.crt", "pki/front-proxy-client.crt", "pki/front-proxy-client.key",
 		"pki/sa.key", "pki/sa.pub", "pki/etcd/ca.crt",
 		"pki/etcd/server.crt", "pki/etcd/server.key", "pki/etcd/peer.crt", "pki/etcd/peer.key",
+		pki.EncryptionConfigFile,
 	)
 	if got := slices.Sorted(maps.Keys(files)); !slices.Equal(got, wantPaths) {
 		t.Fatalf("ControlPlaneFiles paths:\n got %v\nwant %v", got, wantPaths)
+	}
+	// The API server encrypts Secrets with the stored secretbox key, and still reads what was
+	// stored in clear before.
+	var enc apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
+		t.Fatalf("%s: %v", pki.EncryptionConfigFile, err)
+	}
+	if len(enc.Resources) != 1 || !slices.Equal(enc.Resources[0].Resources, []string{"secrets"}) || len(enc.Resources[0].Providers) != 2 {
+		t.Fatalf("%s: %+v, want secrets under two providers", pki.EncryptionConfigFile, enc.Resources)
+	}
+	box, clear := enc.Resources[0].Providers[0].Secretbox, enc.Resources[0].Providers[1].Identity
+	if box == nil || len(box.Keys) != 1 || box.Keys[0].Name != "bpa-1" || clear == nil {
+		t.Fatalf("%s: providers %+v, want secretbox key bpa-1 then identity", pki.EncryptionConfigFile, enc.Resources[0].Providers)
+	}
+	if key, err := base64.StdEncoding.DecodeString(box.Keys[0].Secret); err != nil || len(key) != 32 {
+		t.Errorf("%s: secretbox key of %d bytes (%v), want 32", pki.EncryptionConfigFile, len(key), err)
 	}
 
 	for _, ca := range []struct{ file, cn string }{
@@ -419,8 +439,9 @@ func TestEnsureIsIdempotent(t *testing.T) {
 			t.Errorf("stored key %q is empty", k)
 		}
 	}
-	// 3 CAs + 8 cluster-wide leaves + 2 per control-plane member + 1 per host; 2 keys each; sa.key and sa.pub.
-	if got, want := len(stored), 2*(3+8+2*3+5)+2; got != want {
+	// 3 CAs + 8 cluster-wide leaves + 2 per control-plane member + 1 per host; 2 keys each;
+	// sa.key and sa.pub; secretbox.key.
+	if got, want := len(stored), 2*(3+8+2*3+5)+3; got != want {
 		t.Errorf("stored %d keys, want %d", got, want)
 	}
 
@@ -589,6 +610,7 @@ func TestEnsureNeverReplacesACA(t *testing.T) {
 		{"CA certificate garbled", func(d map[string][]byte) { d["ca.crt"] = []byte("garbage") }, "ca.crt: not a PEM CERTIFICATE"},
 		{"CA certificate is a leaf", func(d map[string][]byte) { d["ca.crt"], d["ca.key"] = d["admin.crt"], d["admin.key"] }, "ca.crt is not a CA certificate"},
 		{"service-account key lost", func(d map[string][]byte) { delete(d, "sa.key") }, "sa.pub is stored without sa.key"},
+		{"secret encryption key garbled", func(d map[string][]byte) { d["secretbox.key"] = []byte("c2hvcnQ=") }, "secretbox.key: secretbox key bpa-1: want 32 bytes in base64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

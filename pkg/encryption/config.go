@@ -34,12 +34,32 @@ func KMSProvider(name, socketPath string, timeout time.Duration) apiserverv1.Pro
 // value only; WriteConfig puts it into the API server's configuration file, which is its only
 // copy at rest (never etcd, never the repository).
 func SecretboxProvider(keyName string) (apiserverv1.ProviderConfiguration, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	key, err := NewSecretboxKey()
+	if err != nil {
 		return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox key %s: %w", keyName, err)
 	}
+	return Secretbox(keyName, key)
+}
+
+// NewSecretboxKey makes a random 32-byte secretbox key, base64-encoded as an
+// EncryptionConfiguration holds it.
+func NewSecretboxKey() (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(key), nil
+}
+
+// Secretbox is the secretbox provider with the key named keyName whose base64 encoding is key
+// (a key kept elsewhere, such as the BPA's secret store); a key that is not 32 bytes is refused.
+func Secretbox(keyName, key string) (apiserverv1.ProviderConfiguration, error) {
+	raw, err := base64.StdEncoding.DecodeString(key)
+	if err != nil || len(raw) != 32 {
+		return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox key %s: want 32 bytes in base64", keyName)
+	}
 	return apiserverv1.ProviderConfiguration{Secretbox: &apiserverv1.SecretboxConfiguration{
-		Keys: []apiserverv1.Key{{Name: keyName, Secret: base64.StdEncoding.EncodeToString(key)}},
+		Keys: []apiserverv1.Key{{Name: keyName, Secret: key}},
 	}}, nil
 }
 
@@ -58,17 +78,27 @@ func Config(providers ...apiserverv1.ProviderConfiguration) (*apiserverv1.Encryp
 	}, nil
 }
 
-// WriteConfig writes Config(providers...) to path for kube-apiserver's
-// --encryption-provider-config, readable by its owner only (0600; it may hold a key), replacing
-// any file there at once (written beside it, then renamed).
-func WriteConfig(path string, providers ...apiserverv1.ProviderConfiguration) error {
+// Marshal is Config(providers...) as the YAML of kube-apiserver's --encryption-provider-config
+// file.
+func Marshal(providers ...apiserverv1.ProviderConfiguration) ([]byte, error) {
 	cfg, err := Config(providers...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
-		return fmt.Errorf("encryption configuration: %w", err)
+		return nil, fmt.Errorf("encryption configuration: %w", err)
+	}
+	return data, nil
+}
+
+// WriteConfig writes Marshal(providers...) to path for kube-apiserver's
+// --encryption-provider-config, readable by its owner only (0600; it may hold a key), replacing
+// any file there at once (written beside it, then renamed).
+func WriteConfig(path string, providers ...apiserverv1.ProviderConfiguration) error {
+	data, err := Marshal(providers...)
+	if err != nil {
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".encryption-config-*") // mode 0600
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,21 @@ func TestSecretboxProviderMakesANewKeyEachTime(t *testing.T) {
 			t.Fatal("the same key twice")
 		}
 		seen[string(key)] = true
+	}
+}
+
+func TestSecretboxTakesOnlyAKeyOf32Bytes(t *testing.T) {
+	key, err := NewSecretboxKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Secretbox("kept-1", key)
+	if err != nil || p.Secretbox == nil || len(p.Secretbox.Keys) != 1 || p.Secretbox.Keys[0] != (apiserverv1.Key{Name: "kept-1", Secret: key}) {
+		t.Fatalf("Secretbox of a kept key: %+v, %v", p, err)
+	}
+	for _, bad := range []string{"", "not base64!", base64.StdEncoding.EncodeToString(make([]byte, 16))} {
+		if _, err := Secretbox("kept-1", bad); err == nil || !strings.Contains(err.Error(), "secretbox key kept-1: want 32 bytes") {
+			t.Errorf("Secretbox(%q): %v, want an error naming the key", bad, err)
+		}
 	}
 }

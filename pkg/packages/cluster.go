@@ -41,7 +41,8 @@ type ConfigFile struct {
 	// own files fill), e.g. /etc/edgefleet/<package>/env.
 	Path string `json:"path"`
 	// Mode is the octal permission bits, "0644" when empty. Files from the PKI that hold a
-	// private key (".key", ".conf") are always written "0600"; another mode is refused.
+	// private key (".key", ".conf", "encryption-config.yaml") are always written "0600"; another
+	// mode is refused.
 	Mode string `json:"mode,omitempty"`
 	// Template is the file's content as a Go text/template over Values, e.g.
 	// "--node-ip={{.Node.IP}}". Unknown fields are errors when the manifest is checked.
@@ -52,9 +53,10 @@ type ConfigFile struct {
 	PKI string `json:"pki,omitempty"`
 }
 
-// Secret reports whether the file holds a private key: a PKI key or kubeconfig.
+// Secret reports whether the file holds a private key: a PKI key, a kubeconfig or the API
+// server's encryption configuration.
 func (c ConfigFile) Secret() bool {
-	return c.PKI != "" && (strings.HasSuffix(c.PKI, ".key") || strings.HasSuffix(c.PKI, ".conf"))
+	return c.PKI != "" && (strings.HasSuffix(c.PKI, ".key") || strings.HasSuffix(c.PKI, ".conf") || c.PKI == "encryption-config.yaml")
 }
 
 // Perm is the file's permission bits, defaulted.

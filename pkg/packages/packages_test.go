@@ -254,6 +254,7 @@ func TestRender(t *testing.T) {
 		{packages.ConfigFile{PKI: "pki/ca.crt"}, 0o644},
 		{packages.ConfigFile{PKI: "pki/etcd/server.key"}, 0o600},
 		{packages.ConfigFile{PKI: "kubelet.conf"}, 0o600},
+		{packages.ConfigFile{PKI: "encryption-config.yaml"}, 0o600},
 	} {
 		if got := tc.c.Perm(); got != tc.want {
 			t.Errorf("%+v: mode %o, want %o", tc.c, got, tc.want)
