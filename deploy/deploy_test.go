@@ -14,7 +14,8 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
-// TestSiteBasesServerDryRun applies deploy/local-controller and deploy/bpa with a server-side
+// TestSiteBasesServerDryRun applies deploy/local-controller, deploy/bpa and the global
+// controller's access (deploy/rbac/site) with a server-side
 // dry run on a real API server that has Cluster-API's and Metal3's CRDs, as a site cluster has:
 // the server validates every object (schemas, RBAC rules, the CRDs themselves) and stores none.
 func TestSiteBasesServerDryRun(t *testing.T) {
@@ -59,6 +60,11 @@ func TestSiteBasesServerDryRun(t *testing.T) {
 			"clusterrole.rbac.authorization.k8s.io/edgefleet-bpa",
 			"clusterrolebinding.rbac.authorization.k8s.io/edgefleet-bpa",
 			"deployment.apps/edgefleet-bpa",
+		}},
+		{"deploy/rbac/site", []string{
+			"serviceaccount/edgefleet-global",
+			"role.rbac.authorization.k8s.io/edgefleet-global",
+			"rolebinding.rbac.authorization.k8s.io/edgefleet-global",
 		}},
 	} {
 		t.Run(filepath.Base(tc.base), func(t *testing.T) {
