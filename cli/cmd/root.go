@@ -55,7 +55,7 @@ func newRoot() *cobra.Command {
 	pf.StringVar(&g.context, "context", "", "Kubeconfig context to use")
 	pf.StringVarP(&g.namespace, "namespace", "n", "", "Namespace of the sites, hosts, releases and campaigns (default: the kubeconfig context's)")
 	pf.StringVar(&g.apiServer, "api-server", os.Getenv("EDGEFLEET_API_SERVER"), "URL of the global controller's artifact API (env EDGEFLEET_API_SERVER)")
-	pf.StringVar(&g.apiCAFile, "api-ca-file", "", "CA bundle that signed the API's serving certificate (default: the system's)")
+	pf.StringVar(&g.apiCAFile, "api-ca-file", os.Getenv("EDGEFLEET_API_CA_FILE"), "CA bundle that signed the API's serving certificate (env EDGEFLEET_API_CA_FILE; default: the system's)")
 	pf.StringVarP(&g.output, "output", "o", "", "Output format: "+outputFormats)
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "No progress bars or progress lines")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{"table", "wide", "json", "yaml", "jsonpath="}, cobra.ShellCompDirectiveNoFileComp|cobra.ShellCompDirectiveNoSpace))

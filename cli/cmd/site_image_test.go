@@ -113,4 +113,18 @@ current-context: c
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s written without a token (%v)", out, err)
 	}
+
+	// The API's CA may come from EDGEFLEET_API_CA_FILE instead of --api-ca-file; with neither,
+	// the recorder's certificate is not trusted and no request reaches it.
+	request := append(append([]string{"site", "image"}, common...), "site-a", "-o", out, "--base", base, "--url", "https://g.example", "--ca-file", caFile)
+	before := requests.Load()
+	if got, err := runAs(t, kubeconfig, request...); err == nil || !strings.Contains(err.Error(), "certificate") || requests.Load() != before {
+		t.Fatalf("without the API's CA: %v, %d requests\n%s; want a certificate error and none", err, requests.Load()-before, got)
+	}
+	t.Setenv("EDGEFLEET_API_CA_FILE", recorderCA)
+	got, err = runAs(t, kubeconfig, request...)
+	t.Logf("DEBUG %v %d %s", err, requests.Load()-before, got)
+	if err == nil || requests.Load() == before {
+		t.Fatalf("with EDGEFLEET_API_CA_FILE: %v, %d requests\n%s; want the request to reach the API", err, requests.Load()-before, got)
+	}
 }

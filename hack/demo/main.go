@@ -1,6 +1,7 @@
 // Command demo runs edgefleet on this machine: a global control plane and two site control
 // planes (kube-apiserver + etcd from bin/), the global controller binary, each site's local
-// controller, and the sites and hosts of deploy/samples/fleet.yaml. It uploads a sample package
+// controller, and the sites and hosts of deploy/samples/fleet.yaml, site-b through zero-touch
+// enrollment (a one-time token and local-controller enroll). It uploads a sample package
 // and caches it at both sites; then it builds site-a's application cluster for real: two real
 // Debian hosts (test hosts: systemd and sshd in namespaces of their own; needs root) stand for
 // site-a's bare metal, Metal3 (fixture provisioner) provisions them and the harness boots them
@@ -69,6 +70,7 @@ func run(ctx context.Context) (err error) {
 		Dir:            dir,
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
 		SiteTokens:     true,
+		TLS:            true, // enrollment pins the API's CA
 	})
 	if err != nil {
 		return err
@@ -111,10 +113,17 @@ func run(ctx context.Context) (err error) {
 		}
 	}
 
-	step("Registering the sites and hosts of " + manifest + " (kubeconfig and BMC Secrets are generated)")
-	if err := fleet.Apply(ctx, manifest); err != nil {
+	step("Registering the sites and hosts of " + manifest + " (site-a's kubeconfig and the BMC Secrets are generated; site-b enrolls)")
+	if err := fleet.Apply(ctx, manifest, "site-b"); err != nil {
 		return err
 	}
+	step("Enrolling site-b as its bootstrap machine does at first boot, no kubeconfig handled by anyone: edgefleet site token create site-b -n fleet (a one-time token, into a 0600 file), then on the site: local-controller enroll --global-url " +
+		fleet.APIURL + " --global-ca-file <the API's CA> --token-file <file> --site fleet/site-b")
+	enrolled, err := fleet.Enroll(ctx, "fleet", "site-b", "demo-b")
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(enrolled))
 	step("Waiting for the global controller to reach both sites")
 	if err := fleet.WaitSitesReady(ctx, "fleet", "site-a", "site-b"); err != nil {
 		return err
@@ -172,13 +181,14 @@ Everything keeps running until you press Ctrl-C. In another terminal:
   bin/kubectl get events -n fleet                  # one event per condition change
   curl -s %[2]s | grep edgefleet_site              # Prometheus metrics
 
-  export EDGEFLEET_API_SERVER=%[4]s
+  export EDGEFLEET_API_SERVER=%[4]s EDGEFLEET_API_CA_FILE=%[10]s
   bin/edgefleet --kubeconfig %[5]s artifact list
   bin/edgefleet --kubeconfig %[5]s artifact upload FILE --kind os-image --name NAME --version V
 
   bin/kubectl --kubeconfig %[6]s get artifactsets -A -o yaml   # what site-a caches, with URLs
 
-  # the web UI: open %[4]s/ui/ and sign in with the operator's token (a fleet admin):
+  # the web UI: open %[4]s/ui/ (its certificate is %[10]s) and sign in with the operator's
+  # token (a fleet admin):
   bin/kubectl config view --kubeconfig %[5]s --raw -o jsonpath='{.users[0].user.token}'
 
   # site-a's application cluster, its kubeconfig read from the site and never written to a file:
@@ -187,7 +197,7 @@ Everything keeps running until you press Ctrl-C. In another terminal:
 
 Global controller log: %[3]s; local controller logs: %[7]s, %[8]s; site-a's BPA: %[9]s
 `, fleet.Kubeconfig(), fleet.MetricsURL, fleet.ControllerLog(), fleet.APIURL, fleet.OperatorKubeconfig(),
-		fleet.SiteKubeconfig("site-a"), local["site-a"].Log, local["site-b"].Log, bpa.Log)
+		fleet.SiteKubeconfig("site-a"), local["site-a"].Log, local["site-b"].Log, bpa.Log, fleet.APICAFile)
 	<-ctx.Done()
 	fmt.Println()
 	return nil

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -322,8 +323,9 @@ func (f *Fleet) KillController() error {
 // stores the kubeconfig of the site control plane of the same name in the Secret the Site
 // references, for each Host it stores generated BMC credentials, then it runs kubectl apply. A
 // Secret that exists already is kept: a manifest applied again (a Host registered again after it
-// was taken off its site) keeps its credentials.
-func (f *Fleet) Apply(ctx context.Context, manifest string) error {
+// was taken off its site) keeps its credentials. The Sites named in enrolling get no kubeconfig:
+// they enroll (Enroll), which stores it.
+func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string) error {
 	path := manifest
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(f.root, manifest)
@@ -347,6 +349,9 @@ func (f *Fleet) Apply(ctx context.Context, manifest string) error {
 			site, ok := f.Sites[obj.GetName()]
 			if !ok {
 				return fmt.Errorf("%s: Site %s has no site control plane of that name", manifest, obj.GetName())
+			}
+			if slices.Contains(enrolling, obj.GetName()) {
+				continue
 			}
 			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigSecretRef", "name")
 			kc, err := site.SiteKubeconfig(ctx)
