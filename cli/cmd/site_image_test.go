@@ -123,7 +123,6 @@ current-context: c
 	}
 	t.Setenv("EDGEFLEET_API_CA_FILE", recorderCA)
 	got, err = runAs(t, kubeconfig, request...)
-	t.Logf("DEBUG %v %d %s", err, requests.Load()-before, got)
 	if err == nil || requests.Load() == before {
 		t.Fatalf("with EDGEFLEET_API_CA_FILE: %v, %d requests\n%s; want the request to reach the API", err, requests.Load()-before, got)
 	}
