@@ -28,10 +28,12 @@ func TestSiteBasesServerDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A dry run creates nothing, so the namespaced objects would find no namespace: it is made
-	// for real first (dry-run of the Namespace itself is still checked below).
-	if err := cp.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "edgefleet-system"}}); err != nil {
-		t.Fatal(err)
+	// A dry run creates nothing, so the namespaced objects would find no namespace: they are made
+	// for real first (dry-run of the Namespaces themselves is still checked below).
+	for _, ns := range []string{"edgefleet-system", "edgefleet-hosts"} {
+		if err := cp.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "admin.kubeconfig")
 	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
@@ -62,6 +64,7 @@ func TestSiteBasesServerDryRun(t *testing.T) {
 			"deployment.apps/edgefleet-bpa",
 		}},
 		{"deploy/rbac/site", []string{
+			"namespace/edgefleet-hosts",
 			"serviceaccount/edgefleet-global",
 			"role.rbac.authorization.k8s.io/edgefleet-global",
 			"rolebinding.rbac.authorization.k8s.io/edgefleet-global",

@@ -243,7 +243,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 		wantNodes := map[string]string{}
 		for _, h := range members {
-			wantNodes[h.Name] = "metal3://" + sitev1.InfoNamespace + "/" + h.Name
+			wantNodes[h.Name] = "metal3://" + sitev1.HostsNamespace + "/" + h.Name
 		}
 		Expect(ready).To(Equal(wantNodes))
 		// The test application's 3 replicas run on the workers (the control plane is tainted).
@@ -617,7 +617,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Eventually(func(g Gomega) {
 			workers(g, 1, 1)
 			g.Expect(nodeNames(g)).NotTo(ContainElement(wiped.Name))
-			err := siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: wiped.Name}, &metal3api.BareMetalHost{})
+			err := siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: wiped.Name}, &metal3api.BareMetalHost{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "BareMetalHost %s: %v", wiped.Name, err)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		webappPods(ctx, cs)

@@ -103,7 +103,7 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		Expect(siteC.List(ctx, machines, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
 		Expect(machines.Items).To(HaveLen(5))
 		bmhs := &metal3api.BareMetalHostList{}
-		Expect(siteC.List(ctx, bmhs, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
+		Expect(siteC.List(ctx, bmhs, client.InNamespace(sitev1.HostsNamespace))).To(Succeed())
 		Expect(bmhs.Items).To(HaveLen(5))
 		consumers := map[string]string{}
 		for _, b := range bmhs.Items {
@@ -182,7 +182,7 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		// Deprovision (the default): Metal3 wiped the host, the provider released it powered
 		// off, and the site deleted its BareMetalHost.
 		Eventually(func(g Gomega) {
-			err := siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: removed}, &metal3api.BareMetalHost{})
+			err := siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: removed}, &metal3api.BareMetalHost{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "BareMetalHost %s: %v", removed, err)
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		var versions []metal3api.BareMetalHost

@@ -197,7 +197,7 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 
 	It("says when the site has no credentials for the global API, and why a fetch fails", func(ctx context.Context) {
 		site := fleet.Sites["site-b"]
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: sitev1.GlobalAPISecretName}}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}}
 		Expect(site.Client.Delete(ctx, secret)).To(Succeed())
 		_, unknown := testenv.RandomContent(10, 999)
 		createSet(ctx, "site-b", "unknown", &artifact{kind: "binary-package", name: "never-uploaded", digest: unknown})

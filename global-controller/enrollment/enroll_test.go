@@ -318,7 +318,16 @@ func TestEnrollment(t *testing.T) {
 			{authzv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: "edgefleet-system", Name: "edgefleet-local-controller"}, true},
 			{authzv1.ResourceAttributes{Verb: "create", Group: site, Resource: "applicationclusters", Namespace: "edgefleet-system"}, true},
 			{authzv1.ResourceAttributes{Verb: "patch", Group: site, Resource: "artifactsets", Namespace: "edgefleet-system"}, true},
-			{authzv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "edgefleet-system"}, true},
+			{authzv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "edgefleet-hosts"}, true},
+			{authzv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "edgefleet-hosts"}, true},
+			// Not the Secrets beside the cluster: the application cluster's admin kubeconfig, the
+			// BPA's keys, the site's artifact token.
+			{authzv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "edgefleet-system", Name: "site-a-kubeconfig"}, false},
+			{authzv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "edgefleet-system", Name: "site-a-admin-kubeconfig"}, false},
+			{authzv1.ResourceAttributes{Verb: "list", Resource: "secrets", Namespace: "edgefleet-system"}, false},
+			{authzv1.ResourceAttributes{Verb: "watch", Resource: "secrets", Namespace: "edgefleet-system"}, false},
+			{authzv1.ResourceAttributes{Verb: "create", Resource: "secrets", Namespace: "edgefleet-system"}, false},
+			{authzv1.ResourceAttributes{Verb: "get", Group: "metal3.io", Resource: "baremetalhosts", Namespace: "edgefleet-hosts"}, false},
 			{authzv1.ResourceAttributes{Verb: "get", Resource: "configmaps", Namespace: "edgefleet-system", Name: "other"}, false},
 			{authzv1.ResourceAttributes{Verb: "list", Resource: "secrets"}, false},
 			{authzv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: "kube-system"}, false},

@@ -10,14 +10,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +25,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -91,7 +86,7 @@ func run(m *testing.M) int {
 	if globalCS, err = kubernetes.NewForConfig(global.Config); err != nil {
 		return fail(err)
 	}
-	if err := applyYAML(ctx, global.Client, "deploy/rbac/global-controller/roles.yaml"); err != nil {
+	if err := global.ApplyManifest(ctx, "deploy/rbac/global-controller/roles.yaml"); err != nil {
 		return fail(err)
 	}
 	if err := global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -107,11 +102,8 @@ func run(m *testing.M) int {
 			return fail(fmt.Errorf("create Site %s: %w", name, err))
 		}
 	}
-	// The site: its namespace, the global controller's Role, an installed cluster.
-	if err := site.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}); err != nil {
-		return fail(err)
-	}
-	if err := applyYAML(ctx, site.Client, "deploy/rbac/site/global-access.yaml"); err != nil {
+	// The site: the global controller's Role (and its namespaces), an installed cluster.
+	if err := site.ApplyManifest(ctx, testenv.SiteAccessManifest); err != nil {
 		return fail(err)
 	}
 	asGlobal := rest.CopyConfig(site.Config)
@@ -191,35 +183,6 @@ func answer(ctx context.Context) {
 				}
 			}
 			_ = site.Client.Status().Update(ctx, &r)
-		}
-	}
-}
-
-func applyYAML(ctx context.Context, c client.Client, rel string) error {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return err
-	}
-	f, err := os.Open(filepath.Join(root, rel))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		if len(raw) == 0 {
-			continue
-		}
-		obj := &unstructured.Unstructured{Object: raw}
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, obj)); err != nil {
-			return fmt.Errorf("%s: create %s %s: %w", rel, obj.GetKind(), obj.GetName(), err)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer hosts.PlayIronic(ctx, siteA, sitev1.InfoNamespace, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
+	defer hosts.PlayIronic(ctx, siteA, sitev1.HostsNamespace, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
 
 	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (the global controller gives each its own token for the artifact API once registered)")
 	local := map[string]testenv.LocalController{}
@@ -318,8 +318,8 @@ spec:
 		return err
 	}
 	fmt.Print(string(out))
-	step("kubectl --kubeconfig " + fleet.SiteKubeconfig(site) + " get applicationclusters,baremetalhosts,machines -n edgefleet-system")
-	if out, err = fleet.SiteKubectl(ctx, site, "get", "applicationclusters,baremetalhosts,machines", "-n", sitev1.InfoNamespace); err != nil {
+	step("kubectl --kubeconfig " + fleet.SiteKubeconfig(site) + " get applicationclusters,baremetalhosts,machines -A")
+	if out, err = fleet.SiteKubectl(ctx, site, "get", "applicationclusters,baremetalhosts,machines", "-A"); err != nil {
 		return err
 	}
 	fmt.Print(string(out))

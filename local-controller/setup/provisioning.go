@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgebootstrap"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgecluster"
@@ -94,7 +95,7 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 			return (&edgecluster.Reconciler{Client: client, Recorder: mgr.GetEventRecorder("edgecluster-controller")}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeMachine", func() error {
-			return (&edgemachine.Reconciler{Client: client, APIReader: reader, Recorder: mgr.GetEventRecorder("edgemachine-controller"),
+			return (&edgemachine.Reconciler{Client: client, APIReader: reader, HostNamespace: sitev1.HostsNamespace, Recorder: mgr.GetEventRecorder("edgemachine-controller"),
 				RetryInterval: edgemachine.DefaultRetryInterval}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeBootstrapConfig", func() error {
@@ -102,7 +103,7 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 				Recorder: mgr.GetEventRecorder("edgebootstrapconfig-controller"), JoinRetry: 2 * time.Second}).SetupWithManager(mgr, one)
 		}},
 		{"ApplicationCluster", func() error {
-			return (&applicationcluster.Reconciler{Client: client, Recorder: mgr.GetEventRecorder("applicationcluster-controller"),
+			return (&applicationcluster.Reconciler{Client: client, HostNamespace: sitev1.HostsNamespace, Recorder: mgr.GetEventRecorder("applicationcluster-controller"),
 				Resync: 10 * time.Second, InPlaceUpgrades: opts.NodeBootstrap == NodeBootstrapBPA}).SetupWithManager(mgr, one)
 		}},
 	}

@@ -76,9 +76,22 @@ func run(m *testing.M) int {
 	}
 	defer stop("application control plane", app.Stop)
 	appC = app.Client
-	if err := siteC.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}); err != nil {
+	// The site's namespaces, and the BMC credentials every test's hosts use, in the hosts'
+	// namespace as the global controller pushes them.
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.HostsNamespace}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.HostsNamespace, Name: "bmc"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}},
+	} {
+		if err := siteC.Create(ctx, o); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 	}
 	cacheDir, err := os.MkdirTemp("", "edgefleet-cache-")
 	if err != nil {
@@ -122,31 +135,22 @@ func zapLevel() zapcore.Level {
 	return zapcore.ErrorLevel
 }
 
-// bed creates, in a namespace of its own, the BMC credentials of the hosts and the application
-// cluster's kubeconfig Secret (in Cluster-API's format), as the global controller and the BPA
-// would.
+// bed creates, in a namespace of its own, the application cluster's kubeconfig Secret (in
+// Cluster-API's format), as the BPA would. The cluster's BareMetalHosts go to the site's hosts
+// namespace, shared by the tests (their hosts have names of their own).
 func bed(t *testing.T, cluster string) string {
 	t.Helper()
 	ns := site.Namespace(t)
-	pw := make([]byte, 16)
-	if _, err := rand.Read(pw); err != nil {
-		t.Fatal(err)
-	}
 	kc, err := app.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc"}, Data: map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}},
-		{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-			Type:       clusterv1.ClusterSecretType,
-			Data:       map[string][]byte{"value": kc},
-		},
-	} {
-		if err := siteC.Create(t.Context(), s); err != nil {
-			t.Fatal(err)
-		}
+	if err := siteC.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Type:       clusterv1.ClusterSecretType,
+		Data:       map[string][]byte{"value": kc},
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return ns
 }
@@ -249,7 +253,7 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 			t.Errorf("status of host %s: %+v", h.Name, hs)
 		}
 		bmh := &metal3api.BareMetalHost{}
-		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: h.Name}, bmh); err != nil {
+		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: h.Name}, bmh); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.EqualFold(bmh.Spec.BootMACAddress, h.BootMACAddress) || bmh.Spec.ConsumerRef == nil || bmh.Spec.Image == nil ||
@@ -260,7 +264,7 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: hs.Machine}, m); err != nil {
 			t.Fatal(err)
 		}
-		want := "metal3://" + ns + "/" + h.Name
+		want := "metal3://" + sitev1.HostsNamespace + "/" + h.Name
 		if m.Spec.ProviderID != want || m.Status.Phase != string(clusterv1.MachinePhaseRunning) {
 			t.Errorf("Machine %s of host %s: providerID %q (want %s), phase %s", m.Name, h.Name, m.Spec.ProviderID, want, m.Status.Phase)
 		}
@@ -277,7 +281,7 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 		t.Fatalf("application cluster has nodes %v, want %v", slices.Collect(maps.Keys(got)), names)
 	}
 	for _, n := range got {
-		if n.Status.NodeInfo.KubeletVersion != "v1.36.3" || !strings.HasPrefix(n.Spec.ProviderID, "metal3://"+ns+"/") {
+		if n.Status.NodeInfo.KubeletVersion != "v1.36.3" || !strings.HasPrefix(n.Spec.ProviderID, "metal3://"+sitev1.HostsNamespace+"/") {
 			t.Errorf("node %s: version %s, providerID %s", n.Name, n.Status.NodeInfo.KubeletVersion, n.Spec.ProviderID)
 		}
 	}
@@ -306,7 +310,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	}
 	bmh := func(name string) (*metal3api.BareMetalHost, error) {
 		b := &metal3api.BareMetalHost{}
-		return b, siteC.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, b)
+		return b, siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: name}, b)
 	}
 
 	t.Log("scale out: a third worker")
@@ -314,7 +318,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	waitFor(t, ac, 3*time.Minute, settled(1, 3, "v1.36.3"))
 
 	t.Log("scale in, deprovisioning: remove r-w-0")
-	w0History := watchHost(t, ns, w0.Name)
+	w0History := watchHost(t, w0.Name)
 	update(func(ac *sitev1.ApplicationCluster) {
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w0.Name })
 	})
@@ -414,16 +418,16 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	}
 }
 
-// watchHost watches BareMetalHost ns/name from now on. The returned function waits until the
+// watchHost watches BareMetalHost name, in the site's hosts namespace, from now on. The returned function waits until the
 // host is deleted (or the test's deadline) and returns every version seen, the deleted one
 // last.
-func watchHost(t *testing.T, ns, name string) func() []metal3api.BareMetalHost {
+func watchHost(t *testing.T, name string) func() []metal3api.BareMetalHost {
 	t.Helper()
 	wc, err := client.NewWithWatch(site.Config, client.Options{Scheme: siteC.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(t.Context(), &metal3api.BareMetalHostList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	w, err := wc.Watch(t.Context(), &metal3api.BareMetalHostList{}, client.InNamespace(sitev1.HostsNamespace), client.MatchingFields{"metadata.name": name})
 	if err != nil {
 		t.Fatalf("watch BareMetalHost %s: %v", name, err)
 	}
@@ -449,7 +453,7 @@ func watchHost(t *testing.T, ns, name string) func() []metal3api.BareMetalHost {
 func TestFailedHostIsReportedAndDoesNotBlockTheOthers(t *testing.T) {
 	ns := bed(t, "partial")
 	// Credentials without a password: Metal3 refuses to register the host.
-	if err := siteC.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bmc-no-password"},
+	if err := siteC.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.HostsNamespace, Name: "bmc-no-password"},
 		Data: map[string][]byte{"username": []byte("admin")}}); err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +503,11 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 		var left []string
 		for _, list := range []client.ObjectList{&sitev1.ApplicationClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 			&metal3api.BareMetalHostList{}, &sitev1.EdgeMachineList{}, &clusterv1.MachineDeploymentList{}} {
-			if err := siteC.List(ctx, list, client.InNamespace(ns)); err != nil {
+			in := []client.ListOption{client.InNamespace(ns)}
+			if _, hosts := list.(*metal3api.BareMetalHostList); hosts {
+				in = []client.ListOption{client.InNamespace(sitev1.HostsNamespace), client.MatchingLabels{sitev1.ClusterNamespaceLabel: ns}}
+			}
+			if err := siteC.List(ctx, list, in...); err != nil {
 				return err
 			}
 			items, err := apimeta.ExtractList(list)

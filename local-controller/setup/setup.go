@@ -49,7 +49,7 @@ type Options struct {
 	ProbeAddr string
 	// LeaderElect makes only one replica active at a time.
 	LeaderElect bool
-	// Namespace of the local controller: its lease, info ConfigMap and global API Secret.
+	// Namespace of the local controller: its lease and info ConfigMap.
 	Namespace string
 	// CacheDir holds the site cache.
 	CacheDir string
@@ -116,7 +116,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the local controller: its lease, info ConfigMap and the Secret "+sitev1.GlobalAPISecretName+".")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the local controller: its lease and info ConfigMap.")
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "Directory of the site artifact cache.")
 	fs.StringVar(&o.CacheAddr, "cache-bind-address", o.CacheAddr, "Address on which the site cache serves artifacts over HTTP to Ironic and the BPA.")
 	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL, "Base URL under which the site network reaches --cache-bind-address, e.g. http://10.0.0.2:8180 (default: http://<bind address> when it names a host).")
@@ -282,7 +282,7 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 	r := &artifactset.Reconciler{
 		Client:   mgr.GetClient(),
 		Cache:    sc,
-		Fetchers: artifactset.GlobalAPIFetchers(mgr.GetAPIReader(), opts.Namespace, opts.FetchRetries, time.Second),
+		Fetchers: artifactset.GlobalAPIFetchers(mgr.GetAPIReader(), sitev1.HostsNamespace, opts.FetchRetries, time.Second),
 		BaseURL:  opts.CacheURL,
 		Recorder: mgr.GetEventRecorder("artifactset-controller"),
 		Metrics:  m,

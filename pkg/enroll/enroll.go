@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -159,16 +160,25 @@ func record(ctx context.Context, c client.Client, opts Options, got restv1.Enrol
 	return nil
 }
 
-// applyAccess creates namespace edgefleet-system and every object of manifest, or updates them
-// to the manifest's content.
+// applyAccess creates the namespaces of the manifest's objects (edgefleet-system,
+// edgefleet-hosts) when missing, and every object of manifest, or updates them to the manifest's
+// content.
 func applyAccess(ctx context.Context, c client.Client, manifest []byte) error {
 	objs, err := decodeManifest(manifest)
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}
-	if err := client.IgnoreAlreadyExists(c.Create(ctx, ns)); err != nil {
-		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
+	namespaces := []string{sitev1.InfoNamespace}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" && !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	for _, name := range namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, ns)); err != nil {
+			return fmt.Errorf("create namespace %s: %w", ns.Name, err)
+		}
 	}
 	for _, o := range objs {
 		err := c.Create(ctx, o.DeepCopy())

@@ -27,7 +27,7 @@ func TestGuardKillsOrphans(t *testing.T) {
 			fmt.Println("ERROR", err)
 			os.Exit(2)
 		}
-		m, err := cp.StartMetal3(t.Context(), Metal3Options{Namespace: "metal3", Dir: os.Getenv(guardMetal3DirEnv)})
+		m, err := cp.StartMetal3(t.Context(), Metal3Options{Namespaces: []string{"metal3"}, Dir: os.Getenv(guardMetal3DirEnv)})
 		if err != nil {
 			fmt.Println("ERROR", err)
 			os.Exit(2)

@@ -48,8 +48,10 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 		return LocalController{}, err
 	}
 	lc := f.LocalController(site)
-	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}})); err != nil {
-		return lc, fmt.Errorf("create namespace %s on %s: %w", sitev1.InfoNamespace, site, err)
+	for _, ns := range []string{sitev1.InfoNamespace, sitev1.HostsNamespace} {
+		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return lc, fmt.Errorf("create namespace %s on %s: %w", ns, site, err)
+		}
 	}
 	ports, err := freePorts(3)
 	if err != nil {
@@ -119,10 +121,10 @@ func (f *Fleet) ConnectSite(ctx context.Context, site, apiURL string) error {
 	if err != nil {
 		return fmt.Errorf("token of %s: %w", sa, err)
 	}
-	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}})); err != nil {
-		return fmt.Errorf("create namespace %s on %s: %w", sitev1.InfoNamespace, site, err)
+	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.HostsNamespace}})); err != nil {
+		return fmt.Errorf("create namespace %s on %s: %w", sitev1.HostsNamespace, site, err)
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: sitev1.GlobalAPISecretName}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}}
 	secret.Data = map[string][]byte{sitev1.GlobalAPIURLKey: []byte(apiURL), sitev1.GlobalAPITokenKey: []byte(tr.Status.Token)}
 	if err := cp.Client.Create(ctx, secret); err != nil {
 		return fmt.Errorf("create Secret %s/%s on %s: %w", secret.Namespace, secret.Name, site, err)

@@ -9,17 +9,27 @@ import (
 	"os"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // ApplyManifest creates the objects of a manifest of the repository (rel to its root, e.g.
-// deploy/rbac/global-controller/roles.yaml) as shipped; objects that exist already are kept.
+// deploy/rbac/global-controller/roles.yaml) as shipped, each in its namespace, created when
+// missing; objects that exist already are kept.
 func (cp *ControlPlane) ApplyManifest(ctx context.Context, rel string) error {
 	objs, err := manifestObjects(rel)
 	if err != nil {
 		return fmt.Errorf("testenv %s: %w", cp.Name, err)
+	}
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" {
+			if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+				return fmt.Errorf("testenv %s: %s: create namespace %s: %w", cp.Name, rel, ns, err)
+			}
+		}
 	}
 	for _, o := range objs {
 		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, o)); err != nil {

@@ -22,7 +22,7 @@ import (
 
 // Metal3User is the user the baremetal-operator is known as on the control plane. It holds
 // the operator's own ClusterRole (config/base/rbac/role.yaml of the module), bound in the
-// watched namespace only.
+// watched namespaces only.
 const Metal3User = "metal3-baremetal-operator"
 
 // metal3RolePath is the operator's ClusterRole inside its module.
@@ -30,9 +30,11 @@ const metal3RolePath = "config/base/rbac/role.yaml"
 
 // Metal3Options configure the Metal3 baremetal-operator of a site.
 type Metal3Options struct {
-	// Namespace is the namespace the operator watches; it is created when missing. Empty means
-	// every namespace (the operator's role is then bound cluster-wide).
-	Namespace string
+	// Namespaces are the namespaces the operator watches (a site's: sitev1.HostsNamespace, its
+	// BareMetalHosts and BMC Secrets, and sitev1.InfoNamespace, the hosts' first-boot data);
+	// each is created when missing. None means every namespace (the operator's role is then
+	// bound cluster-wide).
+	Namespaces []string
 	// Dir receives the operator's kubeconfig and log (bmo.log); a temporary directory, removed
 	// by Stop, when empty.
 	Dir string
@@ -45,8 +47,8 @@ type Metal3Options struct {
 // state machine (registering, inspecting, available, provisioning, provisioned, ...) with its
 // fixture provisioner in place of Ironic.
 type Metal3 struct {
-	// Namespace watched, as in Metal3Options.
-	Namespace string
+	// Namespaces watched, as in Metal3Options.
+	Namespaces []string
 	// Client is an admin client of the control plane whose scheme also knows the metal3.io
 	// kinds.
 	Client client.Client
@@ -81,7 +83,7 @@ func (cp *ControlPlane) StartMetal3(ctx context.Context, opts Metal3Options) (_ 
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("testenv %s: bmo not found in %s: run 'make tools' first", cp.Name, filepath.Dir(bin))
 	}
-	m := &Metal3{Namespace: opts.Namespace, Dir: opts.Dir}
+	m := &Metal3{Namespaces: opts.Namespaces, Dir: opts.Dir}
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("testenv %s: start Metal3: %w", cp.Name, err), m.Stop())
@@ -106,7 +108,7 @@ func (cp *ControlPlane) StartMetal3(ctx context.Context, opts Metal3Options) (_ 
 	if err := cp.InstallCRDs(crdDir); err != nil {
 		return nil, err
 	}
-	if err := cp.grantMetal3(ctx, root, m.Client, opts.Namespace); err != nil {
+	if err := cp.grantMetal3(ctx, root, m.Client, opts.Namespaces); err != nil {
 		return nil, err
 	}
 	kc, err := cp.Kubeconfig(Metal3User)
@@ -127,7 +129,7 @@ func (cp *ControlPlane) StartMetal3(ctx context.Context, opts Metal3Options) (_ 
 		"KUBECONFIG="+m.kubeconfig())
 	if m.proc, err = startProcess("bmo", bin, append([]string{
 		"-test-mode",
-		"-namespace=" + opts.Namespace,
+		"-namespace=" + strings.Join(opts.Namespaces, ","),
 		"-webhook-port=0",
 		"-metrics-addr=0",
 		"-health-addr=127.0.0.1:" + strconv.Itoa(healthPort),
@@ -165,8 +167,9 @@ func (m *Metal3) LogPath() string { return filepath.Join(m.Dir, "bmo.log") }
 func (m *Metal3) kubeconfig() string { return filepath.Join(m.Dir, "bmo.kubeconfig") }
 
 // grantMetal3 creates the operator's ClusterRole, read from the module, and binds it to
-// Metal3User in namespace ns (created when missing), or cluster-wide when ns is empty.
-func (cp *ControlPlane) grantMetal3(ctx context.Context, root string, c client.Client, ns string) error {
+// Metal3User in each namespace of namespaces (created when missing), or cluster-wide when there
+// is none.
+func (cp *ControlPlane) grantMetal3(ctx context.Context, root string, c client.Client, namespaces []string) error {
 	path, err := moduleSubdir(ctx, root, Metal3Module, metal3RolePath)
 	if err != nil {
 		return err
@@ -189,9 +192,10 @@ func (cp *ControlPlane) grantMetal3(ctx context.Context, root string, c client.C
 	objs := []client.Object{role}
 	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: Metal3User}
 	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: Metal3User}}
-	if ns == "" {
+	if len(namespaces) == 0 {
 		objs = append(objs, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: Metal3User}, RoleRef: ref, Subjects: subjects})
-	} else {
+	}
+	for _, ns := range namespaces {
 		objs = append(objs,
 			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: Metal3User}, RoleRef: ref, Subjects: subjects})

@@ -24,7 +24,7 @@ func TestMetal3ProvisionsHosts(t *testing.T) {
 	cp := testenv.StartT(t, testenv.Options{Name: "site-metal3"})
 	ns := cp.Namespace(t)
 	cpReady := time.Now()
-	m3 := cp.StartMetal3T(t, testenv.Metal3Options{Namespace: ns})
+	m3 := cp.StartMetal3T(t, testenv.Metal3Options{Namespaces: []string{ns}})
 	t.Logf("control plane ready in %s, then CRDs, RBAC and baremetal-operator ready in %s",
 		cpReady.Sub(start).Round(10*time.Millisecond), time.Since(cpReady).Round(10*time.Millisecond))
 	ctx := t.Context()

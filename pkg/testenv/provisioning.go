@@ -13,7 +13,7 @@ import (
 )
 
 // StartSiteProvisioning prepares a site of the Fleet to provision its application cluster:
-// Metal3's operator in test mode watching the site's edgefleet-system namespace, and a control
+// Metal3's operator in test mode watching the site's namespaces (StartSiteMetal3), and a control
 // plane standing for the application cluster, whose admin kubeconfig goes into the Secret
 // <site>-kubeconfig in Cluster-API's format — what the BPA stores once it brought the cluster
 // up, and where the local controller's node simulator registers the nodes. Fleet.Stop stops
@@ -49,15 +49,16 @@ func (f *Fleet) StartSiteProvisioning(ctx context.Context, site string) error {
 	return nil
 }
 
-// StartSiteMetal3 starts Metal3's operator in test mode watching the site's edgefleet-system
-// namespace; Fleet.Stop stops it. With the site's BPA (StartBPA) and real test hosts
+// StartSiteMetal3 starts Metal3's operator in test mode watching the site's edgefleet-hosts
+// (BareMetalHosts and their BMC Secrets) and edgefleet-system (the hosts' first-boot data)
+// namespaces; Fleet.Stop stops it. With the site's BPA (StartBPA) and real test hosts
 // (HostNet.PlayIronic) the application cluster is built for real.
 func (f *Fleet) StartSiteMetal3(ctx context.Context, site string) error {
 	cp, ok := f.Sites[site]
 	if !ok {
 		return fmt.Errorf("no site control plane %q", site)
 	}
-	m3, err := cp.StartMetal3(ctx, Metal3Options{Namespace: sitev1.InfoNamespace, Dir: filepath.Join(f.Dir, site+"-metal3")})
+	m3, err := cp.StartMetal3(ctx, Metal3Options{Namespaces: []string{sitev1.HostsNamespace, sitev1.InfoNamespace}, Dir: filepath.Join(f.Dir, site+"-metal3")})
 	if err != nil {
 		return err
 	}

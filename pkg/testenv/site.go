@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
@@ -22,24 +21,13 @@ const SiteAccessManifest = "deploy/rbac/site/global-access.yaml"
 // SiteKubeconfig prepares this control plane to stand for a site and returns the kubeconfig the
 // global controller gets for it: user GlobalUser with the least privilege a real site grants —
 // the objects of SiteAccessManifest (read the local controller's info ConfigMap, write the
-// ApplicationCluster and BMC Secrets in namespace edgefleet-system), applied as shipped.
+// ApplicationCluster in namespace edgefleet-system and the BMC Secrets in edgefleet-hosts),
+// applied as shipped (ApplyManifest).
 func (cp *ControlPlane) SiteKubeconfig(ctx context.Context) ([]byte, error) {
-	objs, err := siteAccessObjects()
-	if err != nil {
-		return nil, fmt.Errorf("testenv %s: %w", cp.Name, err)
-	}
-	objs = append([]client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}}}, objs...)
-	for _, o := range objs {
-		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, o)); err != nil {
-			return nil, fmt.Errorf("testenv %s: prepare site access: %w", cp.Name, err)
-		}
+	if err := cp.ApplyManifest(ctx, SiteAccessManifest); err != nil {
+		return nil, err
 	}
 	return cp.Kubeconfig(GlobalUser)
-}
-
-// siteAccessObjects reads the objects of SiteAccessManifest.
-func siteAccessObjects() ([]client.Object, error) {
-	return manifestObjects(SiteAccessManifest)
 }
 
 // PublishLocalControllerVersion writes the info ConfigMap a local controller publishes.

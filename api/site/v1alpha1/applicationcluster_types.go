@@ -211,8 +211,8 @@ type BMC struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Address string `json:"address"`
 
-	// CredentialsName is the Secret, in the cluster's namespace, with keys username and
-	// password.
+	// CredentialsName is the Secret, in namespace edgefleet-hosts (HostsNamespace, with the
+	// hosts' BareMetalHosts), with keys username and password.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253

@@ -11,9 +11,16 @@ const (
 	InfoVersionKey = "version"
 )
 
+// HostsNamespace holds a site's BareMetalHosts, their BMC credential Secrets and the site's
+// artifact API credentials (GlobalAPISecretName): the Secrets the global controller pushes, in
+// the only namespace of the site where its identity may touch Secrets (deploy/rbac/site). Metal3
+// reads a host's BMC Secret in the host's namespace only, so the hosts live here too, apart from
+// InfoNamespace, which holds the application cluster's admin kubeconfig and the BPA's secrets.
+const HostsNamespace = "edgefleet-hosts"
+
 // The local controller reaches the global controller's artifact API with the site's own
-// credentials, kept in one Secret in InfoNamespace. It reads the Secret on every transfer, so a
-// rotated token takes effect without a restart.
+// credentials, kept in one Secret in HostsNamespace, where the global controller pushes them. It
+// reads the Secret on every transfer, so a rotated token takes effect without a restart.
 const (
 	// GlobalAPISecretName is the Secret with the URL, CA and token of the global artifact API.
 	GlobalAPISecretName = "edgefleet-global-api"

@@ -17,6 +17,9 @@ const EdgeMachineFinalizer = "site.edgefleet.io/edgemachine"
 const (
 	// ClusterNameLabel names the ApplicationCluster a BareMetalHost belongs to.
 	ClusterNameLabel = "site.edgefleet.io/cluster"
+	// ClusterNamespaceLabel is the namespace of that ApplicationCluster: BareMetalHosts live
+	// apart from it, in HostsNamespace.
+	ClusterNamespaceLabel = "site.edgefleet.io/cluster-namespace"
 	// HostRoleLabel is the role of a BareMetalHost in its cluster (HostRole).
 	HostRoleLabel = "site.edgefleet.io/role"
 	// HostNameLabel is the name of the cluster host a BareMetalHost or Machine stands for.

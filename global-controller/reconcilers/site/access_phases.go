@@ -76,7 +76,7 @@ func (r *Reconciler) reconcileArtifactAccess(ctx context.Context, s *scope) erro
 	if url == "" {
 		url = r.ArtifactAccess.URL
 	}
-	key := client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: sitev1.GlobalAPISecretName}
+	key := client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}
 	current := &corev1.Secret{}
 	switch err := siteClient.Get(ctx, key, current); {
 	case apierrors.IsNotFound(err):

@@ -39,7 +39,7 @@ func waitAPISecret(t *testing.T, cp *testenv.ControlPlane, check func(*corev1.Se
 	t.Helper()
 	s := &corev1.Secret{}
 	testenv.Eventually(t, wait, func() error {
-		if err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: sitev1.GlobalAPISecretName}, s); err != nil {
+		if err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}, s); err != nil {
 			return err
 		}
 		return check(s)

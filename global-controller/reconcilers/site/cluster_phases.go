@@ -21,7 +21,7 @@ import (
 )
 
 // The push: the site's ApplicationCluster (named after the Site, in sitev1.InfoNamespace) and one
-// BMC Secret per host, built from spec.cluster and the site's Hosts. Every object is read first
+// BMC Secret per host (in sitev1.HostsNamespace), built from spec.cluster and the site's Hosts. Every object is read first
 // and written only when it differs, so a steady site costs reads (one GET, one LIST) and no
 // write per heartbeat. Between heartbeats a push trusts what it remembers having left on the
 // site (secretRecord) and does not list the BMC Secrets again unless a host or its Secret
@@ -248,7 +248,7 @@ func (p *push) pushBMCSecret(ctx context.Context, h *fleetv1.Host) (string, erro
 	if why != "" {
 		return why, nil
 	}
-	key := client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: bmcSecretName(h.Name)}
+	key := client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: bmcSecretName(h.Name)}
 	if current == nil {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		applyBMCSecret(s, source, p.name, h.Name, username, password)
@@ -490,9 +490,9 @@ func getCluster(ctx context.Context, c client.Client, name string) (*sitev1.Appl
 // listBMCSecrets returns the BMC Secrets pushed for the cluster, by host.
 func listBMCSecrets(ctx context.Context, c client.Client, cluster string) (map[string]*corev1.Secret, error) {
 	list := &corev1.SecretList{}
-	if err := c.List(ctx, list, client.InNamespace(sitev1.InfoNamespace),
+	if err := c.List(ctx, list, client.InNamespace(sitev1.HostsNamespace),
 		client.MatchingLabels{sitev1.ManagedByLabel: sitev1.ManagedByGlobal, sitev1.ClusterLabel: cluster}); err != nil {
-		return nil, fmt.Errorf("list BMC Secrets of ApplicationCluster %s/%s on the site: %w", sitev1.InfoNamespace, cluster, err)
+		return nil, fmt.Errorf("list BMC Secrets of ApplicationCluster %s/%s in %s on the site: %w", sitev1.InfoNamespace, cluster, sitev1.HostsNamespace, err)
 	}
 	secrets := make(map[string]*corev1.Secret, len(list.Items))
 	for i := range list.Items {

@@ -147,7 +147,7 @@ func conditionIs(condType string, status metav1.ConditionStatus, reason string, 
 func siteSecret(t *testing.T, cp *testenv.ControlPlane, host string) (*corev1.Secret, error) {
 	t.Helper()
 	s := &corev1.Secret{}
-	err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: host + "-bmc"}, s)
+	err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.HostsNamespace, Name: host + "-bmc"}, s)
 	return s, err
 }
 

@@ -5,7 +5,8 @@
 //
 // When spec.cluster is set it also pushes the site's desired application cluster: one
 // ApplicationCluster, named after the Site, built from spec.cluster and the site's Ready Hosts,
-// and one Secret per host with its BMC credentials, into namespace edgefleet-system on the site.
+// into namespace edgefleet-system on the site, and one Secret per host with its BMC credentials,
+// into namespace edgefleet-hosts (the only one where the global controller may touch Secrets).
 // Each object is read first and written only when it differs, so a steady site sees no write. The
 // ApplicationCluster's status is read back on every heartbeat (no watch across clusters) and
 // mirrored into status.cluster and the ClusterReady condition; ClusterSynced says whether the

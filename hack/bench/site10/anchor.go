@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -65,7 +66,7 @@ func runAnchor(ctx context.Context, dir string, stack []stackFile, timeout time.
 	for i, h := range hn.Hosts {
 		spec.Hosts = append(spec.Hosts, cluster.Host{
 			Name: h.Name, IP: h.IP, SSH: sshexec.Target{Name: h.Name, Addr: h.SSHAddr()},
-			ControlPlane: i < controlPlanes, ProviderID: "metal3://edgefleet-system/" + h.Name,
+			ControlPlane: i < controlPlanes, ProviderID: "metal3://" + sitev1.HostsNamespace + "/" + h.Name,
 		})
 	}
 	for _, a := range stack {

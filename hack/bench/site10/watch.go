@@ -225,7 +225,7 @@ func (w *watcher) observeHosts(ctx context.Context) {
 	var notProvisioned, off, silent []string
 	for _, h := range w.hosts.Hosts {
 		bmh := &metal3api.BareMetalHost{}
-		if err := w.site.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: h.Name}, bmh); err != nil {
+		if err := w.site.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: h.Name}, bmh); err != nil {
 			notProvisioned = append(notProvisioned, h.Name+": "+err.Error())
 		} else if st := bmh.Status.Provisioning.State; st != metal3api.StateProvisioned {
 			notProvisioned = append(notProvisioned, fmt.Sprintf("%s: %s", h.Name, cmp.Or(string(st), "no state")))

@@ -48,13 +48,13 @@ func (r *Reconciler) reconcileHosts(ctx context.Context, ac *sitev1.ApplicationC
 	for _, h := range ac.Spec.Hosts {
 		bmh := w.hosts[h.Name]
 		if bmh == nil {
-			bmh = &metal3api.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: h.Name}}
+			bmh = &metal3api.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: r.HostNamespace, Name: h.Name}}
 		}
 		before := bmh.DeepCopy()
 		if bmh.Labels == nil {
 			bmh.Labels = map[string]string{}
 		}
-		bmh.Labels[sitev1.ClusterNameLabel] = ac.Name
+		maps.Copy(bmh.Labels, clusterLabels(ac))
 		bmh.Labels[sitev1.HostRoleLabel] = string(h.Role)
 		bmh.Labels[sitev1.HostNameLabel] = h.Name
 		bmh.Spec.BootMACAddress = h.BootMACAddress
@@ -211,7 +211,7 @@ func (r *Reconciler) reconcileWorkers(ctx context.Context, ac *sitev1.Applicatio
 		mt := &sitev1.EdgeMachineTemplate{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ac.Namespace, Name: template},
 			Spec: sitev1.EdgeMachineTemplateSpec{Template: sitev1.EdgeMachineTemplateResource{Spec: sitev1.EdgeMachineSpec{
-				HostSelector:  sitev1.HostSelector{MatchLabels: map[string]string{sitev1.ClusterNameLabel: ac.Name, sitev1.HostRoleLabel: string(sitev1.RoleWorker)}},
+				HostSelector:  sitev1.HostSelector{MatchLabels: map[string]string{sitev1.ClusterNameLabel: ac.Name, sitev1.ClusterNamespaceLabel: ac.Namespace, sitev1.HostRoleLabel: string(sitev1.RoleWorker)}},
 				Image:         *image,
 				RemovalPolicy: sitev1.RemovalDeprovision,
 			}}},
@@ -313,6 +313,7 @@ func (r *Reconciler) reconcileRemovedHosts(ctx context.Context, ac *sitev1.Appli
 		}
 		if policy == sitev1.RemovalKeep {
 			delete(bmh.Labels, sitev1.ClusterNameLabel)
+			delete(bmh.Labels, sitev1.ClusterNamespaceLabel)
 			delete(bmh.Labels, sitev1.HostNameLabel)
 			if err := r.Client.Update(ctx, bmh); err != nil {
 				return fmt.Errorf("release BareMetalHost %s: %w", name, err)
@@ -383,9 +384,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ac *sitev1.Application
 	case client.IgnoreNotFound(err) != nil:
 		return ctrl.Result{}, fmt.Errorf("get Cluster %s: %w", cl.Name, err)
 	}
-	bmhs := &metal3api.BareMetalHostList{}
-	if err := r.Client.List(ctx, bmhs, client.InNamespace(ac.Namespace), client.MatchingLabels{sitev1.ClusterNameLabel: ac.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list BareMetalHosts of %s: %w", ac.Name, err)
+	bmhs, err := r.hostsOf(ctx, ac)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	for i := range bmhs.Items {
 		if err := r.Client.Delete(ctx, &bmhs.Items[i]); client.IgnoreNotFound(err) != nil {

@@ -26,6 +26,10 @@ import (
 type Reconciler struct {
 	// Client reads and writes the site cluster.
 	Client client.Client
+	// HostNamespace holds the BareMetalHosts of every cluster, apart from the clusters
+	// (sitev1.HostsNamespace in the local controller): the BMC Secrets the global controller
+	// pushes are there, and Metal3 reads a host's Secret in the host's namespace only. Required.
+	HostNamespace string
 	// Recorder emits an event on every condition change.
 	Recorder events.EventRecorder
 	// Resync is how often a cluster that has not settled is looked at again (its Machines and
@@ -48,14 +52,26 @@ type Reconciler struct {
 // SetupWithManager registers the reconciler. The manager's scheme needs sitev1, clusterv1 and
 // metal3api.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.HostNamespace == "" {
+		return errors.New("applicationcluster: HostNamespace is required")
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("applicationcluster").
 		For(&sitev1.ApplicationCluster{}).
-		Watches(&metal3api.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(byLabel(sitev1.ClusterNameLabel))).
+		Watches(&metal3api.BareMetalHost{}, handler.EnqueueRequestsFromMapFunc(hostToCluster)).
 		Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(byLabel(clusterv1.ClusterNameLabel))).
 		Watches(&sitev1.ArtifactSet{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &sitev1.ApplicationCluster{})).
 		WithOptions(opts).
 		Complete(r)
+}
+
+// hostToCluster maps a BareMetalHost to the ApplicationCluster its labels name.
+func hostToCluster(_ context.Context, o client.Object) []reconcile.Request {
+	name, ns := o.GetLabels()[sitev1.ClusterNameLabel], o.GetLabels()[sitev1.ClusterNamespaceLabel]
+	if name == "" || ns == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
 }
 
 // byLabel maps an object to the ApplicationCluster its label names (the CAPI Cluster of an

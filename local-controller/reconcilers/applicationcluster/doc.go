@@ -1,5 +1,6 @@
 // Package applicationcluster reconciles a site's ApplicationCluster into Metal3 BareMetalHosts
-// (one per host) and Cluster-API objects: a Cluster with its EdgeCluster, one control-plane
+// (one per host, in the reconciler's HostNamespace, beside their BMC Secrets and apart from the
+// cluster) and Cluster-API objects: a Cluster with its EdgeCluster, one control-plane
 // Machine per control-plane host (bound to it by exact boot MAC) and a worker
 // MachineDeployment (machines bound to free worker hosts by label, maxSurge 0). It rolls
 // version and image changes through them, control plane first and one host at a time, scales

@@ -34,9 +34,9 @@ type world struct {
 func (r *Reconciler) observe(ctx context.Context, ac *sitev1.ApplicationCluster) (*world, error) {
 	w := &world{hosts: map[string]*metal3api.BareMetalHost{}, machineOfHost: map[string]*clusterv1.Machine{}, edgeMachineOf: map[string]*sitev1.EdgeMachine{}}
 	in := client.InNamespace(ac.Namespace)
-	bmhs := &metal3api.BareMetalHostList{}
-	if err := r.Client.List(ctx, bmhs, in, client.MatchingLabels{sitev1.ClusterNameLabel: ac.Name}); err != nil {
-		return nil, fmt.Errorf("list BareMetalHosts of %s: %w", ac.Name, err)
+	bmhs, err := r.hostsOf(ctx, ac)
+	if err != nil {
+		return nil, err
 	}
 	for i := range bmhs.Items {
 		w.hosts[bmhs.Items[i].Name] = &bmhs.Items[i]
@@ -66,7 +66,7 @@ func (r *Reconciler) observe(ctx context.Context, ac *sitev1.ApplicationCluster)
 		}
 	}
 	md := &clusterv1.MachineDeployment{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ac.Namespace, Name: workersName(ac)}, md)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: ac.Namespace, Name: workersName(ac)}, md)
 	switch {
 	case err == nil:
 		w.workers = md
@@ -74,6 +74,20 @@ func (r *Reconciler) observe(ctx context.Context, ac *sitev1.ApplicationCluster)
 		return nil, fmt.Errorf("get MachineDeployment %s: %w", workersName(ac), err)
 	}
 	return w, nil
+}
+
+// hostsOf lists the BareMetalHosts labelled with the cluster, in HostNamespace.
+func (r *Reconciler) hostsOf(ctx context.Context, ac *sitev1.ApplicationCluster) (*metal3api.BareMetalHostList, error) {
+	bmhs := &metal3api.BareMetalHostList{}
+	if err := r.Client.List(ctx, bmhs, client.InNamespace(r.HostNamespace), clusterLabels(ac)); err != nil {
+		return nil, fmt.Errorf("list BareMetalHosts of %s in %s: %w", ac.Name, r.HostNamespace, err)
+	}
+	return bmhs, nil
+}
+
+// clusterLabels select the BareMetalHosts of a cluster.
+func clusterLabels(ac *sitev1.ApplicationCluster) client.MatchingLabels {
+	return client.MatchingLabels{sitev1.ClusterNameLabel: ac.Name, sitev1.ClusterNamespaceLabel: ac.Namespace}
 }
 
 // controlPlaneMachines returns the control-plane Machines by the host they stand for.

@@ -61,7 +61,7 @@ type Reconciler struct {
 
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",namespace=edgefleet-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler and its digest index, and takes the cache's
@@ -88,7 +88,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			}),
 			builder.OnlyMetadata,
 			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-				return o.GetName() == sitev1.GlobalAPISecretName && o.GetNamespace() == sitev1.InfoNamespace
+				return o.GetName() == sitev1.GlobalAPISecretName && o.GetNamespace() == sitev1.HostsNamespace
 			}))).
 		// A cached file found corrupted: fetch it again for the sets that list it.
 		WatchesRawSource(source.TypedChannel(r.corrupt, handler.TypedEnqueueRequestsFromMapFunc(

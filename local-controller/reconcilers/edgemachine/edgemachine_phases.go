@@ -59,8 +59,8 @@ func (r *Reconciler) reconcileHost(ctx context.Context, em *sitev1.EdgeMachine) 
 		return h, ctrl.Result{}, err
 	}
 	hosts := &metal3api.BareMetalHostList{}
-	if err := r.APIReader.List(ctx, hosts, client.InNamespace(em.Namespace)); err != nil {
-		return nil, ctrl.Result{}, fmt.Errorf("list BareMetalHosts in %s for EdgeMachine %s: %w", em.Namespace, em.Name, err)
+	if err := r.APIReader.List(ctx, hosts, client.InNamespace(r.HostNamespace)); err != nil {
+		return nil, ctrl.Result{}, fmt.Errorf("list BareMetalHosts in %s for EdgeMachine %s: %w", r.HostNamespace, em.Name, err)
 	}
 	if h := claimedBy(hosts.Items, em); h != nil {
 		ctrl.LoggerFrom(ctx).Info("found the host this machine claimed before", "host", h.Name)
@@ -86,7 +86,7 @@ func (r *Reconciler) reconcileHost(ctx context.Context, em *sitev1.EdgeMachine) 
 		why = "each matching host was claimed by another machine meanwhile"
 	}
 	conditions.Set(&em.Status.Conditions, em.Generation, sitev1.EdgeMachineReadyCondition, metav1.ConditionFalse, sitev1.ReasonNoHost,
-		fmt.Sprintf("no BareMetalHost in namespace %s for %s: %s", em.Namespace, describeSelector(em.Spec.HostSelector), why))
+		fmt.Sprintf("no BareMetalHost in namespace %s for %s: %s", r.HostNamespace, describeSelector(em.Spec.HostSelector), why))
 	return nil, ctrl.Result{RequeueAfter: r.retryInterval()}, nil
 }
 
@@ -113,14 +113,14 @@ func eligible(h *metal3api.BareMetalHost, sel sitev1.HostSelector) bool {
 // machine never moves to another host.
 func (r *Reconciler) boundHost(ctx context.Context, em *sitev1.EdgeMachine) (*metal3api.BareMetalHost, error) {
 	h := &metal3api.BareMetalHost{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: em.Namespace, Name: em.Status.Host}, h)
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.HostNamespace, Name: em.Status.Host}, h)
 	switch {
 	case apierrors.IsNotFound(err):
 		conditions.Set(&em.Status.Conditions, em.Generation, sitev1.EdgeMachineReadyCondition, metav1.ConditionFalse, sitev1.ReasonHostError,
 			fmt.Sprintf("BareMetalHost %s, bound to this machine, does not exist any more: delete the machine", em.Status.Host))
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("get BareMetalHost %s/%s of EdgeMachine %s: %w", em.Namespace, em.Status.Host, em.Name, err)
+		return nil, fmt.Errorf("get BareMetalHost %s/%s of EdgeMachine %s: %w", r.HostNamespace, em.Status.Host, em.Name, err)
 	case consumedBy(h, em):
 		return h, nil
 	}
@@ -272,19 +272,19 @@ func (r *Reconciler) releaseHost(ctx context.Context, em *sitev1.EdgeMachine) (b
 func (r *Reconciler) hostToRelease(ctx context.Context, em *sitev1.EdgeMachine) (*metal3api.BareMetalHost, error) {
 	if em.Status.Host != "" {
 		h := &metal3api.BareMetalHost{}
-		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: em.Namespace, Name: em.Status.Host}, h)
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: r.HostNamespace, Name: em.Status.Host}, h)
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, nil
 		case err != nil:
-			return nil, fmt.Errorf("get BareMetalHost %s/%s of EdgeMachine %s: %w", em.Namespace, em.Status.Host, em.Name, err)
+			return nil, fmt.Errorf("get BareMetalHost %s/%s of EdgeMachine %s: %w", r.HostNamespace, em.Status.Host, em.Name, err)
 		}
 		return h, nil
 	}
 	// No host recorded: a claim whose status was never saved is found by its consumerRef.
 	hosts := &metal3api.BareMetalHostList{}
-	if err := r.APIReader.List(ctx, hosts, client.InNamespace(em.Namespace)); err != nil {
-		return nil, fmt.Errorf("list BareMetalHosts in %s for EdgeMachine %s: %w", em.Namespace, em.Name, err)
+	if err := r.APIReader.List(ctx, hosts, client.InNamespace(r.HostNamespace)); err != nil {
+		return nil, fmt.Errorf("list BareMetalHosts in %s for EdgeMachine %s: %w", r.HostNamespace, em.Name, err)
 	}
 	return claimedBy(hosts.Items, em), nil
 }

@@ -38,6 +38,9 @@ type Reconciler struct {
 	// Client reads EdgeMachines, Machines, Clusters and BareMetalHosts (through the manager's
 	// cache) and writes EdgeMachines and BareMetalHosts.
 	Client client.Client
+	// HostNamespace holds the BareMetalHosts the machines take, whatever their own namespace
+	// (sitev1.HostsNamespace in the local controller). Required.
+	HostNamespace string
 	// APIReader reads without the cache: the BareMetalHosts of a namespace while a machine has
 	// no host recorded yet (a lagging cache must never hide a claim), and the metadata of
 	// bootstrap data Secrets.
@@ -63,6 +66,9 @@ type Reconciler struct {
 // EdgeMachines are reconciled too, only to report the Paused condition. The manager's scheme
 // must know the site kinds, Cluster-API's core kinds (clusterv1) and Metal3's (metal3api).
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.HostNamespace == "" {
+		return errors.New("edgemachine: HostNamespace is required")
+	}
 	log := mgr.GetLogger().WithName("edgemachine")
 	clusterToMachines, err := util.ClusterToTypedObjectsMapper(mgr.GetClient(), &sitev1.EdgeMachineList{}, mgr.GetScheme())
 	if err != nil {
@@ -226,9 +232,12 @@ func (r *Reconciler) hostToEdgeMachines(ctx context.Context, o client.Object) []
 	if !h.DeletionTimestamp.IsZero() {
 		return nil
 	}
+	if h.Namespace != r.HostNamespace {
+		return nil
+	}
 	machines := &sitev1.EdgeMachineList{}
-	if err := r.Client.List(ctx, machines, client.InNamespace(h.Namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "list EdgeMachines waiting for a host", "namespace", h.Namespace)
+	if err := r.Client.List(ctx, machines); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "list EdgeMachines waiting for a host")
 		return nil
 	}
 	var reqs []reconcile.Request

@@ -249,7 +249,7 @@ func TestHostError(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	s.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "no-password"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.hostNS, Name: "no-password"},
 		Data:       map[string][]byte{"username": []byte("admin")},
 	})
 	bad := s.host("broken", "52:54:00:dd:00:ff", nil)

@@ -36,8 +36,9 @@ import (
 )
 
 // One control plane with the site and Cluster-API CRDs serves the whole package. Each test
-// works in a namespace of its own, with a baremetal-operator (test mode) and a manager of its
-// own that see only that namespace, so tests run in parallel.
+// works in two namespaces of its own, as a site does — one for its Cluster-API objects and
+// bootstrap data, one for its BareMetalHosts and BMC Secrets — with a baremetal-operator (test
+// mode) and a manager of its own that see only those, so tests run in parallel.
 //
 // One operator per test, not one for the package: the operator's fixture provisioner keeps a
 // single state for all the hosts of a process (one image, one power flag). A host
@@ -68,11 +69,12 @@ func scheme() *runtime.Scheme {
 	return s
 }
 
-// site is one test's namespace: a Cluster, BMC credentials, a bootstrap data Secret, hosts and
-// machines.
+// site is one test's namespaces: in ns a Cluster, a bootstrap data Secret and machines, in
+// hostNS hosts and their BMC credentials.
 type site struct {
 	t         *testing.T
 	ns        string
+	hostNS    string
 	c         client.Client
 	cluster   *clusterv1.Cluster
 	creds     string
@@ -86,8 +88,8 @@ func newSite(t *testing.T) *site {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &site{t: t, ns: cp.Namespace(t), c: c, creds: "bmc-credentials", bootstrap: "bootstrap-data"}
-	cp.StartMetal3T(t, testenv.Metal3Options{Namespace: s.ns})
+	s := &site{t: t, ns: cp.Namespace(t), hostNS: cp.Namespace(t), c: c, creds: "bmc-credentials", bootstrap: "bootstrap-data"}
+	cp.StartMetal3T(t, testenv.Metal3Options{Namespaces: []string{s.hostNS, s.ns}})
 	password := make([]byte, 16)
 	if _, err := rand.Read(password); err != nil {
 		t.Fatal(err)
@@ -102,7 +104,7 @@ func newSite(t *testing.T) *site {
 	}
 	s.create(
 		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.creds},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.hostNS, Name: s.creds},
 			Data:       map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(password))},
 		},
 		&corev1.Secret{
@@ -127,7 +129,7 @@ func (s *site) create(objs ...client.Object) {
 func (s *site) host(name, mac string, labels map[string]string) *metal3api.BareMetalHost {
 	s.t.Helper()
 	h := &metal3api.BareMetalHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.hostNS, Name: name, Labels: labels},
 		Spec: metal3api.BareMetalHostSpec{
 			BootMACAddress: mac,
 			BMC: metal3api.BMCDetails{
@@ -180,15 +182,16 @@ func (s *site) startManager() (stop func()) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{s.ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{s.ns: {}, s.hostNS: {}}},
 	})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	r := &edgemachine.Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder("edgemachine-controller"),
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		HostNamespace: s.hostNS,
+		Recorder:      mgr.GetEventRecorder("edgemachine-controller"),
 	}
 	if err := r.SetupWithManager(s.t.Context(), mgr, controller.Options{MaxConcurrentReconciles: 4}); err != nil {
 		s.t.Fatalf("set up the EdgeMachine reconciler: %v", err)
@@ -217,7 +220,7 @@ func (s *site) getMachine(name string) (*sitev1.EdgeMachine, error) {
 func (s *site) getHost(name string) *metal3api.BareMetalHost {
 	s.t.Helper()
 	h := &metal3api.BareMetalHost{}
-	if err := s.c.Get(s.t.Context(), client.ObjectKey{Namespace: s.ns, Name: name}, h); err != nil {
+	if err := s.c.Get(s.t.Context(), client.ObjectKey{Namespace: s.hostNS, Name: name}, h); err != nil {
 		s.t.Fatal(err)
 	}
 	return h
@@ -278,7 +281,7 @@ func (s *site) waitGone(name string, timeout time.Duration) {
 func (s *site) hostsOf(name string) []string {
 	s.t.Helper()
 	hosts := &metal3api.BareMetalHostList{}
-	if err := s.c.List(s.t.Context(), hosts, client.InNamespace(s.ns)); err != nil {
+	if err := s.c.List(s.t.Context(), hosts, client.InNamespace(s.hostNS)); err != nil {
 		s.t.Fatal(err)
 	}
 	var out []string
@@ -305,7 +308,7 @@ func describe(c *metav1.Condition) string {
 func (s *site) checkProvisioned(em *sitev1.EdgeMachine, host string) {
 	s.t.Helper()
 	var errs []error
-	if want := "metal3://" + s.ns + "/" + host; em.Spec.ProviderID != want {
+	if want := "metal3://" + s.hostNS + "/" + host; em.Spec.ProviderID != want {
 		errs = append(errs, fmt.Errorf("providerID %q, want %q", em.Spec.ProviderID, want))
 	}
 	if em.Status.Host != host {
