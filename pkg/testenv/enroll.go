@@ -34,8 +34,10 @@ func (f *Fleet) Enroll(ctx context.Context, ns, site, machine string) ([]byte, e
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
+	token := strings.TrimSpace(string(out))
+	f.record("the enrollment token of site "+ns+"/"+site, []byte(token))
 	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte(strings.TrimSpace(string(out))+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "local-controller"), "enroll",

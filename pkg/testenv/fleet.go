@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,7 +59,9 @@ type FleetOptions struct {
 
 // Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
 // global controller binary (bin/global-controller) running against them: the bed of the demo
-// and of the end-to-end suites.
+// and of the end-to-end suites. Every control plane of a Fleet keeps Secrets encrypted in etcd
+// (secretbox, a key of its own in its configuration file), as edgefleet's clusters do; the
+// secrets the Fleet makes for edgefleet to handle are recorded for a sweep (SweepSecrets).
 type Fleet struct {
 	// Global is the global cluster.
 	Global *ControlPlane
@@ -77,8 +80,12 @@ type Fleet struct {
 	// site (StartSiteProvisioning).
 	Applications map[string]*ControlPlane
 
-	root       string
-	ownDir     bool
+	root   string
+	ownDir bool
+	// made are the secrets the Fleet made for edgefleet to handle, by what they are
+	// (SweepSecrets).
+	made       map[string][]byte
+	madeMu     sync.Mutex
 	siteTokens bool
 	apiHost    string // FleetOptions.APIHost
 	controller *process
@@ -95,7 +102,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{},
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}, made: map[string][]byte{},
 		bpas: map[string]*process{}, siteTokens: opts.SiteTokens, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
@@ -113,11 +120,11 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	} else if err := os.MkdirAll(f.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	if f.Global, err = Start(Options{Name: "global", InstallCRDs: true}); err != nil {
+	if f.Global, err = startEncrypted(Options{Name: "global", InstallCRDs: true}); err != nil {
 		return nil, err
 	}
 	for _, name := range opts.Sites {
-		cp, err := Start(Options{Name: name, InstallSiteCRDs: true, ClusterAPICRDs: true, Metal3CRDs: true})
+		cp, err := startEncrypted(Options{Name: name, InstallSiteCRDs: true, ClusterAPICRDs: true, Metal3CRDs: true})
 		if err != nil {
 			return nil, err
 		}
@@ -358,6 +365,9 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			if err != nil {
 				return err
 			}
+			if err := f.recordKubeconfig("the global controller's credential of site "+obj.GetName(), kc); err != nil {
+				return err
+			}
 			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"kubeconfig": kc}); err != nil {
 				return err
 			}
@@ -367,6 +377,7 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			if _, err := rand.Read(pw); err != nil {
 				return err
 			}
+			f.record("the BMC password of host "+obj.GetName(), []byte(hex.EncodeToString(pw)))
 			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}); err != nil {
 				return err
 			}

@@ -26,7 +26,7 @@ func (f *Fleet) StartSiteProvisioning(ctx context.Context, site string) error {
 	if err := f.StartSiteMetal3(ctx, site); err != nil {
 		return err
 	}
-	app, err := Start(Options{Name: site + "-application"})
+	app, err := startEncrypted(Options{Name: site + "-application"})
 	if err != nil {
 		return err
 	}
