@@ -8,9 +8,9 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/edgefleet/edgefleet/pkg/encryption"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // ControlPlaneFiles returns the files a control-plane member needs to run etcd and
