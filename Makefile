@@ -8,9 +8,13 @@ GO ?= go
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 # Tests that start control planes run packages one after another: two cores are shared by
-# several kube-apiservers already. The longest package, e2e (real clusters built by the BPA),
-# takes 22–26 minutes on a busy 2-core machine; the timeout only bounds a hung run.
+# several kube-apiservers already. The end-to-end suite on real hosts (e2e/realhosts: the
+# application clusters the BPA builds, ~20 minutes) runs beside them, the heavy packages of
+# real hosts and qemu boots (HEAVY_PKGS) last, once it is mostly done. The timeout only bounds
+# a hung run.
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
+REALHOSTS_PKG := ./e2e/realhosts
+HEAVY_PKGS := ./bpa/cluster ./usb-image
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/edgefleet/edgefleet/pkg/version.Version=$(VERSION)
 
@@ -58,7 +62,10 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 
 .PHONY: test
 test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end.
-	$(GO) test $(GO_TEST_FLAGS) ./...
+	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
+	$(GO) test $(GO_TEST_FLAGS) $(REALHOSTS_PKG) & realhosts=$$!; \
+	status=0; $(GO) test $(GO_TEST_FLAGS) $$pkgs $(HEAVY_PKGS) || status=$$?; \
+	wait $$realhosts || status=$$?; exit $$status
 
 .PHONY: test-e2e
 test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -16,13 +18,18 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -101,13 +108,16 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 		g.Expect(set.Status.ObservedGeneration).To(Equal(set.Generation))
 		return set
 	}
-	get := func(u string, header ...string) (int, []byte, http.Header) {
+	// get GETs u from site's cache as the site's admin (its client certificate).
+	get := func(site, u string, header ...string) (int, []byte, http.Header) {
 		req, err := http.NewRequest(http.MethodGet, u, nil)
 		Expect(err).NotTo(HaveOccurred())
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := http.DefaultClient.Do(req)
+		c, err := fleet.SiteCacheClient(site)
+		Expect(err).NotTo(HaveOccurred())
+		resp, err := c.Do(req)
 		Expect(err).NotTo(HaveOccurred())
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
@@ -136,11 +146,11 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 				Expect(st.Size).To(Equal(int64(len(a.data))))
 				Expect(st.URL).To(Equal(local[site].CacheURL + "/sha256/" + a.digest))
 
-				status, body, h := get(st.URL)
+				status, body, h := get(site, st.URL)
 				Expect(status).To(Equal(http.StatusOK))
 				Expect(sum(body)).To(Equal(a.digest), "%s served by %s", a.name, site)
 				Expect(h.Get("ETag")).To(Equal(`"sha256:` + a.digest + `"`))
-				status, body, _ = get(st.URL, "Range", "bytes=1000-1999")
+				status, body, _ = get(site, st.URL, "Range", "bytes=1000-1999")
 				Expect(status).To(Equal(http.StatusPartialContent))
 				Expect(body).To(Equal(a.data[1000:2000]))
 			}
@@ -165,12 +175,12 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 		Expect(os.Chtimes(path, later, later)).To(Succeed())
 
 		u := local["site-a"].CacheURL + "/sha256/" + a.digest
-		status, body, _ := get(u)
+		status, body, _ := get("site-a", u)
 		Expect(status).To(Equal(http.StatusServiceUnavailable), string(body))
 		Expect(string(body)).To(ContainSubstring("failed verification"))
 
 		Eventually(func(g Gomega) {
-			status, body, _ := get(u)
+			status, body, _ := get("site-a", u)
 			g.Expect(status).To(Equal(http.StatusOK))
 			g.Expect(sum(body)).To(Equal(a.digest))
 			readySet(ctx, g, "site-a", "release-1")
@@ -188,11 +198,105 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 			g.Expect(set.Status.Artifacts[0].URL).To(HavePrefix(lc.CacheURL))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		for _, a := range artifacts {
-			status, body, _ := get(lc.CacheURL + "/sha256/" + a.digest)
+			status, body, _ := get("site-b", lc.CacheURL+"/sha256/"+a.digest)
 			Expect(status).To(Equal(http.StatusOK))
 			Expect(sum(body)).To(Equal(a.digest))
 		}
 		Expect(metric(lc.MetricsURL, "edgefleet_site_cache_fetched_bytes_total")).To(Equal(0.0))
+	})
+
+	It("serves its readers only, over TLS, and goes on serving them through a certificate renewal", func(ctx context.Context) {
+		const site = "site-a"
+		cp := fleet.Sites[site]
+		lc := local[site]
+		u := lc.CacheURL + "/sha256/" + artifacts[1].digest
+		ca, err := os.ReadFile(lc.CacheCAFile)
+		Expect(err).NotTo(HaveOccurred())
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(ca)).To(BeTrue())
+		// get GETs url with c, the bearer token when given, and answers the status, the body
+		// and the serial of the certificate the cache served.
+		get := func(c *http.Client, url, token string) (int, string, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			Expect(err).NotTo(HaveOccurred())
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := c.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			Expect(err).NotTo(HaveOccurred())
+			serial := ""
+			if resp.TLS != nil {
+				serial = resp.TLS.PeerCertificates[0].SerialNumber.String()
+			}
+			return resp.StatusCode, string(body), serial
+		}
+		// A client with no credential of its own, a new connection (and handshake) per request.
+		anonymous := &http.Client{Timeout: time.Minute, Transport: &http.Transport{DisableKeepAlives: true, TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+
+		By("refusing plain HTTP")
+		Expect(u).To(HavePrefix("https://"))
+		status, body, _ := get(&http.Client{Timeout: time.Minute}, "http://"+strings.TrimPrefix(u, "https://"), "")
+		Expect(status).To(Equal(http.StatusBadRequest))
+		Expect(body).To(ContainSubstring("HTTP request to an HTTPS server"))
+
+		By("refusing a request without credentials")
+		status, body, _ = get(anonymous, u, "")
+		Expect(status).To(Equal(http.StatusUnauthorized))
+		Expect(body).To(ContainSubstring("Authorization"))
+		Expect(body).NotTo(ContainSubstring(string(artifacts[1].data[:64])))
+
+		By("refusing a site user without the grant, by its client certificate")
+		strangerKubeconfig, err := cp.Kubeconfig("stranger")
+		Expect(err).NotTo(HaveOccurred())
+		strangerConfig, err := clientcmd.RESTConfigFromKubeConfig(strangerKubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		stranger, err := restconfig.HTTPClient(strangerConfig, lc.CacheCAFile, time.Minute)
+		Expect(err).NotTo(HaveOccurred())
+		status, body, _ = get(stranger, u, "")
+		Expect(status).To(Equal(http.StatusForbidden))
+		Expect(body).To(ContainSubstring(`user \"stranger\" may not get artifacts.site.edgefleet.io`))
+
+		By("serving a ServiceAccount bound to the shipped BPA role, by its bearer token")
+		Expect(cp.ApplyManifest(ctx, "deploy/rbac/bpa/role.yaml")).To(Succeed())
+		cs, err := kubernetes.NewForConfig(cp.Config)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = cs.CoreV1().ServiceAccounts(sitev1.InfoNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "cache-reader"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-cache-reader"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edgefleet-bpa"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sitev1.InfoNamespace, Name: "cache-reader"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		tr, err := cs.CoreV1().ServiceAccounts(sitev1.InfoNamespace).CreateToken(ctx, "cache-reader", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// The binding reaches RBAC's informer, and the cache's answers are cached for 10s.
+		Eventually(func(g Gomega) {
+			status, body, _ := get(anonymous, u, tr.Status.Token)
+			g.Expect(status).To(Equal(http.StatusOK), body)
+			g.Expect(sum([]byte(body))).To(Equal(artifacts[1].digest))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("serving the renewed certificate without a restart: new connections get it, the open one goes on")
+		admin, err := fleet.SiteCacheClient(site)
+		Expect(err).NotTo(HaveOccurred())
+		status, _, before := get(admin, u, "")
+		Expect(status).To(Equal(http.StatusOK))
+		renewed, err := fleet.RenewSiteCacheCertificate(site)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(renewed.String()).NotTo(Equal(before))
+		Eventually(func(g Gomega) {
+			status, body, serial := get(anonymous, u, tr.Status.Token)
+			g.Expect(status).To(Equal(http.StatusOK))
+			g.Expect(sum([]byte(body))).To(Equal(artifacts[1].digest))
+			g.Expect(serial).To(Equal(renewed.String()))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		status, body, _ = get(admin, u, "")
+		Expect(status).To(Equal(http.StatusOK))
+		Expect(sum([]byte(body))).To(Equal(artifacts[1].digest))
 	})
 
 	It("says when the site has no credentials for the global API, and why a fetch fails", func(ctx context.Context) {
@@ -246,7 +350,7 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 			}
 			return names, err
 		}).WithTimeout(30 * time.Second).Should(ConsistOf("sha256/" + artifacts[1].digest))
-		status, _, _ := get(local["site-a"].CacheURL + "/sha256/" + artifacts[0].digest)
+		status, _, _ := get("site-a", local["site-a"].CacheURL+"/sha256/"+artifacts[0].digest)
 		Expect(status).To(Equal(http.StatusNotFound))
 	})
 })

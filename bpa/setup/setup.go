@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -55,8 +54,12 @@ const HostKeyPrefix = "hostkey-"
 
 // Options are the BPA's settings.
 type Options struct {
-	// Kubeconfig of the site's local cluster; empty means in-cluster.
+	// Kubeconfig of the site's local cluster; empty means in-cluster. Its credentials also
+	// authenticate the BPA to the site cache.
 	Kubeconfig string
+	// SiteCacheCAFile holds the CAs the site cache's serving certificate is checked against;
+	// empty: the kubeconfig's (on a bootstrap machine one site CA signs both).
+	SiteCacheCAFile string
 	// MetricsAddr serves Prometheus metrics; "0" disables them.
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" disables them.
@@ -113,6 +116,7 @@ func DefaultOptions() Options {
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the site's local cluster (empty: in-cluster config).")
+	fs.StringVar(&o.SiteCacheCAFile, "site-cache-ca-file", o.SiteCacheCAFile, "CA file the site cache's serving certificate is checked against (default: the kubeconfig's CA). The BPA reads the site cache with the kubeconfig's credentials.")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
@@ -232,6 +236,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	}
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: HostKeyPrefix},
 		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
+	// The site cache: the BPA's site identity reads it (artifacts.site.edgefleet.io get).
+	cacheHTTP, err := restconfig.HTTPClient(cfg, opts.SiteCacheCAFile, 30*time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("site cache client: %w", err)
+	}
 	r := &applicationcluster.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
@@ -241,7 +250,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 			return charts.New(cfg, charts.Options{Log: ctrl.Log.WithName("helm")})
 		},
 		ClusterClient: func(cfg *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) },
-		HTTP:          &http.Client{Timeout: 30 * time.Minute},
+		HTTP:          cacheHTTP,
 		Recorder:      mgr.GetEventRecorder("bpa"),
 		Retry:         opts.Retry,
 		Resync:        opts.Resync,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +36,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
+	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
@@ -283,7 +283,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
 	case (o.APITLSCertFile == "") != (o.APITLSKeyFile == ""):
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together")
-	case o.APIAddr != "0" && o.APITLSCertFile == "" && !loopback(o.APIAddr):
+	case o.APIAddr != "0" && o.APITLSCertFile == "" && !httpserver.Loopback(o.APIAddr):
 		return fmt.Errorf("--api-bind-address %s is not a loopback address: give --api-tls-cert-file and --api-tls-key-file, bearer tokens must not cross a network in clear", o.APIAddr)
 	case o.APIBodyReadTimeout <= 0:
 		return fmt.Errorf("--api-body-read-timeout must be positive, got %s", o.APIBodyReadTimeout)
@@ -518,17 +518,4 @@ func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error
 		return false, err
 	}
 	return true, nil
-}
-
-// loopback reports whether addr (host:port) only listens on a loopback address.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

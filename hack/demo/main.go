@@ -165,8 +165,12 @@ func run(ctx context.Context) (err error) {
 	}
 	fmt.Print(string(out))
 	pkgURL := sitecache.URL(local["site-b"].CacheURL, digest)
-	step("GET " + pkgURL + " (site-b's cache, as Ironic and the BPA read it): the files in the package")
-	if err := listPackage(ctx, pkgURL); err != nil {
+	step("GET " + pkgURL + " (site-b's cache over HTTPS, with the site admin's client certificate, as the BPA reads it with its own): the files in the package")
+	cacheClient, err := fleet.SiteCacheClient("site-b")
+	if err != nil {
+		return err
+	}
+	if err := listPackage(ctx, cacheClient, pkgURL); err != nil {
 		return err
 	}
 	if err := provisionSite(ctx, fleet, dir, "site-a", hosts); err != nil {
@@ -360,12 +364,12 @@ func chartsReady(b *sitev1.BootstrapStatus) bool {
 }
 
 // listPackage prints the names of the files in the tar.gz at url.
-func listPackage(ctx context.Context, url string) error {
+func listPackage(ctx context.Context, c *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}

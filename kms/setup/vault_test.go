@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ func TestRunWithKubernetesAuth(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	opts := DefaultOptions()
-	opts.Socket, opts.HealthAddr, opts.TransitKey = filepath.Join(dir, "kms.sock"), freeAddr(t), key
+	opts.Socket, opts.HealthAddr, opts.TransitKey = filepath.Join(dir, "kms.sock"), testenv.FreeAddr(t), key
 	opts.Vault.Addr, opts.Vault.Role, opts.Vault.ServiceAccountTokenFile = v.Addr, "kms-site-a", saFile
 	log := slog.New(slog.DiscardHandler)
 
@@ -78,16 +77,6 @@ func TestRunWithKubernetesAuth(t *testing.T) {
 	if runErr != nil {
 		t.Errorf("Run: %v", runErr)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // get returns the body and status of a GET of url; status 0 when it got no answer.

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -33,6 +34,7 @@ import (
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/artifactset"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
@@ -53,10 +55,16 @@ type Options struct {
 	Namespace string
 	// CacheDir holds the site cache.
 	CacheDir string
-	// CacheAddr serves the site cache over HTTP on the site network.
+	// CacheAddr serves the site cache on the site network: HTTPS, plain HTTP on loopback only.
 	CacheAddr string
 	// CacheURL is the base URL under which Ironic and the BPA reach CacheAddr.
 	CacheURL string
+	// CacheTLSCertFile and CacheTLSKeyFile are the site cache's serving certificate, read
+	// again when they change.
+	CacheTLSCertFile, CacheTLSKeyFile string
+	// CacheClientCAFile is the CA of the client certificates the site cache accepts: the site
+	// API server's client CA. Readers may present a bearer token instead.
+	CacheClientCAFile string
 	// CacheVerifyInterval is how often every cached artifact is hashed again.
 	CacheVerifyInterval time.Duration
 	// FetchRetries is how often a broken transfer from the global API is resumed in one attempt.
@@ -118,8 +126,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the local controller: its lease and info ConfigMap.")
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "Directory of the site artifact cache.")
-	fs.StringVar(&o.CacheAddr, "cache-bind-address", o.CacheAddr, "Address on which the site cache serves artifacts over HTTP to Ironic and the BPA.")
-	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL, "Base URL under which the site network reaches --cache-bind-address, e.g. http://10.0.0.2:8180 (default: http://<bind address> when it names a host).")
+	fs.StringVar(&o.CacheAddr, "cache-bind-address", o.CacheAddr, "Address on which the site cache serves artifacts to Ironic and the BPA: over HTTPS with --cache-tls-cert-file, over plain HTTP only on a loopback address.")
+	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL, "Base URL under which the site network reaches --cache-bind-address, e.g. https://10.0.0.2:8180 (default: https://<bind address>, http:// without TLS, when it names a host).")
+	fs.StringVar(&o.CacheTLSCertFile, "cache-tls-cert-file", o.CacheTLSCertFile, "Serving certificate of the site cache (PEM), read again when it changes.")
+	fs.StringVar(&o.CacheTLSKeyFile, "cache-tls-key-file", o.CacheTLSKeyFile, "Key of --cache-tls-cert-file (PEM).")
+	fs.StringVar(&o.CacheClientCAFile, "cache-client-ca-file", o.CacheClientCAFile, "CA of the client certificates the site cache accepts from its readers, the site API server's client CA (readers may present a bearer token instead).")
 	fs.DurationVar(&o.CacheVerifyInterval, "cache-verify-interval", o.CacheVerifyInterval, "How often every cached artifact is hashed again to catch silent corruption.")
 	fs.IntVar(&o.FetchRetries, "fetch-retries", o.FetchRetries, "How often a broken transfer from the global artifact API is resumed before the attempt counts as failed.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "ArtifactSets reconciled in parallel.")
@@ -145,6 +156,9 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--cache-url is needed: --cache-bind-address %q does not say how the site network reaches it", o.CacheAddr)
 		}
 		o.CacheURL = "http://" + o.CacheAddr
+		if o.CacheTLSCertFile != "" {
+			o.CacheURL = "https://" + o.CacheAddr
+		}
 	}
 	if u, err := url.Parse(o.CacheURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--cache-url %q must be an http:// or https:// URL with a host", o.CacheURL)
@@ -154,6 +168,12 @@ func (o *Options) Validate() error {
 		return errors.New("--namespace must not be empty")
 	case o.CacheDir == "":
 		return errors.New("--cache-dir must not be empty")
+	case (o.CacheTLSCertFile == "") != (o.CacheTLSKeyFile == ""):
+		return errors.New("--cache-tls-cert-file and --cache-tls-key-file go together")
+	case o.CacheTLSCertFile == "" && !httpserver.Loopback(o.CacheAddr):
+		return fmt.Errorf("--cache-bind-address %s is not a loopback address: give --cache-tls-cert-file and --cache-tls-key-file, the site cache's readers' credentials must not cross a network in clear", o.CacheAddr)
+	case o.CacheClientCAFile != "" && o.CacheTLSCertFile == "":
+		return errors.New("--cache-client-ca-file needs --cache-tls-cert-file: client certificates come over TLS only")
 	case o.CacheVerifyInterval <= 0:
 		return fmt.Errorf("--cache-verify-interval must be positive, got %s", o.CacheVerifyInterval)
 	case o.FetchRetries < 0:
@@ -268,6 +288,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 // +kubebuilder:rbac:groups=site.edgefleet.io,namespace=edgefleet-system,resources=logrequests,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=site.edgefleet.io,namespace=edgefleet-system,resources=logrequests/status,verbs=get;update;patch
 
+// The site cache authenticates and authorizes its readers against the site's API server.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // setupArtifactCache adds the site cache's reconciler, HTTP server and periodic verification.
 func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) error {
 	log := ctrl.Log.WithName("sitecache")
@@ -291,7 +315,13 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 	if err := r.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: opts.Concurrency}); err != nil {
 		return fmt.Errorf("set up ArtifactSet reconciler: %w", err)
 	}
-	srv := &httpserver.Server{Name: "site cache", Addr: opts.CacheAddr, Handler: sc.Handler(), Log: log}
+	siteCS, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("site cache readers: %w", err)
+	}
+	readers := kubeauth.NewReviewer(kubeauth.Config{Client: siteCS, Group: sitev1.GroupVersion.Group, Resource: sitecache.ReadersResource})
+	srv := &httpserver.Server{Name: "site cache", Addr: opts.CacheAddr, Handler: sc.Handler(readers.Require("get")), Log: log,
+		CertFile: opts.CacheTLSCertFile, KeyFile: opts.CacheTLSKeyFile, ClientCAFile: opts.CacheClientCAFile}
 	verify := manager.RunnableFunc(func(ctx context.Context) error {
 		t := time.NewTicker(opts.CacheVerifyInterval)
 		defer t.Stop()

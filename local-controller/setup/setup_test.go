@@ -13,7 +13,13 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		wantURL string
 	}{
 		{"defaults with a cache URL", func(*Options) {}, "", "http://10.0.0.2:8180"},
-		{"cache URL from a bind address with a host", func(o *Options) { o.CacheURL, o.CacheAddr = "", "10.0.0.3:8180" }, "", "http://10.0.0.3:8180"},
+		{"cache URL from a bind address with a host", func(o *Options) { o.CacheURL, o.CacheAddr = "", "10.0.0.3:8180" }, "", "https://10.0.0.3:8180"},
+		{"plain HTTP cache URL from a loopback bind address", func(o *Options) {
+			o.CacheURL, o.CacheAddr, o.CacheTLSCertFile, o.CacheTLSKeyFile, o.CacheClientCAFile = "", "127.0.0.1:8180", "", "", ""
+		}, "", "http://127.0.0.1:8180"},
+		{"plain HTTP off loopback", func(o *Options) { o.CacheTLSCertFile, o.CacheTLSKeyFile, o.CacheClientCAFile = "", "", "" }, "--cache-tls-cert-file", ""},
+		{"a certificate without its key", func(o *Options) { o.CacheTLSKeyFile = "" }, "--cache-tls-key-file", ""},
+		{"a client CA without TLS", func(o *Options) { o.CacheAddr, o.CacheTLSCertFile, o.CacheTLSKeyFile = "127.0.0.1:8180", "", "" }, "--cache-client-ca-file", ""},
 		{"bind address without a host", func(o *Options) { o.CacheURL = "" }, "--cache-url", ""},
 		{"bind address on every interface", func(o *Options) { o.CacheURL, o.CacheAddr = "", "0.0.0.0:8180" }, "--cache-url", ""},
 		{"cache URL not http", func(o *Options) { o.CacheURL = "ftp://10.0.0.2" }, "--cache-url", ""},
@@ -31,6 +37,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.CacheURL = "http://10.0.0.2:8180"
+			o.CacheTLSCertFile, o.CacheTLSKeyFile, o.CacheClientCAFile = "/pki/site-cache.crt", "/pki/site-cache.key", "/pki/ca.crt"
 			tt.mutate(&o)
 			err := o.Validate()
 			if tt.flag == "" {

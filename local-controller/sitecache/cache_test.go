@@ -95,12 +95,34 @@ func TestFetchPublishesOnceAndSharesConcurrentTransfers(t *testing.T) {
 	}
 }
 
+// fakeReaders stands for the kubeauth guard: it lets through requests that say
+// "Authorization: Bearer reader" and answers others 401.
+func fakeReaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer reader" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readerGet GETs url as a reader fakeReaders lets through.
+func readerGet(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer reader")
+	return http.DefaultClient.Do(req)
+}
+
 func TestServe(t *testing.T) {
 	c, f, ds := newCache(t)
 	if _, err := c.Fetch(context.Background(), ds[1], f); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler())
+	srv := httptest.NewServer(c.Handler(fakeReaders))
 	defer srv.Close()
 	body := f.content[ds[1]]
 	etag := `"sha256:` + ds[1] + `"`
@@ -122,10 +144,12 @@ func TestServe(t *testing.T) {
 		{"unsatisfiable", http.MethodGet, ds[1], map[string]string{"Range": "bytes=1000-"}, http.StatusRequestedRangeNotSatisfiable, ""},
 		{"not cached", http.MethodGet, ds[2], nil, http.StatusNotFound, ""},
 		{"bad digest", http.MethodGet, "ABC", nil, http.StatusBadRequest, ""},
+		{"not a reader", http.MethodGet, ds[1], map[string]string{"Authorization": "Bearer stranger"}, http.StatusUnauthorized, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tt.method, srv.URL+PathPrefix+tt.digest, nil)
+			req.Header.Set("Authorization", "Bearer reader")
 			for k, v := range tt.header {
 				req.Header.Set(k, v)
 			}
@@ -159,7 +183,7 @@ func TestCorruptedFileIsNeverServedAndIsFetchedAgain(t *testing.T) {
 	if _, err := c.Fetch(ctx, ds[1], f); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler())
+	srv := httptest.NewServer(c.Handler(fakeReaders))
 	defer srv.Close()
 
 	// Flip bytes in place: same size, new modification time.
@@ -179,7 +203,7 @@ func TestCorruptedFileIsNeverServedAndIsFetchedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	resp, err := http.Get(srv.URL + PathPrefix + ds[1])
+	resp, err := readerGet(srv.URL + PathPrefix + ds[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +227,7 @@ func TestCorruptedFileIsNeverServedAndIsFetchedAgain(t *testing.T) {
 	if f.calls.Load() != 2 {
 		t.Fatalf("%d downloads, want 2 (the refetch)", f.calls.Load())
 	}
-	resp, err = http.Get(srv.URL + PathPrefix + ds[1])
+	resp, err = readerGet(srv.URL + PathPrefix + ds[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,17 +14,25 @@ import (
 // PathPrefix is where the handler serves content: PathPrefix + "<digest>".
 const PathPrefix = "/sha256/"
 
+// ReadersResource is the virtual resource, in API group site.edgefleet.io, whose get verb lets
+// a reader read the site cache (RBAC on the site's API server; no CRD backs it).
+const ReadersResource = "artifacts"
+
 // URL is where a cache served at base (e.g. "http://10.0.0.2:8180") serves digest.
 func URL(base, digest string) string { return strings.TrimSuffix(base, "/") + PathPrefix + digest }
 
-// Handler serves the published artifacts to Ironic and the BPA: GET and HEAD of
-// /sha256/<digest>, with Range requests, ETag "sha256:<digest>" (If-None-Match, If-Range) and
-// immutable caching. A file whose content no longer matches its digest is never served: it is
-// removed and the request answered 503 with Retry-After, while it is fetched again.
-func (c *Cache) Handler() http.Handler {
+// Handler serves the published artifacts to the readers readers lets through (the local
+// controller gives the kubeauth.Reviewer of the site's API server, Require("get") on
+// artifacts.site.edgefleet.io): GET and HEAD of /sha256/<digest>, with Range requests, ETag
+// "sha256:<digest>" (If-None-Match, If-Range) and immutable caching. A file whose content no
+// longer matches its digest is never served: it is removed and the request answered 503 with
+// Retry-After, while it is fetched again. /healthz answers anyone.
+func (c *Cache) Handler(readers func(http.Handler) http.Handler) http.Handler {
+	content := http.NewServeMux()
+	content.HandleFunc("GET "+PathPrefix+"{digest}", c.serve)
+	content.HandleFunc("HEAD "+PathPrefix+"{digest}", c.serve)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathPrefix+"{digest}", c.serve)
-	mux.HandleFunc("HEAD "+PathPrefix+"{digest}", c.serve)
+	mux.Handle(PathPrefix, readers(content))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }

@@ -136,7 +136,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		IPs:    append([]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr(ServiceIP)}, ips...),
 		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}.Normalized()}
-	leaves := []leaf{serving}
+	// The site cache's serving certificate (the local controller reads it again when it
+	// changes): the BPA and Ironic reach it at the machine's addresses.
+	cache := leaf{name: "site-cache", Leaf: certs.Leaf{
+		CommonName: "edgefleet-site-cache",
+		DNSNames:   slices.DeleteFunc(append([]string{"localhost", hostname}, dns...), func(n string) bool { return n == "" }),
+		IPs:        append([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, ips...),
+		Usages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}.Normalized()}
+	leaves := []leaf{serving, cache}
 	for _, id := range identities() {
 		leaves = append(leaves, leaf{name: id.Name, Leaf: certs.Leaf{CommonName: id.CN, Organizations: id.Orgs, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}})
 	}

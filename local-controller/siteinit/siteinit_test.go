@@ -125,6 +125,15 @@ func TestRunIsIdempotentAndLeastPrivileged(t *testing.T) {
 			t.Errorf("API server certificate: %v", err)
 		}
 	}
+	cache := readCert(t, dir, "site-cache")
+	if err := cache.CheckSignatureFrom(ca); err != nil {
+		t.Errorf("site cache certificate not signed by the site CA: %v", err)
+	}
+	for _, host := range []string{"10.233.7.10", "127.0.0.1", "site.example"} {
+		if err := cache.VerifyHostname(host); err != nil {
+			t.Errorf("site cache certificate: %v", err)
+		}
+	}
 	for _, id := range identities() {
 		c := readCert(t, dir, id.Name)
 		admin := slices.Contains(c.Subject.Organization, "system:masters")
@@ -165,11 +174,14 @@ func TestRunReissuesServingCertificateForNewAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Changed, []string{"pki/apiserver.crt", "stack.env"}) {
-		t.Errorf("a new address changed %v; want the serving certificate and stack.env only", res.Changed)
+	if !slices.Equal(res.Changed, []string{"pki/apiserver.crt", "pki/site-cache.crt", "stack.env"}) {
+		t.Errorf("a new address changed %v; want the serving certificates and stack.env only", res.Changed)
 	}
 	if !readCert(t, dir, "ca").Equal(ca) {
 		t.Error("the CA changed")
+	}
+	if err := readCert(t, dir, "site-cache").VerifyHostname("192.0.2.5"); err != nil {
+		t.Error(err)
 	}
 	if err := readCert(t, dir, "apiserver").VerifyHostname("192.0.2.5"); err != nil {
 		t.Error(err)

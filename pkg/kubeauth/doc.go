@@ -4,7 +4,8 @@
 //
 //   - a caller presents a bearer token ("Authorization: Bearer <token>") that the API server
 //     accepts — a ServiceAccount token, an OIDC token, whatever authenticator the cluster has —
-//     and Reviewer.Authenticate checks it with a TokenReview;
+//     and Reviewer.Authenticate checks it with a TokenReview; or, where the server asks for
+//     them, a client certificate of the API server's client CA (the site cache's readers);
 //   - what the caller may do is RBAC on a virtual resource (for example "artifacts" in API group
 //     "fleet.edgefleet.io"), which needs no CRD: Reviewer.Authorize asks a SubjectAccessReview.
 //     The virtual resource is cluster-scoped, so only ClusterRoleBindings grant it;

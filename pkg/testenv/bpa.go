@@ -44,6 +44,7 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ..
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	p, err := startProcess(site+" BPA", filepath.Join(f.root, "bin", "bpa"), append([]string{
 		"--kubeconfig", f.SiteKubeconfig(site),
+		"--site-cache-ca-file", f.LocalController(site).CacheCAFile,
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--vault-addr", vault.Addr,

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -462,6 +463,22 @@ func (f *Fleet) Stop() error {
 		errs = append(errs, os.RemoveAll(f.Dir))
 	}
 	return errors.Join(errs...)
+}
+
+// QuickSiteChecks are global controller flags that make it notice site changes within
+// seconds (heartbeats, operation polls, retries and timeouts), for the end-to-end suites.
+func QuickSiteChecks() []string {
+	return []string{"--site-heartbeat-interval=2s", "--site-operation-poll-interval=500ms", "--site-min-retry-interval=250ms", "--site-timeout=2s"}
+}
+
+// FreeAddr is a loopback address, 127.0.0.1:<port>, where nothing listened when it was chosen.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "127.0.0.1:" + strconv.Itoa(ports[0])
 }
 
 // freePorts returns n distinct free loopback ports.

@@ -2,10 +2,18 @@ package testenv
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/big"
+	"net/http"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,14 +23,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/certs"
+	"github.com/edgefleet/edgefleet/pkg/restconfig"
 )
 
 // LocalController is a site's bin/local-controller run by a Fleet.
 type LocalController struct {
-	// CacheURL serves the site cache; MetricsURL the controller's metrics.
+	// CacheURL serves the site cache (HTTPS); MetricsURL the controller's metrics.
 	CacheURL, MetricsURL string
 	// CacheDir is the site cache's directory; it outlives a restart of the controller.
 	CacheDir string
+	// CacheCAFile holds the CA of the site cache's serving certificate, which CacheCertFile
+	// and CacheKeyFile hold (RenewSiteCacheCertificate replaces them).
+	CacheCAFile, CacheCertFile, CacheKeyFile string
 	// Log is the controller's log file.
 	Log string
 }
@@ -30,15 +43,93 @@ type LocalController struct {
 // LocalController returns where the site's local controller runs, as StartLocalController
 // would start it.
 func (f *Fleet) LocalController(site string) LocalController {
+	pki := filepath.Join(f.Dir, site+"-cache-pki")
 	return LocalController{
-		CacheDir: filepath.Join(f.Dir, site+"-cache"),
-		Log:      filepath.Join(f.Dir, site+"-local-controller.log"),
+		CacheDir:      filepath.Join(f.Dir, site+"-cache"),
+		CacheCAFile:   filepath.Join(pki, "ca.crt"),
+		CacheCertFile: filepath.Join(pki, "tls.crt"),
+		CacheKeyFile:  filepath.Join(pki, "tls.key"),
+		Log:           filepath.Join(f.Dir, site+"-local-controller.log"),
 	}
 }
 
+// SiteCacheClient is an HTTP client of the site's cache as the site's admin: the admin
+// kubeconfig's client certificate, the cache's CA.
+func (f *Fleet) SiteCacheClient(site string) (*http.Client, error) {
+	cp, ok := f.Sites[site]
+	if !ok {
+		return nil, fmt.Errorf("no site control plane %q", site)
+	}
+	return restconfig.HTTPClient(cp.Config, f.LocalController(site).CacheCAFile, time.Minute)
+}
+
+// RenewSiteCacheCertificate issues the site cache a new serving certificate (and key) from its
+// CA, made on first use, replacing the files in place as a renewal does; the running cache
+// serves it once it notices. It returns the new certificate's serial number.
+func (f *Fleet) RenewSiteCacheCertificate(site string) (*big.Int, error) {
+	lc := f.LocalController(site)
+	if err := os.MkdirAll(filepath.Dir(lc.CacheCAFile), 0o700); err != nil {
+		return nil, err
+	}
+	caKeyFile := strings.TrimSuffix(lc.CacheCAFile, ".crt") + ".key"
+	var ca certs.KeyPair
+	crtPEM, crtErr := os.ReadFile(lc.CacheCAFile)
+	keyPEM, keyErr := os.ReadFile(caKeyFile)
+	if crtErr == nil && keyErr == nil {
+		cert, err := certs.DecodeCert(crtPEM)
+		if err != nil {
+			return nil, err
+		}
+		key, err := certs.DecodeKey(keyPEM)
+		if err != nil {
+			return nil, err
+		}
+		ca = certs.KeyPair{Cert: cert, Key: key}
+	} else {
+		var err error
+		if ca, err = certs.NewCA(site+" site cache CA", time.Now()); err != nil {
+			return nil, err
+		}
+		if err := writeKeyPair(lc.CacheCAFile, caKeyFile, ca); err != nil {
+			return nil, err
+		}
+	}
+	leaf, err := certs.Issue(certs.Leaf{CommonName: site + " site cache", IPs: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+		Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}, ca, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKeyPair(lc.CacheCertFile, lc.CacheKeyFile, leaf); err != nil {
+		return nil, err
+	}
+	return leaf.Cert.SerialNumber, nil
+}
+
+// writeKeyPair writes p's key, then its certificate, each through a file renamed into place.
+func writeKeyPair(crtFile, keyFile string, p certs.KeyPair) error {
+	keyPEM, err := certs.EncodeKey(p.Key)
+	if err != nil {
+		return err
+	}
+	for _, w := range []struct {
+		path string
+		b    []byte
+	}{{keyFile, keyPEM}, {crtFile, certs.EncodeCert(p.Cert)}} {
+		if err := os.WriteFile(w.path+".new", w.b, 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(w.path+".new", w.path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StartLocalController starts bin/local-controller for a site, with the site control plane's
-// admin kubeconfig, and waits until it is ready. Nodes are simulated (--node-bootstrap=simulated)
-// unless args say otherwise.
+// admin kubeconfig, and waits until it is ready. The site cache serves HTTPS with a
+// certificate of its own CA (made on first start, kept across restarts) and takes client
+// certificates of the site API server's client CA. Nodes are simulated
+// (--node-bootstrap=simulated) unless args say otherwise.
 func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...string) (LocalController, error) {
 	cp, ok := f.Sites[site]
 	if !ok {
@@ -59,13 +150,21 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 	}
 	lc.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	lc.CacheURL = "http://127.0.0.1:" + strconv.Itoa(ports[2])
+	lc.CacheURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	if _, err := os.Stat(lc.CacheCertFile); errors.Is(err, fs.ErrNotExist) {
+		if _, err := f.RenewSiteCacheCertificate(site); err != nil {
+			return lc, fmt.Errorf("site cache certificate of %s: %w", site, err)
+		}
+	}
 	p, err := startProcess(site+" local controller", filepath.Join(f.root, "bin", "local-controller"), append([]string{
 		"--kubeconfig", f.SiteKubeconfig(site),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--cache-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
 		"--cache-dir", lc.CacheDir,
+		"--cache-tls-cert-file", lc.CacheCertFile,
+		"--cache-tls-key-file", lc.CacheKeyFile,
+		"--cache-client-ca-file", cp.ClientCAFile(),
 		"--node-bootstrap", "simulated",
 	}, args...), nil, lc.Log)
 	if err != nil {

@@ -1,11 +1,17 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 )
 
@@ -65,4 +71,57 @@ func (f *Fleet) SweepDirs() []string {
 		dirs = append(dirs, cp.dir)
 	}
 	return dirs
+}
+
+// Sweep is what Fleet.Sweep searched and found.
+type Sweep struct {
+	// Secrets is how many secrets were looked for, Files how many files were read.
+	Secrets, Files int
+	// Found names each secret found in clear and where.
+	Found []string
+}
+
+// Sweep searches every directory the Fleet writes (SweepDirs) for the secrets it made for
+// edgefleet to handle (SweepSecrets) and those edgefleet wrote on the sites: each site's
+// artifact token and the client keys of the application clusters' admin kubeconfigs. It fails
+// when it looks for nothing, or when a control — a key etcd keeps in clear — is not found, which
+// would mean it did not read etcd's files.
+func (f *Fleet) Sweep(ctx context.Context) (Sweep, error) {
+	secrets := f.SweepSecrets()
+	for name, site := range f.Sites {
+		list := &corev1.SecretList{}
+		if err := site.Client.List(ctx, list); err != nil {
+			return Sweep{}, fmt.Errorf("sweep: Secrets of %s: %w", name, err)
+		}
+		for _, s := range list.Items {
+			switch {
+			case s.Name == sitev1.GlobalAPISecretName:
+				secrets["the artifact token of site "+name] = s.Data[sitev1.GlobalAPITokenKey]
+			case s.Type == clusterv1.ClusterSecretType && strings.HasSuffix(s.Name, "-kubeconfig"):
+				cfg, err := clientcmd.Load(s.Data["value"])
+				if err != nil {
+					return Sweep{}, fmt.Errorf("sweep: %s/%s of %s: %w", s.Namespace, s.Name, name, err)
+				}
+				for user, u := range cfg.AuthInfos {
+					secrets[fmt.Sprintf("the client key of %s in %s's %s", user, name, s.Name)] = u.ClientKeyData
+				}
+			}
+		}
+	}
+	maps.DeleteFunc(secrets, func(_ string, s []byte) bool { return len(s) == 0 })
+	if len(secrets) == 0 {
+		return Sweep{}, errors.New("sweep: no secret to look for")
+	}
+	found, scanned, err := FindSecrets(f.SweepDirs(), secrets)
+	if err != nil {
+		return Sweep{}, err
+	}
+	control, _, err := FindSecrets(f.SweepDirs(), map[string][]byte{"the key of namespace edgefleet-system": []byte("/registry/namespaces/edgefleet-system")})
+	if err != nil {
+		return Sweep{}, err
+	}
+	if len(control) == 0 {
+		return Sweep{}, errors.New("sweep: no key of etcd found in clear: it looked in the wrong place")
+	}
+	return Sweep{Secrets: len(secrets), Files: scanned, Found: found}, nil
 }

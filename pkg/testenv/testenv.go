@@ -291,6 +291,12 @@ func configureAuthentication(apiServer *envtest.APIServer, dir string, jwt []api
 	return nil
 }
 
+// ClientCAFile is the API server's client CA (--client-ca-file): the CA of the client
+// certificates of Kubeconfig and Config.
+func (cp *ControlPlane) ClientCAFile() string {
+	return filepath.Join(cp.dir, "client-cert-auth-ca.crt")
+}
+
 // Kubeconfig returns a kubeconfig with inline credentials for a new user of this control plane.
 func (cp *ControlPlane) Kubeconfig(user string, groups ...string) ([]byte, error) {
 	u, err := cp.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)

@@ -6,9 +6,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,6 +131,47 @@ func TestSiteStackOnTestHost(t *testing.T) {
 			err := clientAs(t, h.IP.String(), site, id).List(ctx, &rbacv1.ClusterRoleBindingList{})
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("%s listing ClusterRoleBindings: %v; want Forbidden (least privilege)", id, err)
+			}
+		}
+	})
+
+	// The site cache on the site network: TLS with site-init's certificate, readers by their
+	// site identity, authorized by the shipped roles and bindings.
+	t.Run("the site cache serves its readers only, over TLS", func(t *testing.T) {
+		path := h.IP.String() + ":8180/sha256/" + strings.Repeat("0", 64)
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(ca)
+		get := func(t *testing.T, scheme, id string) (int, string) {
+			t.Helper()
+			cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+			if id != "" {
+				pair, err := tls.LoadX509KeyPair(filepath.Join(site, "pki", id+".crt"), filepath.Join(site, "pki", id+".key"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.Certificates = []tls.Certificate{pair}
+			}
+			hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+			resp, err := hc.Get(scheme + "://" + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			return resp.StatusCode, string(body)
+		}
+		for _, tc := range []struct {
+			what, scheme, id string
+			want             int
+		}{
+			{"plain HTTP", "http", "", http.StatusBadRequest},
+			{"no credential", "https", "", http.StatusUnauthorized},
+			// Allowed (ClusterRole edgefleet-bpa): the artifact is just not cached.
+			{"the BPA's identity", "https", "bpa", http.StatusNotFound},
+			{"the local controller's identity, not a reader", "https", "local-controller", http.StatusForbidden},
+		} {
+			if status, body := get(t, tc.scheme, tc.id); status != tc.want {
+				t.Errorf("%s: %d %s, want %d", tc.what, status, body, tc.want)
 			}
 		}
 	})

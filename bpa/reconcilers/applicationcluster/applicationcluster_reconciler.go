@@ -64,6 +64,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets,verbs=get;list;watch
+// The site cache's content (sitecache.ReadersResource, a virtual resource checked by the local
+// controller's SubjectAccessReview).
+// +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifacts,verbs=get
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch

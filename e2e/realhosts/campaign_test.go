@@ -1,4 +1,4 @@
-package e2e_test
+package realhosts_test
 
 import (
 	"context"
