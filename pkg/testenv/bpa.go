@@ -37,6 +37,10 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ..
 	if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sitev1.InfoNamespace}})); err != nil {
 		return b, fmt.Errorf("create namespace %s on %s: %w", sitev1.InfoNamespace, site, err)
 	}
+	// It trusts the site cache's CA, made here when the local controller has not started yet.
+	if err := f.ensureSiteCacheCertificate(site); err != nil {
+		return b, err
+	}
 	ports, err := freePorts(2)
 	if err != nil {
 		return b, err

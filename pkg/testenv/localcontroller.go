@@ -105,6 +105,18 @@ func (f *Fleet) RenewSiteCacheCertificate(site string) (*big.Int, error) {
 	return leaf.Cert.SerialNumber, nil
 }
 
+// ensureSiteCacheCertificate makes the site cache's CA and certificate unless they exist:
+// before the local controller serves with them or the BPA trusts the CA, whichever starts first.
+func (f *Fleet) ensureSiteCacheCertificate(site string) error {
+	if _, err := os.Stat(f.LocalController(site).CacheCertFile); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if _, err := f.RenewSiteCacheCertificate(site); err != nil {
+		return fmt.Errorf("site cache certificate of %s: %w", site, err)
+	}
+	return nil
+}
+
 // writeKeyPair writes p's key, then its certificate, each through a file renamed into place.
 func writeKeyPair(crtFile, keyFile string, p certs.KeyPair) error {
 	keyPEM, err := certs.EncodeKey(p.Key)
@@ -151,10 +163,8 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 	lc.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	lc.CacheURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
-	if _, err := os.Stat(lc.CacheCertFile); errors.Is(err, fs.ErrNotExist) {
-		if _, err := f.RenewSiteCacheCertificate(site); err != nil {
-			return lc, fmt.Errorf("site cache certificate of %s: %w", site, err)
-		}
+	if err := f.ensureSiteCacheCertificate(site); err != nil {
+		return lc, err
 	}
 	p, err := startProcess(site+" local controller", filepath.Join(f.root, "bin", "local-controller"), append([]string{
 		"--kubeconfig", f.SiteKubeconfig(site),
