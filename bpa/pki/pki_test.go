@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 )
@@ -432,7 +433,7 @@ func TestEnsureIsIdempotent(t *testing.T) {
 	}
 	stored := spy.stored(t, secretName)
 	for k, v := range stored {
-		if !strings.HasSuffix(k, ".crt") && !strings.HasSuffix(k, ".key") && k != "sa.pub" {
+		if !strings.HasSuffix(k, ".crt") && !strings.HasSuffix(k, ".key") && k != "sa.pub" && k != "secretbox.sha256" {
 			t.Errorf("stored key %q outside the documented layout", k)
 		}
 		if len(v) == 0 {
@@ -440,8 +441,8 @@ func TestEnsureIsIdempotent(t *testing.T) {
 		}
 	}
 	// 3 CAs + 8 cluster-wide leaves + 2 per control-plane member + 1 per host; 2 keys each;
-	// sa.key and sa.pub; secretbox.key.
-	if got, want := len(stored), 2*(3+8+2*3+5)+3; got != want {
+	// sa.key and sa.pub; secretbox.key and secretbox.sha256.
+	if got, want := len(stored), 2*(3+8+2*3+5)+4; got != want {
 		t.Errorf("stored %d keys, want %d", got, want)
 	}
 
@@ -611,6 +612,14 @@ func TestEnsureNeverReplacesACA(t *testing.T) {
 		{"CA certificate is a leaf", func(d map[string][]byte) { d["ca.crt"], d["ca.key"] = d["admin.crt"], d["admin.key"] }, "ca.crt is not a CA certificate"},
 		{"service-account key lost", func(d map[string][]byte) { delete(d, "sa.key") }, "sa.pub is stored without sa.key"},
 		{"secret encryption key garbled", func(d map[string][]byte) { d["secretbox.key"] = []byte("c2hvcnQ=") }, "secretbox.key: secretbox key bpa-1: want 32 bytes in base64"},
+		{"secret encryption key lost", func(d map[string][]byte) { delete(d, "secretbox.key") }, "secretbox.key is gone from the secret store"},
+		{"secret encryption key replaced", func(d map[string][]byte) {
+			k, err := encryption.NewSecretboxKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d["secretbox.key"] = []byte(k)
+		}, "secretbox.key is not the key the cluster's Secrets are encrypted with"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -639,6 +648,31 @@ func TestEnsureNeverReplacesACA(t *testing.T) {
 			t.Fatalf("Ensure eleven years on: %v, want an expired-CA error", err)
 		}
 	})
+}
+
+// TestEnsureRecordsAnOlderBundlesKey: a bundle stored before the key's digest was recorded
+// keeps its key and gets the digest; from then on the key cannot be lost unnoticed.
+func TestEnsureRecordsAnOlderBundlesKey(t *testing.T) {
+	spy := newSpy()
+	ensure(t, spy, testSpec(), t0)
+	d := spy.stored(t, secretName)
+	key := d["secretbox.key"]
+	delete(d, "secretbox.sha256")
+	if err := spy.Store.Put(context.Background(), secretName, d); err != nil {
+		t.Fatal(err)
+	}
+	ensure(t, spy, testSpec(), t0)
+	d = spy.stored(t, secretName)
+	if !bytes.Equal(d["secretbox.key"], key) || len(d["secretbox.sha256"]) != 64 {
+		t.Fatalf("after Ensure: key kept %v, digest %q", bytes.Equal(d["secretbox.key"], key), d["secretbox.sha256"])
+	}
+	delete(d, "secretbox.key")
+	if err := spy.Store.Put(context.Background(), secretName, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pki.Ensure(context.Background(), spy, secretName, testSpec(), clock(t0)); err == nil || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("Ensure with the key lost: %v, want it refused", err)
+	}
 }
 
 func TestEnsureRepairsLeaves(t *testing.T) {
