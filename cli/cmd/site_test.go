@@ -72,7 +72,7 @@ func fleetFixture(t *testing.T, ns string) {
 	for _, s := range sites {
 		site := &fleetv1.Site{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name, Labels: map[string]string{"region": s.region}},
-			Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: s.name + "-kubeconfig"},
+			Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: s.name + "-kubeconfig"},
 				Location: &fleetv1.Location{Region: s.region}, Cluster: cluster},
 		}
 		if err := global.Client.Create(ctx, site); err != nil {
@@ -108,7 +108,7 @@ func fleetFixture(t *testing.T, ns string) {
 		host := &fleetv1.Host{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: h.name},
 			Spec: fleetv1.HostSpec{SiteRef: fleetv1.SiteReference{Name: h.site}, Role: h.role, BootMACAddress: h.mac,
-				BMC: fleetv1.BMCDetails{Address: "redfish://bmc-" + h.name, CredentialsSecretRef: fleetv1.SecretReference{Name: h.name + "-bmc"}}},
+				BMC: fleetv1.BMCDetails{Address: "redfish://bmc-" + h.name, CredentialsSecretRef: &fleetv1.SecretReference{Name: h.name + "-bmc"}}},
 		}
 		if err := global.Client.Create(ctx, host); err != nil {
 			t.Fatal(err)

@@ -96,7 +96,7 @@ func TestEnrollment(t *testing.T) {
 	}
 	for _, name := range []string{"site-a", "site-b"} {
 		site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}}}
+			Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}}}
 		if err := f.Global.Client.Create(ctx, site); err != nil {
 			t.Fatal(err)
 		}

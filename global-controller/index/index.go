@@ -51,10 +51,16 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 		{&fleetv1.Host{}, HostBMCSecret, func(o client.Object) []string {
 			h := o.(*fleetv1.Host)
+			if h.Spec.BMC.CredentialsSecretRef == nil {
+				return nil
+			}
 			return []string{Key(h.Namespace, h.Spec.BMC.CredentialsSecretRef.Name)}
 		}},
 		{&fleetv1.Site{}, SiteKubeconfigSecret, func(o client.Object) []string {
 			s := o.(*fleetv1.Site)
+			if s.Spec.KubeconfigSecretRef == nil {
+				return nil
+			}
 			return []string{Key(s.Namespace, s.Spec.KubeconfigSecretRef.Name)}
 		}},
 		{&fleetv1.Site{}, SiteRelease, func(o client.Object) []string {

@@ -94,7 +94,7 @@ func run(m *testing.M) int {
 	}
 	for _, name := range []string{"site-a", "site-gone", "site-silent"} {
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: name + "-kubeconfig"},
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: name + "-kubeconfig"},
 			Cluster: &fleetv1.SiteCluster{Release: "r1", Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10", Port: 6443}}},
 		}}

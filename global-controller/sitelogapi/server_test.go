@@ -101,7 +101,7 @@ func run(m *testing.M) int {
 	}
 	for _, name := range []string{"site-a", "site-gone"} {
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}}}
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}}}
 		if err := global.Client.Create(ctx, s); err != nil {
 			return fail(fmt.Errorf("create Site %s: %w", name, err))
 		}

@@ -67,7 +67,7 @@ func TestOIDCLogin(t *testing.T) {
 	applyRoles(t, cp.Client)
 	ns := cp.Namespace(t)
 	if err := cp.Client.Create(ctx, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store-1"},
-		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "kubeconfig"}}}); err != nil {
+		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "kubeconfig"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := cp.Client.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "oidc-alice-viewer"},

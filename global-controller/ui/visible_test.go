@@ -84,7 +84,7 @@ func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
 	for ns, names := range sites {
 		for _, n := range names {
 			s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n},
-				Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: n + "-kubeconfig"}}}
+				Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: n + "-kubeconfig"}}}
 			if err := c.Create(ctx, s); err != nil {
 				t.Fatal(err)
 			}

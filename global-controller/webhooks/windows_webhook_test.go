@@ -23,7 +23,7 @@ func site(ns string, w []fleetv1.MaintenanceWindow) *fleetv1.Site {
 	return &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "paris-1"},
 		Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "paris-1-kubeconfig"},
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "paris-1-kubeconfig"},
 			MaintenanceWindows:  w,
 		},
 	}

@@ -285,7 +285,7 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 	site := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: kubeconfigSecret},
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: kubeconfigSecret},
 			Cluster: &fleetv1.SiteCluster{Release: release, Network: sitev1.ClusterNetwork{
 				PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "192.0.2.1"},
@@ -298,7 +298,7 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 			SiteRef: fleetv1.SiteReference{Name: name}, Role: fleetv1.RoleControlPlane,
 			BootMACAddress: simulatedMAC(ns, name, i),
 			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.2/redfish/v1/Systems/" + name,
-				CredentialsSecretRef: fleetv1.SecretReference{Name: creds.Name}},
+				CredentialsSecretRef: &fleetv1.SecretReference{Name: creds.Name}},
 		},
 	}
 	for _, o := range []client.Object{creds, site, host} {

@@ -297,7 +297,7 @@ func CreateFakeSites(ctx context.Context, c client.Client, ns, prefix string, n 
 		site := &fleetv1.Site{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names[i], Labels: maps.Clone(labels)},
 			Spec: fleetv1.SiteSpec{
-				KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: names[i] + "-kubeconfig"},
+				KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: names[i] + "-kubeconfig"},
 				Cluster: &fleetv1.SiteCluster{Release: from, Network: sitev1.ClusterNetwork{
 					PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 					ControlPlaneEndpoint: sitev1.APIEndpoint{Host: names[i] + ".example", Port: 6443},

@@ -296,7 +296,7 @@ func writeIdentity(t *testing.T, fleet *testenv.Fleet, upper string) {
 		t.Fatal(err)
 	}
 	site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: siteName},
-		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: siteName + "-kubeconfig"}}}
+		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: siteName + "-kubeconfig"}}}
 	if err := fleet.Global.Client.Create(ctx, site); err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,7 @@ type SiteReference struct {
 }
 
 // BMCDetails is the address of a BMC and where its credentials are.
+// +kubebuilder:validation:XValidation:rule="has(self.credentialsSecretRef) != has(self.credentialsVaultRef)",message="set exactly one of credentialsSecretRef and credentialsVaultRef"
 type BMCDetails struct {
 	// Address of the BMC, with the driver as scheme: ipmi://, redfish://, redfish+http://,
 	// redfish+https://, redfish-virtualmedia://, redfish-uefihttp://, idrac://, idrac-redfish://,
@@ -103,9 +104,14 @@ type BMCDetails struct {
 	Address string `json:"address"`
 
 	// CredentialsSecretRef names the Secret, in the Host's namespace, with the BMC's "username"
-	// and "password".
-	// +required
-	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
+	// and "password". Set this or credentialsVaultRef.
+	// +optional
+	CredentialsSecretRef *SecretReference `json:"credentialsSecretRef,omitempty"`
+
+	// CredentialsVaultRef names the entry of the global controller's Vault with the BMC's
+	// "username" and "password". Set this or credentialsSecretRef.
+	// +optional
+	CredentialsVaultRef *VaultReference `json:"credentialsVaultRef,omitempty"`
 
 	// DisableCertificateVerification skips TLS verification of the BMC (self-signed BMCs).
 	// +optional
@@ -120,6 +126,20 @@ type SecretReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
+}
+
+// VaultReference names an entry of the KV version 2 engine the global controller reads
+// (--vault-mount), at <--vault-prefix>/<the referencing object's namespace>/<path>: an object
+// reaches only its namespace's entries, as a Secret reference reaches only its namespace's
+// Secrets.
+type VaultReference struct {
+	// Path of the entry under <--vault-prefix>/<namespace>/: segments of letters, digits, '.',
+	// '_' and '-', not starting with '.', separated by '/' (for example "bmc/host-1").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$`
+	Path string `json:"path"`
 }
 
 // RootDeviceHints select the install disk; every hint given must match. They follow Metal3's

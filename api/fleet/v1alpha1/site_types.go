@@ -44,6 +44,12 @@ const (
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonSecretKeyMissing means the Secret exists but lacks the referenced key.
 	ReasonSecretKeyMissing = "SecretKeyMissing"
+	// ReasonVaultEntryNotFound means spec.kubeconfigVaultRef names a Vault entry that does not
+	// exist, or that lacks the referenced key.
+	ReasonVaultEntryNotFound = "VaultEntryNotFound"
+	// ReasonVaultUnavailable means the kubeconfig is in Vault but the global controller cannot
+	// read it: it runs without Vault, or Vault refused or did not answer (the message says which).
+	ReasonVaultUnavailable = "VaultUnavailable"
 	// ReasonKubeconfigInvalid means the kubeconfig does not parse or lacks a usable context.
 	ReasonKubeconfigInvalid = "KubeconfigInvalid"
 	// ReasonKubeconfigUnsafe means the kubeconfig would run code or read local files on the
@@ -107,12 +113,19 @@ const (
 )
 
 // SiteSpec is the desired registration of an edge site.
+// +kubebuilder:validation:XValidation:rule="has(self.kubeconfigSecretRef) != has(self.kubeconfigVaultRef)",message="set exactly one of kubeconfigSecretRef and kubeconfigVaultRef"
 type SiteSpec struct {
 	// KubeconfigSecretRef names the Secret, in the Site's namespace, that holds the kubeconfig of
 	// the site's local cluster. The kubeconfig is untrusted input: it may carry only inline
-	// credentials (certificates, tokens).
-	// +required
-	KubeconfigSecretRef SecretKeyReference `json:"kubeconfigSecretRef"`
+	// credentials (certificates, tokens). Set this or kubeconfigVaultRef.
+	// +optional
+	KubeconfigSecretRef *SecretKeyReference `json:"kubeconfigSecretRef,omitempty"`
+
+	// KubeconfigVaultRef names the entry of the global controller's Vault, and its key, that
+	// holds the kubeconfig of the site's local cluster; enrollment writes it there. Set this or
+	// kubeconfigSecretRef.
+	// +optional
+	KubeconfigVaultRef *VaultKeyReference `json:"kubeconfigVaultRef,omitempty"`
 
 	// BPAEndpoint is the URL of the site's Binary Provisioning Agent.
 	// +optional
@@ -185,6 +198,26 @@ type SiteCluster struct {
 	// +optional
 	// +kubebuilder:default=Deprovision
 	HostRemovalPolicy sitev1.HostRemovalPolicy `json:"hostRemovalPolicy,omitempty"`
+}
+
+// VaultKeyReference names a key of an entry of the global controller's Vault (see
+// VaultReference).
+type VaultKeyReference struct {
+	// Path of the entry under <--vault-prefix>/<namespace>/: segments of letters, digits, '.',
+	// '_' and '-', not starting with '.', separated by '/' (for example "sites/site-a").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$`
+	Path string `json:"path"`
+
+	// Key within the entry.
+	// +optional
+	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
 }
 
 // SecretKeyReference names a key of a Secret in the referencing object's namespace.

@@ -29,7 +29,7 @@ func validSite(ns string) *fleetv1.Site {
 	return &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "store-0042"},
 		Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "store-0042-kubeconfig"},
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "store-0042-kubeconfig"},
 			BPAEndpoint:         "https://bpa.store-0042.example:8443",
 			Location:            &fleetv1.Location{Region: "eu-west", Latitude: "48.8566", Longitude: "2.3522"},
 			MaintenanceWindows: []fleetv1.MaintenanceWindow{
@@ -48,7 +48,7 @@ func validHost(ns string) *fleetv1.Host {
 			BootMACAddress: "52:54:00:AB:cd:01",
 			BMC: fleetv1.BMCDetails{
 				Address:              "redfish-virtualmedia://10.0.0.5/redfish/v1/Systems/1",
-				CredentialsSecretRef: fleetv1.SecretReference{Name: "store-0042-cp-0-bmc"},
+				CredentialsSecretRef: &fleetv1.SecretReference{Name: "store-0042-cp-0-bmc"},
 			},
 			RootDeviceHints: &fleetv1.RootDeviceHints{DeviceName: "/dev/sda"},
 		},

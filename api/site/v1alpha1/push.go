@@ -15,11 +15,13 @@ const (
 	// HostLabel on a pushed BMC Secret names the cluster host whose credentials it holds.
 	HostLabel = "site.edgefleet.io/host"
 	// SourceAnnotation on a pushed object names the global object it was built from:
-	// "Site <namespace>/<name>" or "Secret <namespace>/<name>".
+	// "Site <namespace>/<name>", "Secret <namespace>/<name>" or, for BMC credentials kept in
+	// Vault, "Vault <mount>/<path>".
 	SourceAnnotation = "site.edgefleet.io/source"
 	// SourceVersionAnnotation on a pushed BMC Secret is "<uid>/<resourceVersion>" of the global
-	// Secret its data was copied from: while it matches (and DataHashAnnotation matches the data),
-	// the global controller does not read the global Secret again.
+	// Secret its data was copied from, or "vault:<mount>/<path>/v<version>" of the Vault entry:
+	// while it matches (and DataHashAnnotation matches the data), the global controller does not
+	// read the global Secret again.
 	SourceVersionAnnotation = "site.edgefleet.io/source-version"
 	// DataHashAnnotation on a pushed BMC Secret is a salted sha256 of the data the global
 	// controller wrote; data changed on the site no longer matches it and is written again.

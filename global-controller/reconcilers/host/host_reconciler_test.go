@@ -21,7 +21,7 @@ func createSite(t *testing.T, ns, name string) *fleetv1.Site {
 	t.Helper()
 	site := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}},
+		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}},
 	}
 	if err := global.Client.Create(t.Context(), site); err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func createHost(t *testing.T, ns, name, site, mac string) *fleetv1.Host {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleetv1.HostSpec{
 			SiteRef: fleetv1.SiteReference{Name: site}, Role: fleetv1.RoleWorker, BootMACAddress: mac,
-			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.10/redfish/v1/Systems/1", CredentialsSecretRef: fleetv1.SecretReference{Name: name + "-bmc"}},
+			BMC: fleetv1.BMCDetails{Address: "redfish://192.0.2.10/redfish/v1/Systems/1", CredentialsSecretRef: &fleetv1.SecretReference{Name: name + "-bmc"}},
 		},
 	}
 	if err := global.Client.Create(t.Context(), host); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -181,48 +182,57 @@ func applyClusterSpec(ac *sitev1.ApplicationCluster, site *fleetv1.Site, spec si
 	return changed
 }
 
-// dataHash is the DataHashAnnotation of BMC credentials copied from the Secret with this UID:
-// salted, so equal passwords do not show as equal hashes.
-func dataHash(sourceUID, username, password string) string {
-	sum := sha256.Sum256([]byte(sourceUID + "\x00" + username + "\x00" + password))
+// dataHash is the DataHashAnnotation of BMC credentials copied from the source version with
+// this fingerprint: salted with the source's identity, so equal passwords do not show as equal
+// hashes.
+func dataHash(sourceFingerprint, username, password string) string {
+	salt := sourceFingerprint
+	if i := strings.LastIndexByte(sourceFingerprint, '/'); i >= 0 {
+		salt = sourceFingerprint[:i]
+	}
+	sum := sha256.Sum256([]byte(salt + "\x00" + username + "\x00" + password))
 	return hex.EncodeToString(sum[:])
 }
 
-// fingerprint identifies one version of a global Secret.
+// fingerprint identifies one version of a global Secret: "<uid>/<resourceVersion>".
 func fingerprint(uid, resourceVersion string) string { return uid + "/" + resourceVersion }
 
+// vaultFingerprint identifies one version of a Vault entry: "vault:<where>/v<version>".
+func vaultFingerprint(where string, version int) string {
+	return "vault:" + where + "/v" + strconv.Itoa(version)
+}
+
 // bmcSecretCurrent reports whether the site's copy of a host's BMC Secret was made from this
-// version of the global Secret and still holds the data written then. The global Secret need not
-// be read for that.
+// version of its source and still holds the data written then. The source need not be read for
+// that.
 func bmcSecretCurrent(s *corev1.Secret, cluster, host, sourceFingerprint string) bool {
 	if s == nil || !managed(s) || s.Labels[sitev1.ClusterLabel] != cluster || s.Labels[sitev1.HostLabel] != host ||
 		s.Annotations[sitev1.SourceVersionAnnotation] != sourceFingerprint || len(s.Data) != 2 {
 		return false
 	}
-	uid, _, _ := strings.Cut(sourceFingerprint, "/")
-	return s.Annotations[sitev1.DataHashAnnotation] == dataHash(uid, string(s.Data[sitev1.BMCUsernameKey]), string(s.Data[sitev1.BMCPasswordKey]))
+	return s.Annotations[sitev1.DataHashAnnotation] == dataHash(sourceFingerprint, string(s.Data[sitev1.BMCUsernameKey]), string(s.Data[sitev1.BMCPasswordKey]))
 }
 
-// credentials returns the username and password of a global BMC Secret, or why they are unusable.
-func credentials(s *corev1.Secret) (username, password, why string) {
+// credentials returns the username and password of BMC credentials, or why they are unusable;
+// source names where they are for the message.
+func credentials(source string, data func(key string) string) (username, password, why string) {
 	for _, k := range []string{sitev1.BMCUsernameKey, sitev1.BMCPasswordKey} {
-		if len(s.Data[k]) == 0 {
-			return "", "", fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) has no key %q or it is empty", s.Name, k)
+		if data(k) == "" {
+			return "", "", fmt.Sprintf("%s has no key %q or it is empty", source, k)
 		}
 	}
-	return string(s.Data[sitev1.BMCUsernameKey]), string(s.Data[sitev1.BMCPasswordKey]), ""
+	return data(sitev1.BMCUsernameKey), data(sitev1.BMCPasswordKey), ""
 }
 
-// applyBMCSecret makes s the site's copy of the global BMC Secret source of host; it reports
+// applyBMCSecret makes s the site's copy of a host's BMC credentials, from the source version
+// with this fingerprint (source names it: "Secret <ns>/<name>", "Vault <path>"); it reports
 // whether it changed anything.
-func applyBMCSecret(s *corev1.Secret, source *corev1.Secret, cluster, host, username, password string) bool {
-	changed := markPushed(s, map[string]string{sitev1.ClusterLabel: cluster, sitev1.HostLabel: host},
-		"Secret "+index.Key(source.Namespace, source.Name))
-	fp := fingerprint(string(source.UID), source.ResourceVersion)
-	if s.Annotations[sitev1.SourceVersionAnnotation] != fp {
-		s.Annotations[sitev1.SourceVersionAnnotation], changed = fp, true
+func applyBMCSecret(s *corev1.Secret, source, sourceFingerprint, cluster, host, username, password string) bool {
+	changed := markPushed(s, map[string]string{sitev1.ClusterLabel: cluster, sitev1.HostLabel: host}, source)
+	if s.Annotations[sitev1.SourceVersionAnnotation] != sourceFingerprint {
+		s.Annotations[sitev1.SourceVersionAnnotation], changed = sourceFingerprint, true
 	}
-	if h := dataHash(string(source.UID), username, password); s.Annotations[sitev1.DataHashAnnotation] != h {
+	if h := dataHash(sourceFingerprint, username, password); s.Annotations[sitev1.DataHashAnnotation] != h {
 		s.Annotations[sitev1.DataHashAnnotation], changed = h, true
 	}
 	data := map[string][]byte{sitev1.BMCUsernameKey: []byte(username), sitev1.BMCPasswordKey: []byte(password)}

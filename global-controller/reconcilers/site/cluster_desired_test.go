@@ -61,7 +61,7 @@ func TestClusterHostFromHost(t *testing.T) {
 	h := &fleetv1.Host{
 		ObjectMeta: metav1.ObjectMeta{Name: "w-0"},
 		Spec: fleetv1.HostSpec{Role: fleetv1.RoleWorker, BootMACAddress: "52:54:00:AB:CD:EF", BMC: fleetv1.BMCDetails{
-			Address: "redfish+https://10.0.0.5/redfish/v1/Systems/1", CredentialsSecretRef: fleetv1.SecretReference{Name: "anything"},
+			Address: "redfish+https://10.0.0.5/redfish/v1/Systems/1", CredentialsSecretRef: &fleetv1.SecretReference{Name: "anything"},
 			DisableCertificateVerification: true,
 		}},
 	}
@@ -119,13 +119,13 @@ func TestDesiredSpecDefaultsAndOperationGeneration(t *testing.T) {
 }
 
 func TestBMCSecretCopy(t *testing.T) {
-	source := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cp-0-creds", UID: "u1", ResourceVersion: "10"}}
+	const source = "Secret ns/cp-0-creds"
 	fp := fingerprint("u1", "10")
 	s := &corev1.Secret{}
 	if bmcSecretCurrent(nil, "c", "cp-0", fp) {
 		t.Error("a missing copy is current")
 	}
-	if !applyBMCSecret(s, source, "c", "cp-0", "admin", "secret") {
+	if !applyBMCSecret(s, source, fp, "c", "cp-0", "admin", "secret") {
 		t.Fatal("first copy reported no change")
 	}
 	if string(s.Data["username"]) != "admin" || string(s.Data["password"]) != "secret" || s.Type != corev1.SecretTypeOpaque {
@@ -137,7 +137,7 @@ func TestBMCSecretCopy(t *testing.T) {
 	if !bmcSecretCurrent(s, "c", "cp-0", fp) {
 		t.Error("a fresh copy is not current")
 	}
-	if applyBMCSecret(s, source, "c", "cp-0", "admin", "secret") {
+	if applyBMCSecret(s, source, fp, "c", "cp-0", "admin", "secret") {
 		t.Error("copying the same data again reported a change")
 	}
 
@@ -148,6 +148,7 @@ func TestBMCSecretCopy(t *testing.T) {
 	}{
 		{"source changed", func(*corev1.Secret) {}, fingerprint("u1", "11")},
 		{"source recreated", func(*corev1.Secret) {}, fingerprint("u2", "10")},
+		{"source moved to Vault", func(*corev1.Secret) {}, vaultFingerprint("secret/edgefleet/global/ns/bmc/cp-0", 1)},
 		{"password changed on the site", func(s *corev1.Secret) { s.Data["password"] = []byte("other") }, fp},
 		{"key added on the site", func(s *corev1.Secret) { s.Data["extra"] = []byte("x") }, fp},
 		{"label removed on the site", func(s *corev1.Secret) { delete(s.Labels, sitev1.ManagedByLabel) }, fp},
@@ -163,8 +164,24 @@ func TestBMCSecretCopy(t *testing.T) {
 		})
 	}
 
-	if _, _, why := credentials(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Data: map[string][]byte{"username": []byte("a")}}); !strings.Contains(why, `no key "password"`) {
+	if _, _, why := credentials(`BMC Secret "x"`, func(k string) string { return map[string]string{"username": "a"}[k] }); why != `BMC Secret "x" has no key "password" or it is empty` {
 		t.Errorf("credentials without password: %q", why)
+	}
+
+	// A copy from a Vault entry: the same password from another entry hashes differently.
+	vs := &corev1.Secret{}
+	vfp := vaultFingerprint("secret/edgefleet/global/ns/bmc/cp-0", 3)
+	if !applyBMCSecret(vs, "Vault secret/edgefleet/global/ns/bmc/cp-0", vfp, "c", "cp-0", "admin", "secret") || !bmcSecretCurrent(vs, "c", "cp-0", vfp) {
+		t.Error("a copy from Vault is not current")
+	}
+	if vs.Annotations[sitev1.SourceAnnotation] != "Vault secret/edgefleet/global/ns/bmc/cp-0" || vs.Annotations[sitev1.SourceVersionAnnotation] != "vault:secret/edgefleet/global/ns/bmc/cp-0/v3" {
+		t.Errorf("annotations of a copy from Vault: %v", vs.Annotations)
+	}
+	if other := dataHash(vaultFingerprint("secret/edgefleet/global/ns/bmc/w-0", 3), "admin", "secret"); other == vs.Annotations[sitev1.DataHashAnnotation] {
+		t.Error("equal passwords of two entries hash alike")
+	}
+	if dataHash(vaultFingerprint("secret/edgefleet/global/ns/bmc/cp-0", 4), "admin", "secret") != vs.Annotations[sitev1.DataHashAnnotation] {
+		t.Error("the salt changed with the entry's version")
 	}
 }
 

@@ -2,6 +2,7 @@ package site
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // The push: the site's ApplicationCluster (named after the Site, in sitev1.InfoNamespace) and one
@@ -212,46 +214,34 @@ func (p *push) hosts(ctx context.Context) (hosts []sitev1.ClusterHost, leftOut, 
 }
 
 // pushBMCSecret copies a host's BMC credentials to the site, when the copy there is not of the
-// current version of the global Secret. It returns why the host cannot be pushed, if it cannot.
+// current version of their source (a global Secret or a Vault entry). It returns why the host
+// cannot be pushed, if it cannot.
 func (p *push) pushBMCSecret(ctx context.Context, h *fleetv1.Host) (string, error) {
-	ref := client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsSecretRef.Name}
-	secretMeta := &metav1.PartialObjectMetadata{}
-	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := p.r.Client.Get(ctx, ref, secretMeta); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) does not exist", ref.Name), nil
-		}
-		return "", fmt.Errorf("get BMC secret %s of host %s: %w", ref, h.Name, err)
+	src, why, err := p.r.bmcSource(ctx, h)
+	if why != "" || err != nil {
+		return why, err
 	}
-	fp := fingerprint(string(secretMeta.UID), secretMeta.ResourceVersion)
 	if p.secrets == nil {
-		if p.known[h.Name] == fp {
+		if p.known[h.Name] == src.fingerprint {
 			return "", nil
 		}
-		// The host or its Secret changed since the last push: look at the site's copy.
+		// The host or its credentials changed since the last push: look at the site's copy.
 		if err := p.list(ctx); err != nil {
 			return "", err
 		}
 	}
 	current := p.secrets[h.Name]
-	if bmcSecretCurrent(current, p.name, h.Name, fp) {
+	if bmcSecretCurrent(current, p.name, h.Name, src.fingerprint) {
 		return "", nil
 	}
-	source := &corev1.Secret{}
-	if err := p.r.APIReader.Get(ctx, ref, source); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) does not exist", ref.Name), nil
-		}
-		return "", fmt.Errorf("read BMC secret %s of host %s: %w", ref, h.Name, err)
-	}
-	username, password, why := credentials(source)
-	if why != "" {
-		return why, nil
+	username, password, why, err := src.read(ctx)
+	if why != "" || err != nil {
+		return why, err
 	}
 	key := client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: bmcSecretName(h.Name)}
 	if current == nil {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		applyBMCSecret(s, source, p.name, h.Name, username, password)
+		applyBMCSecret(s, src.name, src.fingerprint, p.name, h.Name, username, password)
 		err := p.site.Create(ctx, s)
 		switch {
 		case apierrors.IsAlreadyExists(err):
@@ -262,12 +252,86 @@ func (p *push) pushBMCSecret(ctx context.Context, h *fleetv1.Host) (string, erro
 		p.secrets[h.Name] = s
 		return "", nil
 	}
-	if applyBMCSecret(current, source, p.name, h.Name, username, password) {
+	if applyBMCSecret(current, src.name, src.fingerprint, p.name, h.Name, username, password) {
 		if err := p.site.Update(ctx, current); err != nil {
 			return "", fmt.Errorf("update Secret %s on the site: %w", key, err)
 		}
 	}
 	return "", nil
+}
+
+// bmcSource is one version of a host's BMC credentials on the global side.
+type bmcSource struct {
+	// name is the source for people and for the site copy's SourceAnnotation.
+	name string
+	// fingerprint identifies this version (SourceVersionAnnotation).
+	fingerprint string
+	// read returns the username and password, or why they are unusable.
+	read func(context.Context) (username, password, why string, err error)
+}
+
+// bmcSource finds where a host's BMC credentials are, and their version, or why the host cannot
+// be pushed. A Secret's data is read only when its copy on the site is not current; a Vault
+// entry is read whole, at every push, since Vault has no cheaper way to learn its version.
+func (r *Reconciler) bmcSource(ctx context.Context, h *fleetv1.Host) (bmcSource, string, error) {
+	if ref := h.Spec.BMC.CredentialsVaultRef; ref != nil {
+		return r.vaultBMCSource(ctx, h, ref)
+	}
+	if h.Spec.BMC.CredentialsSecretRef == nil {
+		return bmcSource{}, "it names no BMC credentials: set spec.bmc.credentialsSecretRef or spec.bmc.credentialsVaultRef", nil
+	}
+	ref := client.ObjectKey{Namespace: h.Namespace, Name: h.Spec.BMC.CredentialsSecretRef.Name}
+	missing := fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) does not exist", ref.Name)
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Client.Get(ctx, ref, secretMeta); err != nil {
+		if apierrors.IsNotFound(err) {
+			return bmcSource{}, missing, nil
+		}
+		return bmcSource{}, "", fmt.Errorf("get BMC secret %s of host %s: %w", ref, h.Name, err)
+	}
+	return bmcSource{
+		name:        "Secret " + index.Key(ref.Namespace, ref.Name),
+		fingerprint: fingerprint(string(secretMeta.UID), secretMeta.ResourceVersion),
+		read: func(ctx context.Context) (string, string, string, error) {
+			source := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, ref, source); err != nil {
+				if apierrors.IsNotFound(err) {
+					return "", "", missing, nil
+				}
+				return "", "", "", fmt.Errorf("read BMC secret %s of host %s: %w", ref, h.Name, err)
+			}
+			username, password, why := credentials(fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name)", ref.Name),
+				func(k string) string { return string(source.Data[k]) })
+			return username, password, why, nil
+		},
+	}, "", nil
+}
+
+// vaultBMCSource reads a host's BMC credentials from Vault. What keeps them from the site — no
+// Vault configured, no entry, Vault refusing or not answering — is why the host is not pushed
+// (a host pushed before keeps its copy on the site, see pushedHosts).
+func (r *Reconciler) vaultBMCSource(ctx context.Context, h *fleetv1.Host, ref *fleetv1.VaultReference) (bmcSource, string, error) {
+	if r.Vault == nil {
+		return bmcSource{}, "spec.bmc.credentialsVaultRef is set but the global controller runs without Vault: start it with --vault-addr (docs/security.md), or use spec.bmc.credentialsSecretRef", nil
+	}
+	where := r.Vault.Where(h.Namespace, ref.Path)
+	entry, err := r.Vault.Read(ctx, h.Namespace, ref.Path)
+	switch {
+	case errors.Is(err, vaultref.ErrNotFound):
+		return bmcSource{}, fmt.Sprintf("Vault entry %s (spec.bmc.credentialsVaultRef.path) does not exist; write the BMC's username and password there", where), nil
+	case err != nil:
+		return bmcSource{}, fmt.Sprintf("its BMC credentials cannot be read from Vault: %v", err), nil
+	}
+	username, password, why := credentials(fmt.Sprintf("Vault entry %s (spec.bmc.credentialsVaultRef.path)", where),
+		func(k string) string { return entry.Data[k] })
+	return bmcSource{
+		name:        "Vault " + where,
+		fingerprint: vaultFingerprint(where, entry.Version),
+		read: func(context.Context) (string, string, string, error) {
+			return username, password, why, nil
+		},
+	}, "", nil
 }
 
 // writeCluster creates or updates the ApplicationCluster when it differs from spec, and returns

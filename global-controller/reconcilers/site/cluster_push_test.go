@@ -56,7 +56,7 @@ func createBMCHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, m
 			SiteRef: fleetv1.SiteReference{Name: site}, Role: role, BootMACAddress: mac,
 			BMC: fleetv1.BMCDetails{
 				Address:                        "redfish+https://192.0.2.10/redfish/v1/Systems/" + name,
-				CredentialsSecretRef:           fleetv1.SecretReference{Name: secret.Name},
+				CredentialsSecretRef:           &fleetv1.SecretReference{Name: secret.Name},
 				DisableCertificateVerification: role == fleetv1.RoleControlPlane,
 			},
 		},

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,56 +17,139 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // errKeyMissing is returned by the kubeconfig reader when the Secret lacks the referenced key.
 var errKeyMissing = errors.New("secret key missing")
 
-// reconcileKubeconfig finds the kubeconfig Secret and makes sure the site has a client built
-// from its current content. The Secret's data is read only when its resourceVersion changed.
+// reconcileKubeconfig finds the site's kubeconfig, in a Secret or in Vault, and makes sure the
+// site has a client built from its current content.
 func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
-	ref := s.site.Spec.KubeconfigSecretRef
-	secretKey := client.ObjectKey{Namespace: s.site.Namespace, Name: ref.Name}
-	secretMeta := &metav1.PartialObjectMetadata{}
-	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := r.Client.Get(ctx, secretKey, secretMeta); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("get kubeconfig secret %s of site %s: %w", secretKey, s.key, err)
-		}
+	var src kubeconfigSource
+	var err error
+	switch spec := s.site.Spec; {
+	case spec.KubeconfigVaultRef != nil:
+		src, err = r.vaultKubeconfig(ctx, s, spec.KubeconfigVaultRef)
+	case spec.KubeconfigSecretRef != nil:
+		src, err = r.secretKubeconfig(ctx, s, spec.KubeconfigSecretRef)
+	default:
 		r.Sites.Forget(s.key)
-		s.setKubeconfigInvalid(fleetv1.ReasonSecretNotFound, fmt.Sprintf("Secret %q (spec.kubeconfigSecretRef.name) does not exist in namespace %q; create it with the site's kubeconfig under key %q", ref.Name, s.site.Namespace, keyOf(ref)))
+		s.setKubeconfigInvalid(fleetv1.ReasonSecretNotFound, "the Site names no kubeconfig: set spec.kubeconfigSecretRef or spec.kubeconfigVaultRef")
 		return nil
 	}
-	fingerprint := string(secretMeta.UID) + "/" + secretMeta.ResourceVersion
-	read := func(ctx context.Context) ([]byte, error) {
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, secretKey, secret); err != nil {
-			return nil, fmt.Errorf("read kubeconfig secret %s: %w", secretKey, err)
-		}
-		data, ok := secret.Data[keyOf(ref)]
-		if !ok {
-			return nil, errKeyMissing
-		}
-		return data, nil
+	if err != nil || src.name == "" {
+		return err
 	}
-	rebuilt, err := r.Sites.Connect(ctx, s.key, fingerprint, read)
+	if src.keep != "" {
+		s.connected = true
+		setCondition(s.site, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionTrue, fleetv1.ReasonKubeconfigValid,
+			fmt.Sprintf("kubeconfig from %s key %q loaded before; %s", src.name, src.key, src.keep))
+		return nil
+	}
+	rebuilt, err := r.Sites.Connect(ctx, s.key, src.fingerprint, src.read)
 	switch {
 	case errors.Is(err, errKeyMissing):
-		s.setKubeconfigInvalid(fleetv1.ReasonSecretKeyMissing, fmt.Sprintf("Secret %q has no key %q (spec.kubeconfigSecretRef.key)", ref.Name, keyOf(ref)))
+		s.setKubeconfigInvalid(src.keyMissingReason, fmt.Sprintf("%s has no key %q (%s.key)", src.name, src.key, src.field))
 		return nil
 	case errors.Is(err, siteclient.ErrUnsafe):
-		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigUnsafe, fmt.Sprintf("Secret %q key %q was refused: %v", ref.Name, keyOf(ref), err))
+		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigUnsafe, fmt.Sprintf("%s key %q was refused: %v", src.name, src.key, err))
 		return nil
 	case errors.Is(err, siteclient.ErrInvalid):
-		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigInvalid, fmt.Sprintf("Secret %q key %q: %v", ref.Name, keyOf(ref), err))
+		s.setKubeconfigInvalid(fleetv1.ReasonKubeconfigInvalid, fmt.Sprintf("%s key %q: %v", src.name, src.key, err))
 		return nil
 	case err != nil:
 		return fmt.Errorf("connect to site %s: %w", s.key, err)
 	}
 	s.connected, s.rebuilt = true, rebuilt
 	setCondition(s.site, fleetv1.SiteKubeconfigValidCondition, metav1.ConditionTrue, fleetv1.ReasonKubeconfigValid,
-		fmt.Sprintf("kubeconfig from Secret %q key %q loaded", ref.Name, keyOf(ref)))
+		fmt.Sprintf("kubeconfig from %s key %q loaded", src.name, src.key))
 	return nil
+}
+
+// kubeconfigSource is one version of a site's kubeconfig; a zero name means there is none to
+// use (the Site's KubeconfigValid condition then says why).
+type kubeconfigSource struct {
+	// name ("Secret \"x\"", "Vault entry secret/...") and field ("spec.kubeconfigSecretRef")
+	// say where it is; key is the key there; keyMissingReason is the reason when it is absent.
+	name, field, key, keyMissingReason string
+	// fingerprint identifies this version: the site's client is rebuilt when it changes.
+	fingerprint string
+	// read returns the kubeconfig, or errKeyMissing.
+	read func(context.Context) ([]byte, error)
+	// keep, when set, says why the site's current client is kept without reading the source:
+	// the kubeconfig in use may be older than the source's current version.
+	keep string
+}
+
+// secretKubeconfig finds the kubeconfig Secret. Its data is read only when its resourceVersion
+// changed.
+func (r *Reconciler) secretKubeconfig(ctx context.Context, s *scope, ref *fleetv1.SecretKeyReference) (kubeconfigSource, error) {
+	secretKey := client.ObjectKey{Namespace: s.site.Namespace, Name: ref.Name}
+	secretMeta := &metav1.PartialObjectMetadata{}
+	secretMeta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := r.Client.Get(ctx, secretKey, secretMeta); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return kubeconfigSource{}, fmt.Errorf("get kubeconfig secret %s of site %s: %w", secretKey, s.key, err)
+		}
+		r.Sites.Forget(s.key)
+		s.setKubeconfigInvalid(fleetv1.ReasonSecretNotFound, fmt.Sprintf("Secret %q (spec.kubeconfigSecretRef.name) does not exist in namespace %q; create it with the site's kubeconfig under key %q", ref.Name, s.site.Namespace, secretKeyOf(ref)))
+		return kubeconfigSource{}, nil
+	}
+	return kubeconfigSource{
+		name: fmt.Sprintf("Secret %q", ref.Name), field: "spec.kubeconfigSecretRef", key: secretKeyOf(ref),
+		keyMissingReason: fleetv1.ReasonSecretKeyMissing,
+		fingerprint:      string(secretMeta.UID) + "/" + secretMeta.ResourceVersion,
+		read: func(ctx context.Context) ([]byte, error) {
+			secret := &corev1.Secret{}
+			if err := r.APIReader.Get(ctx, secretKey, secret); err != nil {
+				return nil, fmt.Errorf("read kubeconfig secret %s: %w", secretKey, err)
+			}
+			data, ok := secret.Data[secretKeyOf(ref)]
+			if !ok {
+				return nil, errKeyMissing
+			}
+			return data, nil
+		},
+	}, nil
+}
+
+// vaultKubeconfig reads the kubeconfig's Vault entry, whole, at every reconcile: Vault has no
+// watch. When Vault refuses or does not answer, a site connected before keeps the client built
+// from the kubeconfig read then, and KubeconfigValid says so; a site not connected yet is not
+// usable until Vault answers.
+func (r *Reconciler) vaultKubeconfig(ctx context.Context, s *scope, ref *fleetv1.VaultKeyReference) (kubeconfigSource, error) {
+	key := cmp.Or(ref.Key, "kubeconfig")
+	if r.Vault == nil {
+		r.Sites.Forget(s.key)
+		s.setKubeconfigInvalid(fleetv1.ReasonVaultUnavailable, "spec.kubeconfigVaultRef is set but the global controller runs without Vault: start it with --vault-addr (docs/security.md), or put the kubeconfig in a Secret (spec.kubeconfigSecretRef)")
+		return kubeconfigSource{}, nil
+	}
+	where := r.Vault.Where(s.site.Namespace, ref.Path)
+	src := kubeconfigSource{name: "Vault entry " + where, field: "spec.kubeconfigVaultRef", key: key, keyMissingReason: fleetv1.ReasonVaultEntryNotFound}
+	entry, err := r.Vault.Read(ctx, s.site.Namespace, ref.Path)
+	switch {
+	case errors.Is(err, vaultref.ErrNotFound):
+		r.Sites.Forget(s.key)
+		s.setKubeconfigInvalid(fleetv1.ReasonVaultEntryNotFound, fmt.Sprintf("Vault entry %s (spec.kubeconfigVaultRef.path) does not exist; write the site's kubeconfig there under key %q, or enroll the site", where, key))
+		return kubeconfigSource{}, nil
+	case err != nil:
+		if _, noClient := r.Sites.Client(s.key); noClient == nil {
+			src.keep = fmt.Sprintf("Vault cannot be read now, so a newer version there is not seen: %v", err)
+			return src, nil
+		}
+		s.setKubeconfigInvalid(fleetv1.ReasonVaultUnavailable, fmt.Sprintf("the kubeconfig cannot be read from Vault entry %s (spec.kubeconfigVaultRef.path): %v", where, err))
+		return kubeconfigSource{}, nil
+	}
+	src.fingerprint = vaultFingerprint(where, entry.Version)
+	src.read = func(context.Context) ([]byte, error) {
+		data, ok := entry.Data[key]
+		if !ok {
+			return nil, errKeyMissing
+		}
+		return []byte(data), nil
+	}
+	return src, nil
 }
 
 func (s *scope) setKubeconfigInvalid(reason, message string) {
@@ -186,7 +270,7 @@ func setCondition(site *fleetv1.Site, t string, status metav1.ConditionStatus, r
 	conditions.Set(&site.Status.Conditions, site.Generation, t, status, reason, message)
 }
 
-func keyOf(ref fleetv1.SecretKeyReference) string {
+func secretKeyOf(ref *fleetv1.SecretKeyReference) string {
 	if ref.Key == "" {
 		return "kubeconfig"
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // Connections keeps one client per site (siteclient.Cache in production).
@@ -52,6 +53,10 @@ type Reconciler struct {
 	// APIReader reads Secret data (kubeconfigs, BMC credentials) straight from the API server;
 	// Secrets are not cached.
 	APIReader client.Reader
+	// Vault holds the kubeconfigs and BMC credentials that Sites and Hosts reference in Vault
+	// (spec.kubeconfigVaultRef, spec.bmc.credentialsVaultRef); nil when the controller runs
+	// without Vault, and such references are then reported unusable.
+	Vault vaultref.Store
 	// Sites keeps the per-site clients.
 	Sites Connections
 	// Recorder emits an event on every condition change.

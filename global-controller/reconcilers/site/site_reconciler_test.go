@@ -57,7 +57,7 @@ func register(t *testing.T, ns, name string, kubeconfig []byte, edits ...func(*f
 	}
 	site := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: secret.Name}},
+		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: secret.Name}},
 	}
 	for _, edit := range edits {
 		edit(site)
@@ -116,7 +116,7 @@ func createHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, mac 
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleetv1.HostSpec{
 			SiteRef: fleetv1.SiteReference{Name: site}, Role: role, BootMACAddress: mac,
-			BMC: fleetv1.BMCDetails{Address: "ipmi://192.0.2.1", CredentialsSecretRef: fleetv1.SecretReference{Name: name + "-bmc"}},
+			BMC: fleetv1.BMCDetails{Address: "ipmi://192.0.2.1", CredentialsSecretRef: &fleetv1.SecretReference{Name: name + "-bmc"}},
 		},
 	}
 	if err := global.Client.Create(t.Context(), host); err != nil {
@@ -378,7 +378,7 @@ func TestMissingSecretOrKey(t *testing.T) {
 
 	site := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"},
-		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "late-kubeconfig", Key: "config"}},
+		Spec:       fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "late-kubeconfig", Key: "config"}},
 	}
 	if err := global.Client.Create(t.Context(), site); err != nil {
 		t.Fatal(err)

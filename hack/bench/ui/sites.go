@@ -59,7 +59,7 @@ func registerSite(ctx context.Context, c client.Client, i int) error {
 	s := &fleetv1.Site{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("store-%05d", i)},
 		Spec: fleetv1.SiteSpec{
-			KubeconfigSecretRef: fleetv1.SecretKeyReference{Name: "kubeconfig"},
+			KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "kubeconfig"},
 			Location:            &fleetv1.Location{Region: regions[i%len(regions)], Zone: fmt.Sprintf("zone-%03d", i%500)},
 			Cluster: &fleetv1.SiteCluster{Release: release, Network: sitev1.ClusterNetwork{
 				PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
