@@ -11,14 +11,15 @@ import (
 )
 
 // fleet is a global control plane, four site control planes (three sites, and one that a
-// ClusterSimulator answers on for many simulated sites) and bin/global-controller. The suites on
+// ClusterSimulator answers on for many simulated sites), bin/global-controller and the Vault it
+// reads site-c's kubeconfig and some BMC credentials from. The suites on
 // real hosts are in e2e/realhosts.
 var fleet *testenv.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
 var controllerArgs = testenv.QuickSiteChecks()
 
-var _ = e2ebed.Fleet(&fleet, testenv.FleetOptions{Sites: []string{"site-a", "site-b", "site-c", "sim"}, ControllerArgs: controllerArgs})
+var _ = e2ebed.Fleet(&fleet, testenv.FleetOptions{Sites: []string{"site-a", "site-b", "site-c", "sim"}, ControllerArgs: controllerArgs, Vault: true})
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

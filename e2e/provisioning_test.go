@@ -15,6 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	capiconditions "sigs.k8s.io/cluster-api/util/conditions"
@@ -125,6 +127,44 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 			Expect(h.Status.Cluster.ProvisioningState).To(Equal("provisioned"), h.Name)
 			Expect(h.Status.Cluster.Ready).To(BeTrue(), h.Name)
 		}
+	})
+
+	It("reaches the site with the kubeconfig kept in Vault, and carries Vault-held BMC credentials and their rotation to Metal3", func(ctx context.Context) {
+		const where = "secret/edgefleet/global/provisioning"
+		s := &fleetv1.Site{}
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: "provisioning", Name: site}, s)).To(Succeed())
+		valid := meta.FindStatusCondition(s.Status.Conditions, fleetv1.SiteKubeconfigValidCondition)
+		Expect(valid).NotTo(BeNil())
+		Expect(valid.Status).To(Equal(metav1.ConditionTrue))
+		Expect(valid.Message).To(Equal(`kubeconfig from Vault entry ` + where + `/sites/site-c key "kubeconfig" loaded`))
+
+		// Only Vault holds cp-1's credentials on the global side; the site's copy is Metal3's.
+		const host = "site-c-cp-1"
+		Expect(apierrors.IsNotFound(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: "provisioning", Name: host + "-bmc"}, &corev1.Secret{}))).To(BeTrue())
+		entry, err := fleet.ReadVault(ctx, "provisioning", "bmc/"+host)
+		Expect(err).NotTo(HaveOccurred())
+		copyOnSite := &corev1.Secret{}
+		Expect(siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host + sitev1.BMCSecretSuffix}, copyOnSite)).To(Succeed())
+		Expect(copyOnSite.Annotations).To(HaveKeyWithValue(sitev1.SourceAnnotation, "Vault "+where+"/bmc/"+host))
+		Expect(string(copyOnSite.Data["password"])).To(Equal(entry["password"]))
+		bmh := &metal3api.BareMetalHost{}
+		Expect(siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host}, bmh)).To(Succeed())
+		Expect(bmh.Spec.BMC.CredentialsName).To(Equal(copyOnSite.Name))
+
+		// The password rotated in Vault reaches the site within a heartbeat, with no event.
+		rotated, err := fleet.NewBMCPassword(host)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fleet.PutVault(ctx, "provisioning", "bmc/"+host, map[string]string{"username": "admin", "password": rotated})).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(siteC.Get(ctx, client.ObjectKeyFromObject(copyOnSite), copyOnSite)).To(Succeed())
+			g.Expect(string(copyOnSite.Data["password"])).To(Equal(rotated))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		// Metal3 keeps the host provisioned with the new credentials.
+		Consistently(func(g Gomega) {
+			g.Expect(siteC.Get(ctx, client.ObjectKeyFromObject(bmh), bmh)).To(Succeed())
+			g.Expect(bmh.Status.Provisioning.State).To(Equal(metal3api.StateProvisioned))
+			g.Expect(bmh.Status.ErrorMessage).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	})
 
 	// siteSummary waits until the global Site's status.cluster says Provisioned with these ready

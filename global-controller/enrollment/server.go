@@ -2,11 +2,13 @@ package enrollment
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;delete
@@ -72,6 +75,9 @@ type Server struct {
 	Sites  client.Reader
 	Auth   Auth
 	Access SiteAccess
+	// Vault stores the kubeconfigs of Sites that keep theirs in Vault (spec.kubeconfigVaultRef);
+	// nil when the controller runs without Vault, and such Sites cannot enroll.
+	Vault vaultref.Store
 	// Recorder emits the event of an enrollment on its Site.
 	Recorder events.EventRecorder
 	Log      logr.Logger
@@ -292,6 +298,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	if site == nil {
 		return
 	}
+	if site.Spec.KubeconfigVaultRef != nil && s.Vault == nil {
+		s.refuse(w, r, req, &Refusal{ReasonNoVault, "the Site keeps its kubeconfig in Vault (spec.kubeconfigVaultRef) but the global controller runs without Vault: start it with --vault-addr, or set spec.kubeconfigSecretRef", http.StatusServiceUnavailable})
+		return
+	}
 	cfg, err := siteclient.Load([]byte(req.Kubeconfig))
 	if err != nil {
 		reason := ReasonMalformed
@@ -330,18 +340,23 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ref := site.Spec.KubeconfigSecretRef
-	changed, err := s.storeKubeconfig(ctx, site, []byte(req.Kubeconfig), rec.ID, req.Machine)
+	where, changed, err := s.storeKubeconfig(ctx, site, []byte(req.Kubeconfig), rec.ID, req.Machine)
 	if err != nil {
-		s.internal(w, err, "store kubeconfig", req.Namespace+"/"+ref.Name)
+		s.internal(w, err, "store kubeconfig", where)
 		return
 	}
 	if changed {
 		s.Recorder.Eventf(site, nil, corev1.EventTypeNormal, "Enrolled", "Enroll",
-			"machine %q (cluster %s) enrolled with enrollment token %s; its credential is in Secret %s", req.Machine, short(fingerprint), rec.ID, ref.Name)
+			"machine %q (cluster %s) enrolled with enrollment token %s; its credential is in %s", req.Machine, short(fingerprint), rec.ID, where)
 	}
-	s.Log.Info("Enrolled a site", "namespace", req.Namespace, "site", req.Site, "machine", req.Machine, "cluster", short(fingerprint), "id", rec.ID, "secretChanged", changed)
-	writeJSON(w, http.StatusOK, restv1.Enrolled{Namespace: req.Namespace, Site: req.Site, Secret: ref.Name, Fingerprint: fingerprint})
+	s.Log.Info("Enrolled a site", "namespace", req.Namespace, "site", req.Site, "machine", req.Machine, "cluster", short(fingerprint), "id", rec.ID, "stored", where, "changed", changed)
+	got := restv1.Enrolled{Namespace: req.Namespace, Site: req.Site, Fingerprint: fingerprint}
+	if ref := site.Spec.KubeconfigVaultRef; ref != nil {
+		got.VaultEntry = s.Vault.Where(site.Namespace, ref.Path)
+	} else {
+		got.Secret = site.Spec.KubeconfigSecretRef.Name
+	}
+	writeJSON(w, http.StatusOK, got)
 }
 
 // Labels and annotations of a kubeconfig Secret written by enrollment.
@@ -352,10 +367,29 @@ const (
 	MachineAnnotation = "edgefleet.io/enrolled-machine"
 )
 
-// storeKubeconfig writes the Site's kubeconfig Secret, creating it or changing its key; it
-// reports whether anything changed.
-func (s *Server) storeKubeconfig(ctx context.Context, site *fleetv1.Site, kubeconfig []byte, id, machine string) (bool, error) {
+// storeKubeconfig stores the Site's kubeconfig where its spec says, a Secret or a Vault entry;
+// it reports where (for messages) and whether anything changed.
+func (s *Server) storeKubeconfig(ctx context.Context, site *fleetv1.Site, kubeconfig []byte, id, machine string) (string, bool, error) {
+	if ref := site.Spec.KubeconfigVaultRef; ref != nil {
+		key := cmp.Or(ref.Key, "kubeconfig")
+		where := "Vault entry " + s.Vault.Where(site.Namespace, ref.Path)
+		entry, err := s.Vault.Read(ctx, site.Namespace, ref.Path)
+		if err != nil && !errors.Is(err, vaultref.ErrNotFound) {
+			return where, false, err
+		}
+		if entry.Data[key] == string(kubeconfig) && entry.Data[EnrolledLabel] == id {
+			return where, false, nil
+		}
+		// The entry keeps its other keys; who enrolled is kept beside the kubeconfig, as the
+		// Secret keeps it in a label and an annotation.
+		data := map[string]string{}
+		maps.Copy(data, entry.Data)
+		data[key], data[EnrolledLabel], data[MachineAnnotation] = string(kubeconfig), id, machine
+		_, err = s.Vault.Write(ctx, site.Namespace, ref.Path, data)
+		return where, err == nil, err
+	}
 	ref := site.Spec.KubeconfigSecretRef
+	where := "Secret " + ref.Name
 	key := ref.Key
 	if key == "" {
 		key = "kubeconfig"
@@ -368,13 +402,13 @@ func (s *Server) storeKubeconfig(ctx context.Context, site *fleetv1.Site, kubeco
 				Labels: map[string]string{EnrolledLabel: id}, Annotations: map[string]string{MachineAnnotation: machine}},
 			Data: map[string][]byte{key: kubeconfig},
 		}
-		return true, s.Client.Create(ctx, secret)
+		return where, true, s.Client.Create(ctx, secret)
 	}
 	if err != nil {
-		return false, err
+		return where, false, err
 	}
 	if bytes.Equal(secret.Data[key], kubeconfig) && secret.Labels[EnrolledLabel] == id {
-		return false, nil
+		return where, false, nil
 	}
 	if secret.Data == nil {
 		secret.Data = map[string][]byte{}
@@ -386,7 +420,7 @@ func (s *Server) storeKubeconfig(ctx context.Context, site *fleetv1.Site, kubeco
 		secret.Annotations = map[string]string{}
 	}
 	secret.Data[key], secret.Labels[EnrolledLabel], secret.Annotations[MachineAnnotation] = kubeconfig, id, machine
-	return true, s.Client.Update(ctx, secret)
+	return where, true, s.Client.Update(ctx, secret)
 }
 
 // validateEnroll checks the body's fields before anything is read.

@@ -105,6 +105,7 @@ const (
 	ReasonLacksAccess   = "CredentialLacksAccess"
 	ReasonUnreachable   = "SiteUnreachable"
 	ReasonSiteNotFound  = "SiteNotFound"
+	ReasonNoVault       = "VaultNotConfigured"
 )
 
 // CheckToken decides whether a token whose record is rec (nil: none with its id) and whose

@@ -45,8 +45,8 @@ func serveAPI(api http.Handler, enroll *enrollment.Server, kubeconfigs, logs htt
 // is given) and adds the REST API server and the upload janitor to mgr. The returned function
 // disconnects and stops the database once the manager has stopped. refs tells the store which
 // releases reference an artifact, so that it refuses to delete those; auth checks callers.
-// With opts.UI the same server serves the web UI.
-func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer, sites kubeconfigapi.Sites) (*artifacts.Store, func(), error) {
+// With opts.UI the same server serves the web UI. deps give the sites' clients and Vault.
+func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, refs artifacts.References, auth *kubeauth.Reviewer, deps Dependencies) (*artifacts.Store, func(), error) {
 	log := ctrl.Log.WithName("artifacts")
 	db := mongodb.External(opts.MongoURI)
 	if opts.MongoURI == "" {
@@ -94,11 +94,11 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
 	kubeconfigs := &kubeconfigapi.Server{
-		Auth: auth, Reader: mgr.GetClient(), Sites: sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
+		Auth: auth, Reader: mgr.GetClient(), Sites: deps.Sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
 		Clock: clock.RealClock{}, MaxTTL: opts.MaxKubeconfigTTL,
 	}
-	logs := &sitelogapi.Server{Auth: auth, Reader: mgr.GetClient(), Sites: sites, Clock: clock.RealClock{}, Wait: opts.SiteLogWait}
-	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth), kubeconfigs.Handler(), logs.Handler())
+	logs := &sitelogapi.Server{Auth: auth, Reader: mgr.GetClient(), Sites: deps.Sites, Clock: clock.RealClock{}, Wait: opts.SiteLogWait}
+	handler := serveAPI(api.Handler(), enrollmentServer(mgr, opts, auth, deps.Vault), kubeconfigs.Handler(), logs.Handler())
 	if opts.UI {
 		web, err := UI(ctx, mgr, auth, store, kubeconfigs, logs)
 		if err != nil {

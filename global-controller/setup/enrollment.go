@@ -10,13 +10,15 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
 // enrollmentServer issues sites' enrollment tokens and enrolls their machines, on the artifact
 // API's server (same address, TLS and reviewer).
-func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer) *enrollment.Server {
+func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer, vault vaultref.Store) *enrollment.Server {
 	return &enrollment.Server{
+		Vault:      vault,
 		Client:     mgr.GetClient(),
 		Reader:     mgr.GetAPIReader(),
 		Sites:      mgr.GetClient(),

@@ -41,6 +41,8 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
@@ -143,6 +145,13 @@ type Options struct {
 	EnrollmentTokenTTL, EnrollmentTokenMaxTTL time.Duration
 	// EnrollmentTokenRetention is how long a token's record is kept after it expired.
 	EnrollmentTokenRetention time.Duration
+	// Vault is the Vault server holding the BMC credentials and site kubeconfigs that Hosts
+	// and Sites reference there, and how the controller logs in (pkg/vaultauth); an empty
+	// Vault.Addr runs without Vault.
+	Vault vaultauth.Options
+	// VaultMount is the KV version 2 mount and VaultPrefix the path under it; each namespace's
+	// references are under <VaultPrefix>/<namespace>/.
+	VaultMount, VaultPrefix string
 }
 
 // DefaultOptions returns safe production defaults.
@@ -186,6 +195,9 @@ func DefaultOptions() Options {
 		EnrollmentTokenTTL:       4 * time.Hour,
 		EnrollmentTokenMaxTTL:    7 * 24 * time.Hour,
 		EnrollmentTokenRetention: 7 * 24 * time.Hour,
+		Vault:                    vaultauth.DefaultOptions(),
+		VaultMount:               "secret",
+		VaultPrefix:              "edgefleet/global",
 	}
 }
 
@@ -254,6 +266,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
 	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
+	fs.StringVar(&o.Vault.Addr, "vault-addr", o.Vault.Addr, "Vault server holding the BMC credentials and site kubeconfigs that Hosts (spec.bmc.credentialsVaultRef) and Sites (spec.kubeconfigVaultRef) reference there (empty: no Vault, such references are reported unusable). The controller logs in as --vault-auth says.")
+	fs.DurationVar(&o.Vault.Timeout, "vault-timeout", o.Vault.Timeout, "Bound of each Vault call (logins and renewals included).")
+	o.Vault.AddFlags(fs)
+	fs.StringVar(&o.VaultMount, "vault-mount", o.VaultMount, "Mount of Vault's KV version 2 engine.")
+	fs.StringVar(&o.VaultPrefix, "vault-prefix", o.VaultPrefix, "Path under --vault-mount of the referenced entries: a reference of namespace N with path P is <prefix>/N/P.")
 }
 
 // Validate names the first bad option.
@@ -317,6 +334,17 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--enrollment-token-ttl must be at least 1m and at most --enrollment-token-max-ttl, got %s and %s", o.EnrollmentTokenTTL, o.EnrollmentTokenMaxTTL)
 	case o.EnrollmentTokenRetention < 0:
 		return fmt.Errorf("--enrollment-token-retention must not be negative, got %s", o.EnrollmentTokenRetention)
+	}
+	if o.Vault.Addr != "" {
+		switch {
+		case o.VaultMount == "":
+			return errors.New("--vault-mount must not be empty with --vault-addr")
+		case strings.Trim(o.VaultPrefix, "/") == "":
+			return errors.New("--vault-prefix must not be empty with --vault-addr: the controller reads and writes only under it")
+		}
+		if err := o.Vault.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := meshpolicy.ValidateMode(o.Istio); err != nil {
 		return err
@@ -392,13 +420,20 @@ func Run(ctx context.Context, opts Options) error {
 		SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics,
 		Sites: siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
 	}
+	if opts.Vault.Addr != "" {
+		vault, err := vaultauth.Connect(ctx, opts.Vault, ctrl.Log.WithName("vault"))
+		if err != nil {
+			return err
+		}
+		deps.Vault = vaultref.New(vault.Client, opts.VaultMount, opts.VaultPrefix)
+	}
 	if opts.APIAddr != "0" {
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return fmt.Errorf("client for token and access reviews: %w", err)
 		}
 		auth := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
-		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth, deps.Sites)
+		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth, deps)
 		if err != nil {
 			return err
 		}
@@ -441,6 +476,8 @@ type Dependencies struct {
 	// Sites keeps the clients of the sites, shared by the site reconciler (which connects
 	// them) and the kubeconfig API; a new cache when nil.
 	Sites *siteclient.Cache
+	// Vault holds what Hosts and Sites reference there; nil without Vault.
+	Vault vaultref.Store
 }
 
 // SetupReconcilers registers the indexes and every reconciler on mgr.
@@ -457,6 +494,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 		Client:                mgr.GetClient(),
 		APIReader:             mgr.GetAPIReader(),
 		Sites:                 siteClients,
+		Vault:                 deps.Vault,
 		Recorder:              mgr.GetEventRecorder("site-controller"),
 		Metrics:               deps.SiteMetrics,
 		Clock:                 clock.RealClock{},

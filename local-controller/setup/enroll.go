@@ -96,7 +96,7 @@ func RunEnroll(ctx context.Context, o EnrollOptions) error {
 	if err != nil {
 		return err
 	}
-	log.Info("Enrolled", "site", got.Namespace+"/"+got.Site, "secret", got.Secret, "cluster", got.Fingerprint)
+	log.Info("Enrolled", "site", got.Namespace+"/"+got.Site, "secret", got.Secret, "vaultEntry", got.VaultEntry, "cluster", got.Fingerprint)
 	return nil
 }
 

@@ -135,13 +135,13 @@ func enrolled(ctx context.Context, c client.Client, opts Options) (restv1.Enroll
 	if d["namespace"] != opts.Namespace || d["site"] != opts.Site || d["global"] != opts.GlobalURL {
 		return restv1.Enrolled{}, false, nil
 	}
-	return restv1.Enrolled{Namespace: d["namespace"], Site: d["site"], Secret: d["secret"], Fingerprint: d["fingerprint"]}, true, nil
+	return restv1.Enrolled{Namespace: d["namespace"], Site: d["site"], Secret: d["secret"], VaultEntry: d["vaultEntry"], Fingerprint: d["fingerprint"]}, true, nil
 }
 
 // record keeps, on the site, that the enrollment is done.
 func record(ctx context.Context, c client.Client, opts Options, got restv1.Enrolled) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: StateConfigMap}}
-	data := map[string]string{"namespace": got.Namespace, "site": got.Site, "global": opts.GlobalURL, "secret": got.Secret, "fingerprint": got.Fingerprint,
+	data := map[string]string{"namespace": got.Namespace, "site": got.Site, "global": opts.GlobalURL, "secret": got.Secret, "vaultEntry": got.VaultEntry, "fingerprint": got.Fingerprint,
 		"machine": opts.Machine, "enrolled": time.Now().UTC().Format(time.RFC3339)}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); apierrors.IsNotFound(err) {
 		cm.Data = data

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,6 +54,11 @@ type FleetOptions struct {
 	// certificate is made for: test hosts reach the controller at their network's gateway
 	// (HostNet.Gateway). 127.0.0.1 when empty.
 	APIHost string
+	// Vault starts a Vault dev server (Fleet.Vault) for the global controller, which logs in
+	// with Vault's Kubernetes auth method as its ServiceAccount and reads, under
+	// FleetVaultPrefix, the kubeconfigs and BMC credentials that Sites and Hosts reference
+	// there; Apply writes them there for such references.
+	Vault bool
 }
 
 // Fleet is a global control plane with the edgefleet CRDs, site control planes, and the
@@ -80,6 +83,8 @@ type Fleet struct {
 	// Applications are the control planes standing for the sites' application clusters, by
 	// site (StartSiteProvisioning).
 	Applications map[string]*ControlPlane
+	// Vault is the global controller's Vault with FleetOptions.Vault; nil without.
+	Vault *Vault
 
 	root   string
 	ownDir bool
@@ -89,9 +94,11 @@ type Fleet struct {
 	madeMu     sync.Mutex
 	siteTokens bool
 	apiHost    string // FleetOptions.APIHost
-	controller *process
-	locals     map[string]*process
-	bpas       map[string]*process
+	// vaultTokenFile holds the ServiceAccount token the controller logs in to Vault with.
+	vaultTokenFile string
+	controller     *process
+	locals         map[string]*process
+	bpas           map[string]*process
 	// stops stop what StartSiteMetal3 and StartSiteProvisioning started, before the control planes.
 	stops []func() error
 }
@@ -157,6 +164,11 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	}
 	if opts.TLS {
 		if err := f.writeAPICertificate(); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Vault {
+		if err := f.startVault(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -288,6 +300,7 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	if f.APICertFile != "" {
 		args = append(args, "--api-tls-cert-file", f.APICertFile, "--api-tls-key-file", f.APIKeyFile)
 	}
+	args = append(args, f.vaultArgs()...)
 	if f.siteTokens {
 		args = append(args, "--site-api-url", f.APIURL)
 		if f.APICAFile != "" {
@@ -332,7 +345,8 @@ func (f *Fleet) KillController() error {
 // references, for each Host it stores generated BMC credentials, then it runs kubectl apply. A
 // Secret that exists already is kept: a manifest applied again (a Host registered again after it
 // was taken off its site) keeps its credentials. The Sites named in enrolling get no kubeconfig:
-// they enroll (Enroll), which stores it.
+// they enroll (Enroll), which stores it. A Site or Host referencing Vault
+// (kubeconfigVaultRef, credentialsVaultRef) gets its entry written in the Fleet's Vault instead.
 func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string) error {
 	path := manifest
 	if !filepath.IsAbs(path) {
@@ -361,7 +375,6 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			if slices.Contains(enrolling, obj.GetName()) {
 				continue
 			}
-			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigSecretRef", "name")
 			kc, err := site.SiteKubeconfig(ctx)
 			if err != nil {
 				return err
@@ -369,17 +382,29 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			if err := f.recordKubeconfig("the global controller's credential of site "+obj.GetName(), kc); err != nil {
 				return err
 			}
+			if p, ok, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigVaultRef", "path"); ok {
+				if err := f.putVaultOnce(ctx, ns, p, map[string]string{"kubeconfig": string(kc)}); err != nil {
+					return err
+				}
+				continue
+			}
+			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "kubeconfigSecretRef", "name")
 			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"kubeconfig": kc}); err != nil {
 				return err
 			}
 		case "Host":
-			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "bmc", "credentialsSecretRef", "name")
-			pw := make([]byte, 16)
-			if _, err := rand.Read(pw); err != nil {
+			pw, err := f.NewBMCPassword(obj.GetName())
+			if err != nil {
 				return err
 			}
-			f.record("the BMC password of host "+obj.GetName(), []byte(hex.EncodeToString(pw)))
-			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"username": []byte("admin"), "password": []byte(hex.EncodeToString(pw))}); err != nil {
+			if p, ok, _ := unstructured.NestedString(obj.Object, "spec", "bmc", "credentialsVaultRef", "path"); ok {
+				if err := f.putVaultOnce(ctx, ns, p, map[string]string{"username": "admin", "password": pw}); err != nil {
+					return err
+				}
+				continue
+			}
+			secret, _, _ := unstructured.NestedString(obj.Object, "spec", "bmc", "credentialsSecretRef", "name")
+			if err := f.createSecret(ctx, ns, secret, map[string][]byte{"username": []byte("admin"), "password": []byte(pw)}); err != nil {
 				return err
 			}
 		}

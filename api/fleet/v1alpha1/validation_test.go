@@ -67,6 +67,24 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 	if err := global.Client.Create(t.Context(), validHost(ns)); err != nil {
 		t.Fatalf("valid host rejected: %v", err)
 	}
+	// The kubeconfig and the BMC credentials in Vault instead of Secrets.
+	vaultSite := mutateSite(ns, func(s *fleetv1.Site) {
+		s.Name = "store-0043"
+		s.Spec.KubeconfigSecretRef, s.Spec.KubeconfigVaultRef = nil, &fleetv1.VaultKeyReference{Path: "sites/store-0043"}
+	})
+	if err := global.Client.Create(t.Context(), vaultSite); err != nil {
+		t.Fatalf("valid site with its kubeconfig in Vault rejected: %v", err)
+	}
+	if vaultSite.Spec.KubeconfigVaultRef.Key != "kubeconfig" {
+		t.Errorf("spec.kubeconfigVaultRef.key defaulted to %q, want \"kubeconfig\"", vaultSite.Spec.KubeconfigVaultRef.Key)
+	}
+	vaultHost := mutateHost(ns, func(h *fleetv1.Host) {
+		h.Name, h.Spec.BootMACAddress = "store-0043-cp-0", "52:54:00:AB:cd:02"
+		h.Spec.BMC.CredentialsSecretRef, h.Spec.BMC.CredentialsVaultRef = nil, &fleetv1.VaultReference{Path: "bmc/store-0043_cp-0.v1"}
+	})
+	if err := global.Client.Create(t.Context(), vaultHost); err != nil {
+		t.Fatalf("valid host with its BMC credentials in Vault rejected: %v", err)
+	}
 }
 
 // TestInvalidObjectsAreRejected checks that the API server refuses each invalid object with an
@@ -92,6 +110,19 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"host with http BMC", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.Address = "http://10.0.0.5" }), "spec.bmc.address"},
 		{"host with BMC without host", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.Address = "ipmi://" }), "spec.bmc.address"},
 		{"host without BMC credentials", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.CredentialsSecretRef.Name = "" }), "spec.bmc.credentialsSecretRef.name"},
+		{"host with BMC credentials in a Secret and in Vault", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.CredentialsVaultRef = &fleetv1.VaultReference{Path: "bmc/cp-0"} }), "set exactly one of credentialsSecretRef and credentialsVaultRef"},
+		{"host with no BMC credentials at all", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.BMC.CredentialsSecretRef = nil }), "set exactly one of credentialsSecretRef and credentialsVaultRef"},
+		{"host with a Vault path climbing out of its namespace", mutateHost(ns, func(h *fleetv1.Host) {
+			h.Spec.BMC.CredentialsSecretRef, h.Spec.BMC.CredentialsVaultRef = nil, &fleetv1.VaultReference{Path: "../other/bmc"}
+		}), "spec.bmc.credentialsVaultRef.path"},
+		{"host with an absolute Vault path", mutateHost(ns, func(h *fleetv1.Host) {
+			h.Spec.BMC.CredentialsSecretRef, h.Spec.BMC.CredentialsVaultRef = nil, &fleetv1.VaultReference{Path: "/secret/data/x"}
+		}), "spec.bmc.credentialsVaultRef.path"},
+		{"site with kubeconfig in a Secret and in Vault", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.KubeconfigVaultRef = &fleetv1.VaultKeyReference{Path: "sites/a"} }), "set exactly one of kubeconfigSecretRef and kubeconfigVaultRef"},
+		{"site with no kubeconfig at all", mutateSite(ns, func(s *fleetv1.Site) { s.Spec.KubeconfigSecretRef = nil }), "set exactly one of kubeconfigSecretRef and kubeconfigVaultRef"},
+		{"site with an empty Vault path segment", mutateSite(ns, func(s *fleetv1.Site) {
+			s.Spec.KubeconfigSecretRef, s.Spec.KubeconfigVaultRef = nil, &fleetv1.VaultKeyReference{Path: "sites//a"}
+		}), "spec.kubeconfigVaultRef.path"},
 		{"host without site", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.SiteRef.Name = "" }), "spec.siteRef.name"},
 		{"host with empty root device hints", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.RootDeviceHints = &fleetv1.RootDeviceHints{} }), "spec.rootDeviceHints"},
 		{"host with root device not under /dev", mutateHost(ns, func(h *fleetv1.Host) { h.Spec.RootDeviceHints.DeviceName = "sda" }), "spec.rootDeviceHints.deviceName"},

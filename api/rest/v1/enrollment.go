@@ -64,8 +64,12 @@ type Enroll struct {
 type Enrolled struct {
 	Namespace string `json:"namespace"`
 	Site      string `json:"site"`
-	// Secret is the Secret the kubeconfig was stored in (the Site's spec.kubeconfigSecretRef).
-	Secret string `json:"secret"`
+	// Secret is the Secret the kubeconfig was stored in (the Site's spec.kubeconfigSecretRef),
+	// or empty when it was stored in Vault.
+	Secret string `json:"secret,omitempty"`
+	// VaultEntry is the Vault entry the kubeconfig was stored in (the Site's
+	// spec.kubeconfigVaultRef), or empty when it was stored in a Secret.
+	VaultEntry string `json:"vaultEntry,omitempty"`
 	// Fingerprint identifies the enrolled site cluster (sha256 of its CA certificate).
 	Fingerprint string `json:"fingerprint"`
 }

@@ -30,6 +30,9 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, s *scope) error {
 	var err error
 	switch spec := s.site.Spec; {
 	case spec.KubeconfigVaultRef != nil:
+		// Vault sends no event: whatever comes of this reading, the entry is read again within a
+		// heartbeat.
+		s.requeueBy(r.HeartbeatInterval)
 		src, err = r.vaultKubeconfig(ctx, s, spec.KubeconfigVaultRef)
 	case spec.KubeconfigSecretRef != nil:
 		src, err = r.secretKubeconfig(ctx, s, spec.KubeconfigSecretRef)

@@ -2,6 +2,7 @@ package site_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // global is the global cluster: a real API server with the fleet CRDs, and the site and host
@@ -36,10 +38,42 @@ const (
 	timeout      = 2 * time.Second
 	// identityNamespace holds the sites' ServiceAccounts.
 	identityNamespace = "edgefleet-system"
+	// vaultPrefix is where the reconciler reads references, under the KV mount "secret".
+	vaultPrefix = "edgefleet/global"
 )
 
-func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
+// vault is a Vault dev server holding what Sites and Hosts reference there; the reconciler reads
+// it with the root token and a short bound on each call (vaultTimeout).
+var vault *testenv.Vault
+
+const vaultTimeout = 2 * time.Second
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "site-suite-vault-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if vault, err = testenv.StartVaultIn(context.Background(), dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := vault.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop vault:", err)
+		}
+	}()
+	vaultClient, err := vault.Client.Clone()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	vaultClient.SetToken(vault.Client.Token())
+	vaultClient.SetClientTimeout(vaultTimeout)
+	return testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
 		func(ctx context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
 			global = cp
 			if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: identityNamespace}}); err != nil {
@@ -57,6 +91,7 @@ func TestMain(m *testing.M) {
 				Client:                mgr.GetClient(),
 				APIReader:             mgr.GetAPIReader(),
 				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test"),
+				Vault:                 vaultref.New(vaultClient, "secret", vaultPrefix),
 				Recorder:              mgr.GetEventRecorder("site-controller"),
 				Metrics:               siteMetrics,
 				Clock:                 clock.RealClock{},
@@ -73,5 +108,5 @@ func TestMain(m *testing.M) {
 			// Hosts are pushed to a site once the host reconciler finds them Ready.
 			hosts := &host.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("host-controller")}
 			return hosts.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})
-		}))
+		})
 }
