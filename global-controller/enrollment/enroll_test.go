@@ -61,7 +61,8 @@ type bed struct {
 
 func TestEnrollment(t *testing.T) {
 	ctx := t.Context()
-	f, err := testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"site-a", "site-b"}, TLS: true,
+	// site-b keeps its kubeconfig in the global controller's Vault, site-a in a Secret.
+	f, err := testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"site-a", "site-b"}, TLS: true, Vault: true,
 		ControllerArgs: []string{"--site-heartbeat-interval", "2s", "--zap-log-level", "debug"}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,9 +95,10 @@ func TestEnrollment(t *testing.T) {
 	if err := f.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"site-a", "site-b"} {
-		site := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: name + "-kubeconfig"}}}
+	for _, site := range []*fleetv1.Site{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site-a"}, Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "site-a-kubeconfig"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "site-b"}, Spec: fleetv1.SiteSpec{KubeconfigVaultRef: &fleetv1.VaultKeyReference{Path: "sites/site-b"}}},
+	} {
 		if err := f.Global.Client.Create(ctx, site); err != nil {
 			t.Fatal(err)
 		}
@@ -302,6 +304,18 @@ func TestEnrollment(t *testing.T) {
 			}
 		}
 		b.waitReady("site-b")
+		// site-b's credential went to its Vault entry, with who enrolled; no Secret holds it.
+		entry, err := b.f.ReadVault(ctx, ns, "sites/site-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, _ := entry["kubeconfig"].(string)
+		if !strings.Contains(kc, "token: ") || entry[enrollment.MachineAnnotation] != won[0] || !strings.HasPrefix(race, fmt.Sprint(entry[enrollment.EnrolledLabel])+".") {
+			t.Errorf("Vault entry sites/site-b: machine %v, token %v, a kubeconfig with a token: %v", entry[enrollment.MachineAnnotation], entry[enrollment.EnrolledLabel], strings.Contains(kc, "token: "))
+		}
+		if err := b.f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "site-b-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Secret site-b-kubeconfig on the global cluster: %v", err)
+		}
 	})
 
 	t.Run("the stored identity can do on the site only what the global controller needs", func(t *testing.T) {
