@@ -546,24 +546,9 @@ func (b *bed) request(method, path, token, body string, out any) (int, restv1.Er
 // file and returns its output.
 func (b *bed) runEnroll(site, token string) string {
 	b.t.Helper()
-	dir := b.t.TempDir()
-	tokenFile, caFile, manifestFile := dir+"/token", dir+"/ca.crt", dir+"/site-access.yaml"
-	for path, data := range map[string][]byte{tokenFile: []byte(token + "\n"), caFile: b.ca, manifestFile: b.manifest} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			b.t.Fatal(err)
-		}
-	}
-	root, err := testenv.RepoRoot()
+	out, err := b.f.RunEnroll(b.t.Context(), ns, site, "edge-a", token, "--credential-ttl", "24h")
 	if err != nil {
 		b.t.Fatal(err)
-	}
-	cmd := exec.CommandContext(b.t.Context(), root+"/bin/local-controller", "enroll",
-		"--kubeconfig", b.f.SiteKubeconfig(site), "--global-url", b.f.APIURL, "--global-ca-file", caFile,
-		"--token-file", tokenFile, "--site", ns+"/"+site, "--machine", "edge-a", "--site-access-manifest", manifestFile,
-		"--credential-ttl", "24h", "--deadline", "1m")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		b.t.Fatalf("local-controller enroll: %v\n%s", err, out)
 	}
 	return string(out)
 }

@@ -1,9 +1,11 @@
 package setup
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -16,11 +18,17 @@ import (
 // machine at every boot before its site control plane starts.
 type SiteInitOptions struct {
 	siteinit.Options
+	// RestartChanged restarts the stack's services that read a file the run changed
+	// (siteinit.RestartUnits) with systemctl try-restart: the renewal timer's run, while the
+	// stack is up. At boot the services start after site-init and read the files anyway.
+	RestartChanged bool
+	// RestartTimeout bounds that restart (each service waits until it is healthy).
+	RestartTimeout time.Duration
 }
 
 // DefaultSiteInitOptions returns the defaults of `local-controller site-init`.
 func DefaultSiteInitOptions() SiteInitOptions {
-	return SiteInitOptions{siteinit.Options{Dir: "/var/lib/edgefleet/site", AddressWait: 30 * time.Second}}
+	return SiteInitOptions{Options: siteinit.Options{Dir: "/var/lib/edgefleet/site", AddressWait: 30 * time.Second}, RestartTimeout: 10 * time.Minute}
 }
 
 // AddFlags binds the options to flags.
@@ -35,6 +43,8 @@ func (o *SiteInitOptions) AddFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.DurationVar(&o.AddressWait, "address-wait", o.AddressWait, "How long to wait for the machine's first non-loopback address.")
+	fs.BoolVar(&o.RestartChanged, "restart-changed", o.RestartChanged, "Restart (systemctl try-restart) the site stack's services that read a file this run changed, e.g. a renewed client certificate (edgefleet-site-renew.service).")
+	fs.DurationVar(&o.RestartTimeout, "restart-timeout", o.RestartTimeout, "Bound of the restart of --restart-changed.")
 }
 
 // RunSiteInit makes or completes the site's files and logs what changed.
@@ -49,5 +59,18 @@ func RunSiteInit(ctx context.Context, o SiteInitOptions) error {
 		return nil
 	}
 	log.Info("Site files written", "dir", o.Dir, "address", res.Address.String(), "changed", fmt.Sprint(res.Changed))
+	units := siteinit.RestartUnits(res.Changed)
+	if !o.RestartChanged || len(units) == 0 {
+		return nil
+	}
+	log.Info("Restarting the services that read the changed files", "units", fmt.Sprint(units))
+	ctx, cancel := context.WithTimeout(ctx, o.RestartTimeout)
+	defer cancel()
+	// One unit at a time, in the stack's start order: each waits until it is healthy.
+	for _, u := range units {
+		if out, err := exec.CommandContext(ctx, "systemctl", "try-restart", u).CombinedOutput(); err != nil {
+			return fmt.Errorf("site-init: restart %s for its new files: %w: %s", u, err, bytes.TrimSpace(out))
+		}
+	}
 	return nil
 }

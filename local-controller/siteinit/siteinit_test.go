@@ -202,6 +202,11 @@ func TestRunRenewsExpiringCertificates(t *testing.T) {
 	if !slices.Contains(res.Changed, "pki/bpa.crt") || slices.Contains(res.Changed, "pki/ca.crt") {
 		t.Errorf("near the leaves' expiry a run changed %v; want every leaf renewed, the CA kept", res.Changed)
 	}
+	// The renewal timer restarts every component with a client certificate, and only them.
+	want := []string{"kube-controller-manager.service", "edgefleet-local-controller.service", "edgefleet-bpa.service", "baremetal-operator.service"}
+	if got := RestartUnits(res.Changed); !slices.Equal(got, want) {
+		t.Errorf("after renewing %v, restart %v; want %v", res.Changed, got, want)
+	}
 }
 
 func TestRunRefusesRelativeDir(t *testing.T) {
@@ -242,4 +247,30 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestRestartUnits(t *testing.T) {
+	all := []string{"kube-apiserver.service", "kube-controller-manager.service", "edgefleet-local-controller.service", "edgefleet-bpa.service", "baremetal-operator.service"}
+	for _, tc := range []struct {
+		name    string
+		changed []string
+		want    []string
+	}{
+		{"nothing", nil, []string{}},
+		{"first boot: a new CA", []string{"pki/ca.crt", "pki/apiserver.crt", "kubeconfig/bpa.kubeconfig"}, all},
+		{"a new address", []string{"pki/apiserver.crt", "pki/site-cache.crt", "stack.env"}, all},
+		{"serving certificates, read as they change", []string{"pki/apiserver.crt", "pki/site-cache.crt"}, []string{}},
+		{"the BPA's renewed client certificate", []string{"pki/bpa.crt"}, []string{"edgefleet-bpa.service"}},
+		{"two components' kubeconfigs", []string{"kubeconfig/baremetal-operator.kubeconfig", "pki/local-controller.crt"}, []string{"edgefleet-local-controller.service", "baremetal-operator.service"}},
+		{"the controller manager", []string{"pki/controller-manager.crt", "kubeconfig/controller-manager.kubeconfig"}, []string{"kube-controller-manager.service"}},
+		{"a new service-account key", []string{"pki/sa.key"}, []string{"kube-apiserver.service", "kube-controller-manager.service"}},
+		{"a new encryption configuration", []string{"encryption-config.yaml"}, []string{"kube-apiserver.service"}},
+		{"the admin's, read by commands only", []string{"pki/admin.crt", "kubeconfig/admin.kubeconfig"}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RestartUnits(tc.changed); !slices.Equal(got, tc.want) {
+				t.Errorf("RestartUnits(%v) = %v, want %v", tc.changed, got, tc.want)
+			}
+		})
+	}
 }

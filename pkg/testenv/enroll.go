@@ -29,23 +29,30 @@ func (f *Fleet) Enroll(ctx context.Context, ns, site, machine string) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
+	return f.RunEnroll(ctx, ns, site, machine, strings.TrimSpace(string(out)))
+}
+
+// RunEnroll runs bin/local-controller enroll on site's control plane with token, as its machine
+// does at its first boot: the token in a 0600 file only (removed with it), the artifact API's
+// CA pinned, deploy/rbac/site applied; args are more flags of the command. It returns what the
+// command printed.
+func (f *Fleet) RunEnroll(ctx context.Context, ns, site, machine, token string, args ...string) ([]byte, error) {
 	dir, err := os.MkdirTemp(f.Dir, "enroll-"+site+"-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	token := strings.TrimSpace(string(out))
 	f.record("the enrollment token of site "+ns+"/"+site, []byte(token))
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "local-controller"), "enroll",
+	cmd := exec.CommandContext(ctx, filepath.Join(f.root, "bin", "local-controller"), append([]string{"enroll",
 		"--kubeconfig", f.SiteKubeconfig(site), "--global-url", f.APIURL, "--global-ca-file", f.APICAFile,
-		"--token-file", tokenFile, "--site", ns+"/"+site, "--machine", machine,
-		"--site-access-manifest", filepath.Join(f.root, "deploy", "rbac", "site", "global-access.yaml"),
-		"--deadline", "2m")
-	out, err = cmd.CombinedOutput()
+		"--token-file", tokenFile, "--site", ns + "/" + site, "--machine", machine,
+		"--site-access-manifest", filepath.Join(f.root, SiteAccessManifest),
+		"--deadline", "2m"}, args...)...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("local-controller enroll of site %s/%s: %w: %s", ns, site, err, out)
 	}

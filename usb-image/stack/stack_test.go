@@ -234,6 +234,41 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 	})
 
+	t.Run("the renewal timer renews a certificate and restarts its reader only", func(t *testing.T) {
+		if out, err := h.Exec(ctx, "systemctl", "is-active", "edgefleet-site-renew.timer"); err != nil || strings.TrimSpace(string(out)) != "active" {
+			t.Fatalf("edgefleet-site-renew.timer: %q %v", out, err)
+		}
+		bpaBefore, lcBefore := unitProps(t, h, "edgefleet-bpa.service"), unitProps(t, h, "edgefleet-local-controller.service")
+		oldCert := readFile(t, filepath.Join(site, "pki", "bpa.crt"))
+		// The BPA's client certificate gone stands for one near its end: site-init issues it again.
+		if _, err := h.Exec(ctx, "rm", "/var/lib/edgefleet/site/pki/bpa.crt", "/var/lib/edgefleet/site/pki/bpa.key"); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := h.Exec(ctx, "systemctl", "start", "edgefleet-site-renew.service"); err != nil {
+			t.Fatalf("edgefleet-site-renew.service: %v\n%s", err, out)
+		}
+		if newCert := readFile(t, filepath.Join(site, "pki", "bpa.crt")); bytes.Equal(newCert, oldCert) {
+			t.Error("the BPA's certificate was not issued again")
+		}
+		bpaAfter, lcAfter := unitProps(t, h, "edgefleet-bpa.service"), unitProps(t, h, "edgefleet-local-controller.service")
+		if bpaAfter["MainPID"] == bpaBefore["MainPID"] || bpaAfter["ActiveState"] != "active" || bpaAfter["SubState"] != "running" {
+			t.Errorf("BPA not restarted for its new certificate: before %v, after %v", bpaBefore, bpaAfter)
+		}
+		if lcAfter["MainPID"] != lcBefore["MainPID"] {
+			t.Errorf("the local controller was restarted though none of its files changed: %v → %v", lcBefore, lcAfter)
+		}
+		if _, err := h.Exec(ctx, "curl", "-fsS", "--max-time", "2", "http://127.0.0.1:8091/readyz"); err != nil {
+			t.Errorf("BPA not ready with its new certificate: %v", err)
+		}
+		// Nothing due: the next run restarts nothing.
+		if out, err := h.Exec(ctx, "systemctl", "start", "edgefleet-site-renew.service"); err != nil {
+			t.Fatalf("edgefleet-site-renew.service again: %v\n%s", err, out)
+		}
+		if again := unitProps(t, h, "edgefleet-bpa.service"); again["MainPID"] != bpaAfter["MainPID"] {
+			t.Errorf("a run with nothing due restarted the BPA: %v → %v", bpaAfter, again)
+		}
+	})
+
 	t.Run("systemd restarts a killed service", func(t *testing.T) {
 		before := unitProps(t, h, "edgefleet-bpa.service")
 		if before["MainPID"] == "" || before["MainPID"] == "0" {
