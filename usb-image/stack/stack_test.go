@@ -236,7 +236,8 @@ func TestSiteStackOnTestHost(t *testing.T) {
 
 	t.Run("the renewal timer renews a certificate and restarts its reader only", func(t *testing.T) {
 		if out, err := h.Exec(ctx, "systemctl", "is-active", "edgefleet-site-renew.timer"); err != nil || strings.TrimSpace(string(out)) != "active" {
-			t.Fatalf("edgefleet-site-renew.timer: %q %v", out, err)
+			status, _ := h.Exec(ctx, "sh", "-c", "systemctl --no-pager status edgefleet-site-renew.timer; systemctl --no-pager show -p Wants,ActiveState edgefleet-site.target; journalctl --no-pager -u edgefleet-site-renew.timer | tail -n 20")
+			t.Fatalf("edgefleet-site-renew.timer: %q %v\n%s", out, err, status)
 		}
 		bpaBefore, lcBefore := unitProps(t, h, "edgefleet-bpa.service"), unitProps(t, h, "edgefleet-local-controller.service")
 		oldCert := readFile(t, filepath.Join(site, "pki", "bpa.crt"))
