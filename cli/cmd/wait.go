@@ -78,7 +78,9 @@ func waitFor(ctx context.Context, p *progress, timeout, interval time.Duration, 
 			}
 			last = state
 		}
-		if err != nil && ctx.Err() == nil {
+		// A check failing as the deadline passes (a client's rate limiter refuses a wait that
+		// would end after it, before the context says it is done) is the timeout, not its error.
+		if err != nil && ctx.Err() == nil && !pastDeadline(ctx) {
 			return err
 		}
 		select {
@@ -90,6 +92,12 @@ func waitFor(ctx context.Context, p *progress, timeout, interval time.Duration, 
 		case <-time.After(interval):
 		}
 	}
+}
+
+// pastDeadline reports whether ctx has a deadline and it has passed.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 func isTerminal(w io.Writer) bool {
