@@ -325,7 +325,7 @@ const siteNamespace, siteName = "fleet", "site-0"
 // writeIdentity creates the Site on fleet's global cluster, issues an enrollment token for it
 // (edgefleet site token create, as the fleet admin) and writes the site identity into the
 // host's /etc/edgefleet/identity, root-only.
-func writeIdentity(t *testing.T, fleet *testenv.Fleet, upper string) {
+func writeIdentity(t testing.TB, fleet *testenv.Fleet, upper string) {
 	t.Helper()
 	ctx := t.Context()
 	if err := fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: siteNamespace}}); err != nil {
@@ -357,7 +357,7 @@ func writeIdentity(t *testing.T, fleet *testenv.Fleet, upper string) {
 }
 
 // waitReady waits for /run/edgefleet/ready on the host and returns its line.
-func waitReady(t *testing.T, h *testenv.Host) string {
+func waitReady(t testing.TB, h *testenv.Host) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
@@ -424,7 +424,7 @@ func unitProps(t *testing.T, h *testenv.Host, unit string) map[string]string {
 	return props
 }
 
-func readFile(t *testing.T, path string) []byte {
+func readFile(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

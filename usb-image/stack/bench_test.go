@@ -1,0 +1,75 @@
+package stack_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/edgefleet/edgefleet/pkg/testenv"
+)
+
+// BenchmarkFirstBoot measures a bootstrap machine's first boot on a test host (root): the
+// anchor is the same host booted bare, to the end of systemd's start-up; then, with the site
+// stack installed and a site identity on its disk, the boot to the stack ready
+// (EDGEFLEET-SITE-READY) and to its Site Ready on a real global controller (enrolled with no
+// hand-written credential). Reported in seconds and as ratios to the anchor.
+func BenchmarkFirstBoot(b *testing.B) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bare, stack, site time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		hn := testenv.NewHosts(b, 1, testenv.HostOptions{Names: []string{"site-0"}})
+		h := hn.Hosts[0]
+		if err := h.Provision(testenv.UserData{}); err != nil {
+			b.Fatal(err)
+		}
+		// The anchor: the bare host, to the end of its start-up.
+		start := time.Now()
+		if err := h.Boot(); err != nil {
+			b.Fatal(err)
+		}
+		// Its exit status says running or degraded; either way start-up is over.
+		_, _ = h.Exec(b.Context(), "systemctl", "is-system-running", "--wait")
+		bare += time.Since(start)
+		if err := h.Stop(); err != nil {
+			b.Fatal(err)
+		}
+
+		fleet, err := testenv.StartFleet(b.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() {
+			if err := fleet.Stop(); err != nil {
+				b.Errorf("stop fleet: %v", err)
+			}
+		})
+		upper := filepath.Join(h.Dir, "upper")
+		writeIdentity(b, fleet, upper)
+		if out, err := exec.CommandContext(b.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin")).CombinedOutput(); err != nil {
+			b.Fatalf("install.sh: %v\n%s", err, out)
+		}
+		b.StartTimer()
+		start = time.Now()
+		if err := h.Boot(); err != nil {
+			b.Fatal(err)
+		}
+		waitReady(b, h)
+		stack += time.Since(start)
+		if err := fleet.WaitSitesReady(b.Context(), siteNamespace, siteName); err != nil {
+			b.Fatal(err)
+		}
+		site += time.Since(start)
+		b.StopTimer() // the host and the fleet stop in the cleanup
+	}
+	n := float64(b.N)
+	b.ReportMetric(bare.Seconds()/n, "s-bare-boot")
+	b.ReportMetric(stack.Seconds()/n, "s-to-stack-ready")
+	b.ReportMetric(site.Seconds()/n, "s-to-site-ready")
+	b.ReportMetric(stack.Seconds()/bare.Seconds(), "stack/bare")
+	b.ReportMetric(site.Seconds()/bare.Seconds(), "site/bare")
+}
