@@ -152,6 +152,9 @@ type Options struct {
 	// VaultMount is the KV version 2 mount and VaultPrefix the path under it; each namespace's
 	// references are under <VaultPrefix>/<namespace>/.
 	VaultMount, VaultPrefix string
+	// VaultRetryAfter is how long, after Vault did not answer, references are reported
+	// unreadable without asking it (vaultref.Breaker).
+	VaultRetryAfter time.Duration
 }
 
 // DefaultOptions returns safe production defaults.
@@ -198,6 +201,7 @@ func DefaultOptions() Options {
 		Vault:                    vaultauth.DefaultOptions(),
 		VaultMount:               "secret",
 		VaultPrefix:              "edgefleet/global",
+		VaultRetryAfter:          15 * time.Second,
 	}
 }
 
@@ -271,6 +275,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	o.Vault.AddFlags(fs)
 	fs.StringVar(&o.VaultMount, "vault-mount", o.VaultMount, "Mount of Vault's KV version 2 engine.")
 	fs.StringVar(&o.VaultPrefix, "vault-prefix", o.VaultPrefix, "Path under --vault-mount of the referenced entries: a reference of namespace N with path P is <prefix>/N/P.")
+	fs.DurationVar(&o.VaultRetryAfter, "vault-retry-after", o.VaultRetryAfter, "After Vault did not answer (no connection, --vault-timeout met, a 5xx), how long references are reported unreadable without asking it again: an outage then costs one timeout per this interval, not one per host.")
 }
 
 // Validate names the first bad option.
@@ -341,6 +346,8 @@ func (o *Options) Validate() error {
 			return errors.New("--vault-mount must not be empty with --vault-addr")
 		case strings.Trim(o.VaultPrefix, "/") == "":
 			return errors.New("--vault-prefix must not be empty with --vault-addr: the controller reads and writes only under it")
+		case o.VaultRetryAfter <= 0:
+			return fmt.Errorf("--vault-retry-after must be positive, got %s", o.VaultRetryAfter)
 		}
 		if err := o.Vault.Validate(); err != nil {
 			return err
@@ -425,7 +432,7 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		deps.Vault = vaultref.New(vault.Client, opts.VaultMount, opts.VaultPrefix)
+		deps.Vault = vaultref.NewBreaker(vaultref.New(vault.Client, opts.VaultMount, opts.VaultPrefix), opts.VaultRetryAfter)
 	}
 	if opts.APIAddr != "0" {
 		cs, err := kubernetes.NewForConfig(cfg)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 
@@ -100,6 +101,31 @@ func TestVault(t *testing.T) {
 			if _, err := store.Write(ctx, c.ns, c.path, map[string]string{"k": "v"}); err == nil {
 				t.Errorf("Write(%q, %q) accepted", c.ns, c.path)
 			}
+		}
+	})
+
+	t.Run("a frozen Vault trips the breaker: one deadline, then reads refused at once", func(t *testing.T) {
+		short, err := client.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		short.SetToken(client.Token())
+		short.SetClientTimeout(500 * time.Millisecond)
+		b := vaultref.NewBreaker(vaultref.New(short, "secret", "edgefleet/global"), time.Minute)
+		if err := v.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := v.Resume(); err != nil {
+				t.Error(err)
+			}
+		}()
+		if _, err := b.Read(ctx, "fleet", "bmc/host-1"); err == nil {
+			t.Fatal("read from a frozen Vault succeeded")
+		}
+		// The breaker's own refusal: Vault was not asked (the classification of a real deadline).
+		if _, err = b.Read(ctx, "fleet", "bmc/host-2"); err == nil || !strings.Contains(err.Error(), "not asked: Vault did not answer") {
+			t.Errorf("second read within the cooldown: %v, want refused without asking", err)
 		}
 	})
 

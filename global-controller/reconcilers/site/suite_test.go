@@ -43,7 +43,8 @@ const (
 )
 
 // vault is a Vault dev server holding what Sites and Hosts reference there; the reconciler reads
-// it with the root token and a short bound on each call (vaultTimeout).
+// it as the global controller does (through a vaultref.Breaker), with the root token, a short
+// bound on each call and as short a pause after Vault did not answer (vaultTimeout).
 var vault *testenv.Vault
 
 const vaultTimeout = 2 * time.Second
@@ -91,7 +92,7 @@ func run(m *testing.M) int {
 				Client:                mgr.GetClient(),
 				APIReader:             mgr.GetAPIReader(),
 				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test"),
-				Vault:                 vaultref.New(vaultClient, "secret", vaultPrefix),
+				Vault:                 vaultref.NewBreaker(vaultref.New(vaultClient, "secret", vaultPrefix), vaultTimeout),
 				Recorder:              mgr.GetEventRecorder("site-controller"),
 				Metrics:               siteMetrics,
 				Clock:                 clock.RealClock{},
