@@ -102,7 +102,7 @@ func (r *Reconciler) secretKubeconfig(ctx context.Context, s *scope, ref *fleetv
 	return kubeconfigSource{
 		name: fmt.Sprintf("Secret %q", ref.Name), field: "spec.kubeconfigSecretRef", key: secretKeyOf(ref),
 		keyMissingReason: fleetv1.ReasonSecretKeyMissing,
-		fingerprint:      string(secretMeta.UID) + "/" + secretMeta.ResourceVersion,
+		fingerprint:      fingerprint(string(secretMeta.UID), secretMeta.ResourceVersion),
 		read: func(ctx context.Context) ([]byte, error) {
 			secret := &corev1.Secret{}
 			if err := r.APIReader.Get(ctx, secretKey, secret); err != nil {
