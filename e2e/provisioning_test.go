@@ -141,12 +141,14 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		// Only Vault holds cp-1's credentials on the global side; the site's copy is Metal3's.
 		const host = "site-c-cp-1"
 		Expect(apierrors.IsNotFound(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: "provisioning", Name: host + "-bmc"}, &corev1.Secret{}))).To(BeTrue())
-		entry, err := fleet.ReadVault(ctx, "provisioning", "bmc/"+host)
+		entries, err := fleet.VaultEntries()
+		Expect(err).NotTo(HaveOccurred())
+		entry, err := entries.Read(ctx, "provisioning", "bmc/"+host)
 		Expect(err).NotTo(HaveOccurred())
 		copyOnSite := &corev1.Secret{}
 		Expect(siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host + sitev1.BMCSecretSuffix}, copyOnSite)).To(Succeed())
 		Expect(copyOnSite.Annotations).To(HaveKeyWithValue(sitev1.SourceAnnotation, "Vault "+where+"/bmc/"+host))
-		Expect(string(copyOnSite.Data["password"])).To(Equal(entry["password"]))
+		Expect(string(copyOnSite.Data["password"])).To(Equal(entry.Data["password"]))
 		bmh := &metal3api.BareMetalHost{}
 		Expect(siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host}, bmh)).To(Succeed())
 		Expect(bmh.Spec.BMC.CredentialsName).To(Equal(copyOnSite.Name))
@@ -154,7 +156,8 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		// The password rotated in Vault reaches the site within a heartbeat, with no event.
 		rotated, err := fleet.NewBMCPassword(host)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(fleet.PutVault(ctx, "provisioning", "bmc/"+host, map[string]string{"username": "admin", "password": rotated})).To(Succeed())
+		_, err = entries.Write(ctx, "provisioning", "bmc/"+host, map[string]string{"username": "admin", "password": rotated})
+		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
 			g.Expect(siteC.Get(ctx, client.ObjectKeyFromObject(copyOnSite), copyOnSite)).To(Succeed())
 			g.Expect(string(copyOnSite.Data["password"])).To(Equal(rotated))

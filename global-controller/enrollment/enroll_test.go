@@ -305,13 +305,17 @@ func TestEnrollment(t *testing.T) {
 		}
 		b.waitReady("site-b")
 		// site-b's credential went to its Vault entry, with who enrolled; no Secret holds it.
-		entry, err := b.f.ReadVault(ctx, ns, "sites/site-b")
+		entries, err := b.f.VaultEntries()
 		if err != nil {
 			t.Fatal(err)
 		}
-		kc, _ := entry["kubeconfig"].(string)
-		if !strings.Contains(kc, "token: ") || entry[enrollment.MachineAnnotation] != won[0] || !strings.HasPrefix(race, fmt.Sprint(entry[enrollment.EnrolledLabel])+".") {
-			t.Errorf("Vault entry sites/site-b: machine %v, token %v, a kubeconfig with a token: %v", entry[enrollment.MachineAnnotation], entry[enrollment.EnrolledLabel], strings.Contains(kc, "token: "))
+		entry, err := entries.Read(ctx, ns, "sites/site-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc, id, machine := entry.Data["kubeconfig"], entry.Data[enrollment.EnrolledLabel], entry.Data[enrollment.MachineAnnotation]
+		if !strings.Contains(kc, "token: ") || machine != won[0] || id == "" || !strings.HasPrefix(race, id+".") {
+			t.Errorf("Vault entry sites/site-b: machine %q, token %q, a kubeconfig with a token: %v", machine, id, strings.Contains(kc, "token: "))
 		}
 		if err := b.f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "site-b-kubeconfig"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 			t.Errorf("a Secret site-b-kubeconfig on the global cluster: %v", err)

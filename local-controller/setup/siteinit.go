@@ -49,6 +49,9 @@ func (o *SiteInitOptions) AddFlags(fs *flag.FlagSet) {
 
 // RunSiteInit makes or completes the site's files and logs what changed.
 func RunSiteInit(ctx context.Context, o SiteInitOptions) error {
+	if o.RestartChanged && o.RestartTimeout <= 0 {
+		return fmt.Errorf("site-init: --restart-timeout must be positive with --restart-changed, got %s", o.RestartTimeout)
+	}
 	res, err := siteinit.Run(ctx, o.Options)
 	if err != nil {
 		return err

@@ -2,15 +2,9 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
-	"path"
 	"path/filepath"
 	"time"
-
-	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
@@ -56,54 +50,25 @@ func (f *Fleet) vaultArgs() []string {
 		"--vault-mount", FleetVaultMount, "--vault-prefix", FleetVaultPrefix}
 }
 
-// PutVault writes the entry a reference of namespace ns with this path names, as an operator
-// would with `vault kv put`, with the Fleet's root token.
-func (f *Fleet) PutVault(ctx context.Context, ns, p string, data map[string]string) error {
-	if f.Vault == nil {
-		return errors.New("testenv: the Fleet has no Vault (FleetOptions.Vault)")
-	}
-	entry := make(map[string]any, len(data))
-	for k, v := range data {
-		entry[k] = v
-	}
-	if _, err := f.Vault.Client.KVv2(FleetVaultMount).Put(ctx, path.Join(FleetVaultPrefix, ns, p), entry); err != nil {
-		return fmt.Errorf("testenv: vault kv put %s/%s: %w", ns, p, err)
-	}
-	return nil
-}
-
-// ReadVault reads such an entry with the root token.
-func (f *Fleet) ReadVault(ctx context.Context, ns, p string) (map[string]any, error) {
+// VaultEntries is the store of what Sites and Hosts reference in the Fleet's Vault, with its
+// root token: tests write and read entries there as an operator would with `vault kv put|get`.
+func (f *Fleet) VaultEntries() (vaultref.Store, error) {
 	if f.Vault == nil {
 		return nil, errors.New("testenv: the Fleet has no Vault (FleetOptions.Vault)")
 	}
-	s, err := f.Vault.Client.KVv2(FleetVaultMount).Get(ctx, path.Join(FleetVaultPrefix, ns, p))
-	if err != nil {
-		return nil, err
-	}
-	return s.Data, nil
+	return vaultref.New(f.Vault.Client, FleetVaultMount, FleetVaultPrefix), nil
 }
 
-// putVaultOnce is PutVault unless the entry exists: a manifest applied again keeps what it
-// stored the first time, as Secrets are kept.
+// putVaultOnce writes the entry unless it exists: a manifest applied again keeps what it stored
+// the first time, as Secrets are kept.
 func (f *Fleet) putVaultOnce(ctx context.Context, ns, p string, data map[string]string) error {
-	_, err := f.ReadVault(ctx, ns, p)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, vaultapi.ErrSecretNotFound) {
+	entries, err := f.VaultEntries()
+	if err != nil {
 		return err
 	}
-	return f.PutVault(ctx, ns, p, data)
-}
-
-// NewBMCPassword makes a BMC password at random and records it for the sweep.
-func (f *Fleet) NewBMCPassword(host string) (string, error) {
-	pw := make([]byte, 16)
-	if _, err := rand.Read(pw); err != nil {
-		return "", err
+	if _, err := entries.Read(ctx, ns, p); !errors.Is(err, vaultref.ErrNotFound) {
+		return err
 	}
-	s := hex.EncodeToString(pw)
-	f.record("the BMC password of host "+host, []byte(s))
-	return s, nil
+	_, err = entries.Write(ctx, ns, p, data)
+	return err
 }

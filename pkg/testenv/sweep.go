@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -31,6 +33,17 @@ func (f *Fleet) record(what string, secret []byte) {
 	f.madeMu.Lock()
 	defer f.madeMu.Unlock()
 	f.made[what] = secret
+}
+
+// NewBMCPassword makes a BMC password at random and records it for the sweep.
+func (f *Fleet) NewBMCPassword(host string) (string, error) {
+	pw := make([]byte, 16)
+	if _, err := rand.Read(pw); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(pw)
+	f.record("the BMC password of host "+host, []byte(s))
+	return s, nil
 }
 
 // recordKubeconfig records the credentials of a kubeconfig's users: client keys and tokens.

@@ -1,7 +1,6 @@
 package stack_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +15,6 @@ import (
 // (EDGEFLEET-SITE-READY) and to its Site Ready on a real global controller (enrolled with no
 // hand-written credential). Reported in seconds and as ratios to the anchor.
 func BenchmarkFirstBoot(b *testing.B) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var bare, stack, site time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -39,20 +34,7 @@ func BenchmarkFirstBoot(b *testing.B) {
 			b.Fatal(err)
 		}
 
-		fleet, err := testenv.StartFleet(b.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() {
-			if err := fleet.Stop(); err != nil {
-				b.Errorf("stop fleet: %v", err)
-			}
-		})
-		upper := filepath.Join(h.Dir, "upper")
-		writeIdentity(b, fleet, upper)
-		if out, err := exec.CommandContext(b.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin")).CombinedOutput(); err != nil {
-			b.Fatalf("install.sh: %v\n%s", err, out)
-		}
+		fleet := installWithIdentity(b, hn, filepath.Join(h.Dir, "upper"))
 		b.StartTimer()
 		start = time.Now()
 		if err := h.Boot(); err != nil {

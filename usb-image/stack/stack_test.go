@@ -68,20 +68,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	}
 	// The global side: its API over TLS on the hosts' gateway, a Site, and the site's identity
 	// (URL, CA, a fresh enrollment token) on the host's disk, as the image carries it.
-	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
-			t.Errorf("stop fleet: %v", err)
-		}
-	})
-	writeIdentity(t, fleet, upper)
-	install := exec.CommandContext(t.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin"))
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("install.sh: %v\n%s", err, out)
-	}
+	fleet := installWithIdentity(t, hn, upper)
 	t.Cleanup(func() {
 		if t.Failed() && h.Running() {
 			out, _ := h.Exec(context.Background(), "sh", "-c", "systemctl --no-pager list-units 'edgefleet*' etcd.service 'kube-*' baremetal-operator.service; journalctl --no-pager -u 'edgefleet*' -u etcd -u 'kube-*' -u baremetal-operator | grep -v 'healthz check failed' | tail -n 60")
@@ -317,6 +304,32 @@ func TestSiteStackOnTestHost(t *testing.T) {
 			t.Errorf("the Secret reads %q after reboot", got.Data["value"])
 		}
 	})
+}
+
+// installWithIdentity starts the global side for the test host of hn whose disk is upper — its API
+// over TLS on the hosts' gateway, stopped in the cleanup — writes the site's identity on the
+// disk (writeIdentity) and installs the site stack there, as the image carries both.
+func installWithIdentity(t testing.TB, hn *testenv.HostNet, upper string) *testenv.Fleet {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Errorf("stop fleet: %v", err)
+		}
+	})
+	writeIdentity(t, fleet, upper)
+	install := exec.CommandContext(t.Context(), filepath.Join(root, "usb-image", "stack", "install.sh"), upper, filepath.Join(root, "bin"))
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	return fleet
 }
 
 // The Site the test host stands for on the global cluster.

@@ -50,17 +50,26 @@ func createBMCHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, m
 	if err := global.Client.Create(t.Context(), secret); err != nil {
 		t.Fatal(err)
 	}
+	createRedfishHost(t, ns, name, site, role, mac, func(b *fleetv1.BMCDetails) {
+		b.CredentialsSecretRef = &fleetv1.SecretReference{Name: secret.Name}
+	})
+}
+
+// createRedfishHost creates a Host with a Redfish BMC on the global cluster; creds says where
+// its BMC credentials are.
+func createRedfishHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, mac string, creds func(*fleetv1.BMCDetails)) {
+	t.Helper()
 	host := &fleetv1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleetv1.HostSpec{
 			SiteRef: fleetv1.SiteReference{Name: site}, Role: role, BootMACAddress: mac,
 			BMC: fleetv1.BMCDetails{
 				Address:                        "redfish+https://192.0.2.10/redfish/v1/Systems/" + name,
-				CredentialsSecretRef:           &fleetv1.SecretReference{Name: secret.Name},
 				DisableCertificateVerification: role == fleetv1.RoleControlPlane,
 			},
 		},
 	}
+	creds(&host.Spec.BMC)
 	if err := global.Client.Create(t.Context(), host); err != nil {
 		t.Fatal(err)
 	}

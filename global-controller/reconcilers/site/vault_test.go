@@ -9,16 +9,13 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/vaultref"
 )
 
 // putVault writes an entry under the reconciler's prefix, as an operator would with `vault kv put`.
 func putVault(t *testing.T, ns, path string, data map[string]string) {
 	t.Helper()
-	entry := map[string]any{}
-	for k, v := range data {
-		entry[k] = v
-	}
-	if _, err := vault.Client.KVv2("secret").Put(t.Context(), vaultPrefix+"/"+ns+"/"+path, entry); err != nil {
+	if _, err := vaultref.New(vault.Client, "secret", vaultPrefix).Write(t.Context(), ns, path, data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -26,19 +23,9 @@ func putVault(t *testing.T, ns, path string, data map[string]string) {
 // createVaultHost creates a Host whose BMC credentials are the Vault entry bmc/<name>.
 func createVaultHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, mac string) {
 	t.Helper()
-	host := &fleetv1.Host{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: fleetv1.HostSpec{
-			SiteRef: fleetv1.SiteReference{Name: site}, Role: role, BootMACAddress: mac,
-			BMC: fleetv1.BMCDetails{
-				Address:             "redfish+https://192.0.2.10/redfish/v1/Systems/" + name,
-				CredentialsVaultRef: &fleetv1.VaultReference{Path: "bmc/" + name},
-			},
-		},
-	}
-	if err := global.Client.Create(t.Context(), host); err != nil {
-		t.Fatal(err)
-	}
+	createRedfishHost(t, ns, name, site, role, mac, func(b *fleetv1.BMCDetails) {
+		b.CredentialsVaultRef = &fleetv1.VaultReference{Path: "bmc/" + name}
+	})
 }
 
 // TestVaultReferences: a Site whose kubeconfig and Hosts whose BMC credentials are entries of a
