@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/edgefleet/edgefleet/pkg/certs"
-	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 )
 
@@ -56,16 +53,6 @@ const (
 const (
 	saKey = "sa.key"
 	saPub = "sa.pub"
-)
-
-// Secret-encryption key of the API servers: the stored key and the name its provider gives it
-// (etcd's values start "k8s:enc:secretbox:v1:<name>:").
-const (
-	encryptionKey     = "secretbox.key"
-	encryptionKeyName = "bpa-1"
-	// encryptionKeySum records the key's sha256 (hex) once it is made: a key lost or replaced
-	// later is refused instead of silently made again.
-	encryptionKeySum = "secretbox.sha256"
 )
 
 // Names of the cluster-wide client certificates of Kubernetes' components.
@@ -121,7 +108,7 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 	if err := e.serviceAccount(); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
-	if err := e.secretEncryption(); err != nil {
+	if err := e.secretEncryption(spec.SecretEncryptionKeyRotations); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
 	leaves, err := leavesOf(spec)
@@ -272,34 +259,6 @@ func (e *ensurer) serviceAccount() error {
 		return fmt.Errorf("service-account key: %w", err)
 	}
 	e.data[saKey], e.data[saPub] = keyPEM, pubPEM
-	return nil
-}
-
-// secretEncryption keeps the stored key the API servers encrypt Secrets with in etcd, or makes
-// one when the store has none and never had one. Secrets written with it are readable only as
-// long as it is kept, so it is never replaced: a key gone from the store, or another key in its
-// place, while its sha256 is recorded, is an error naming what to restore.
-func (e *ensurer) secretEncryption() error {
-	key, ok := e.old[encryptionKey]
-	recorded, wasMade := e.old[encryptionKeySum]
-	switch {
-	case !ok && wasMade:
-		return fmt.Errorf("%s is gone from the secret store, but the cluster's API servers encrypt Secrets with it (sha256 %s): restore it; a new key would leave every Secret unreadable", encryptionKey, recorded)
-	case !ok:
-		k, err := encryption.NewSecretboxKey()
-		if err != nil {
-			return fmt.Errorf("secret encryption key: %w", err)
-		}
-		key = []byte(k)
-	}
-	if _, err := encryption.Secretbox(encryptionKeyName, string(key)); err != nil {
-		return fmt.Errorf("%s: %w: refusing to replace the key the cluster's Secrets are encrypted with; restore %s", encryptionKey, err, encryptionKey)
-	}
-	sum := sha256.Sum256(key)
-	if wasMade && string(recorded) != hex.EncodeToString(sum[:]) {
-		return fmt.Errorf("%s is not the key the cluster's Secrets are encrypted with (sha256 %s): restore that one", encryptionKey, recorded)
-	}
-	e.data[encryptionKey], e.data[encryptionKeySum] = key, []byte(hex.EncodeToString(sum[:]))
 	return nil
 }
 

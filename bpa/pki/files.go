@@ -9,8 +9,6 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/edgefleet/edgefleet/pkg/encryption"
 )
 
 // ControlPlaneFiles returns the files a control-plane member needs to run etcd and
@@ -29,6 +27,7 @@ import (
 //	pki/etcd/peer.crt, .key                                  this member's etcd peer
 //	encryption-config.yaml                                   --encryption-provider-config: Secrets
 //	                                                         encrypted in etcd with the stored key
+//	                                                         (both keys during a rotation)
 //
 // Files ending in ".key" are private keys, and encryption-config.yaml holds one: write them with
 // mode 0600. No CA's key is among them:
@@ -56,11 +55,8 @@ func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
 	for path, base := range pairs {
 		files[path+".crt"], files[path+".key"] = b.get(base+".crt"), b.get(base+".key")
 	}
-	box, err := encryption.Secretbox(encryptionKeyName, string(b.get(encryptionKey)))
-	if err != nil {
-		return nil, fmt.Errorf("pki of cluster %s: %w", b.spec.ClusterName, err)
-	}
-	if files[EncryptionConfigFile], err = encryption.Marshal(box); err != nil {
+	var err error
+	if files[EncryptionConfigFile], err = b.encryptionConfig(); err != nil {
 		return nil, fmt.Errorf("pki of cluster %s: %w", b.spec.ClusterName, err)
 	}
 	return files, nil

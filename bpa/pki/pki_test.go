@@ -611,7 +611,7 @@ func TestEnsureNeverReplacesACA(t *testing.T) {
 		{"CA certificate garbled", func(d map[string][]byte) { d["ca.crt"] = []byte("garbage") }, "ca.crt: not a PEM CERTIFICATE"},
 		{"CA certificate is a leaf", func(d map[string][]byte) { d["ca.crt"], d["ca.key"] = d["admin.crt"], d["admin.key"] }, "ca.crt is not a CA certificate"},
 		{"service-account key lost", func(d map[string][]byte) { delete(d, "sa.key") }, "sa.pub is stored without sa.key"},
-		{"secret encryption key garbled", func(d map[string][]byte) { d["secretbox.key"] = []byte("c2hvcnQ=") }, "secretbox.key: secretbox key bpa-1: want 32 bytes in base64"},
+		{"secret encryption key garbled", func(d map[string][]byte) { d["secretbox.key"] = []byte("c2hvcnQ=") }, "secretbox key secretbox.key: want 32 bytes in base64"},
 		{"secret encryption key lost", func(d map[string][]byte) { delete(d, "secretbox.key") }, "secretbox.key is gone from the secret store"},
 		{"secret encryption key replaced", func(d map[string][]byte) {
 			k, err := encryption.NewSecretboxKey()

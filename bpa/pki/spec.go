@@ -36,6 +36,9 @@ type Spec struct {
 	Nodes []Member
 	// Lifetime of the leaf certificates; zero fields: a year, renewed 30 days before expiry.
 	Lifetime certs.Lifetime
+	// SecretEncryptionKeyRotations is how many rotations of the Secret encryption key are asked
+	// for: when more than the key has had, Ensure starts one (see AdvanceSecretEncryption).
+	SecretEncryptionKeyRotations int64
 }
 
 // Member is one host of the cluster.
@@ -76,6 +79,9 @@ func (s Spec) validate() error {
 	}
 	if len(s.ControlPlane) == 0 {
 		errs = append(errs, errors.New("ControlPlane: at least one member is required"))
+	}
+	if s.SecretEncryptionKeyRotations < 0 {
+		errs = append(errs, fmt.Errorf("SecretEncryptionKeyRotations %d: not a count", s.SecretEncryptionKeyRotations))
 	}
 	names := map[string]string{}
 	cpIPs := map[netip.Addr]string{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +39,7 @@ func SecretboxProvider(keyName string) (apiserverv1.ProviderConfiguration, error
 	if err != nil {
 		return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox key %s: %w", keyName, err)
 	}
-	return Secretbox(keyName, key)
+	return Secretbox(apiserverv1.Key{Name: keyName, Secret: key})
 }
 
 // NewSecretboxKey makes a random 32-byte secretbox key, base64-encoded as an
@@ -51,16 +52,27 @@ func NewSecretboxKey() (string, error) {
 	return base64.StdEncoding.EncodeToString(key), nil
 }
 
-// Secretbox is the secretbox provider with the key named keyName whose base64 encoding is key
-// (a key kept elsewhere, such as the BPA's secret store); a key that is not 32 bytes is refused.
-func Secretbox(keyName, key string) (apiserverv1.ProviderConfiguration, error) {
-	raw, err := base64.StdEncoding.DecodeString(key)
-	if err != nil || len(raw) != 32 {
-		return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox key %s: want 32 bytes in base64", keyName)
+// Secretbox is the secretbox provider of keys (keys kept elsewhere, such as the BPA's secret
+// store; each Secret the base64 encoding of 32 bytes): the API server encrypts with the first
+// and decrypts with any of them, by the name in the stored value. A key that is not 32 bytes,
+// a key without a name and two keys of one name are refused.
+func Secretbox(keys ...apiserverv1.Key) (apiserverv1.ProviderConfiguration, error) {
+	if len(keys) == 0 {
+		return apiserverv1.ProviderConfiguration{}, errors.New("secretbox: no key")
 	}
-	return apiserverv1.ProviderConfiguration{Secretbox: &apiserverv1.SecretboxConfiguration{
-		Keys: []apiserverv1.Key{{Name: keyName, Secret: key}},
-	}}, nil
+	names := map[string]bool{}
+	for _, k := range keys {
+		switch raw, err := base64.StdEncoding.DecodeString(k.Secret); {
+		case k.Name == "":
+			return apiserverv1.ProviderConfiguration{}, errors.New("secretbox: a key has no name")
+		case names[k.Name]:
+			return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox: two keys named %s", k.Name)
+		case err != nil || len(raw) != 32:
+			return apiserverv1.ProviderConfiguration{}, fmt.Errorf("secretbox key %s: want 32 bytes in base64", k.Name)
+		}
+		names[k.Name] = true
+	}
+	return apiserverv1.ProviderConfiguration{Secretbox: &apiserverv1.SecretboxConfiguration{Keys: slices.Clone(keys)}}, nil
 }
 
 // Config is the EncryptionConfiguration encrypting Secrets with the first of providers: the

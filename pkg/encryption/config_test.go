@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,18 +77,40 @@ func TestSecretboxProviderMakesANewKeyEachTime(t *testing.T) {
 	}
 }
 
-func TestSecretboxTakesOnlyAKeyOf32Bytes(t *testing.T) {
+func TestSecretboxKeys(t *testing.T) {
 	key, err := NewSecretboxKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Secretbox("kept-1", key)
-	if err != nil || p.Secretbox == nil || len(p.Secretbox.Keys) != 1 || p.Secretbox.Keys[0] != (apiserverv1.Key{Name: "kept-1", Secret: key}) {
+	other, err := NewSecretboxKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, next := apiserverv1.Key{Name: "kept-1", Secret: key}, apiserverv1.Key{Name: "kept-2", Secret: other}
+	p, err := Secretbox(kept)
+	if err != nil || p.Secretbox == nil || len(p.Secretbox.Keys) != 1 || p.Secretbox.Keys[0] != kept {
 		t.Fatalf("Secretbox of a kept key: %+v, %v", p, err)
 	}
+	// The first key encrypts: the order is kept.
+	p, err = Secretbox(next, kept)
+	if err != nil || p.Secretbox == nil || !slices.Equal(p.Secretbox.Keys, []apiserverv1.Key{next, kept}) {
+		t.Fatalf("Secretbox of two keys: %+v, %v; want them in the order given", p, err)
+	}
 	for _, bad := range []string{"", "not base64!", base64.StdEncoding.EncodeToString(make([]byte, 16))} {
-		if _, err := Secretbox("kept-1", bad); err == nil || !strings.Contains(err.Error(), "secretbox key kept-1: want 32 bytes") {
-			t.Errorf("Secretbox(%q): %v, want an error naming the key", bad, err)
+		if _, err := Secretbox(next, apiserverv1.Key{Name: "kept-1", Secret: bad}); err == nil || !strings.Contains(err.Error(), "secretbox key kept-1: want 32 bytes") {
+			t.Errorf("Secretbox with key %q: %v, want an error naming the key", bad, err)
+		}
+	}
+	for _, tc := range []struct {
+		keys []apiserverv1.Key
+		want string
+	}{
+		{nil, "no key"},
+		{[]apiserverv1.Key{{Secret: key}}, "a key has no name"},
+		{[]apiserverv1.Key{kept, {Name: "kept-1", Secret: other}}, "two keys named kept-1"},
+	} {
+		if _, err := Secretbox(tc.keys...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Secretbox(%d keys): %v, want %q", len(tc.keys), err, tc.want)
 		}
 	}
 }

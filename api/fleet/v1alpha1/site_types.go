@@ -198,6 +198,11 @@ type SiteCluster struct {
 	// +optional
 	// +kubebuilder:default=Deprovision
 	HostRemovalPolicy sitev1.HostRemovalPolicy `json:"hostRemovalPolicy,omitempty"`
+
+	// Rotations asks for the cluster's keys to be replaced: raise a count by one for one more
+	// rotation (docs/security.md). The ApplicationCluster's status.bootstrap says where it stands.
+	// +optional
+	Rotations *sitev1.ClusterRotations `json:"rotations,omitempty"`
 }
 
 // VaultKeyReference names a key of an entry of the global controller's Vault (see

@@ -149,6 +149,25 @@ type ApplicationClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OperationGeneration int64 `json:"operationGeneration,omitempty"`
+
+	// Rotations asks for the cluster's keys to be replaced.
+	// +optional
+	Rotations *ClusterRotations `json:"rotations,omitempty"`
+}
+
+// ClusterRotations asks for replacements of a cluster's keys: each field counts the
+// replacements asked for. Raising one by one starts one rotation, which runs once any rotation
+// before it has finished; status.bootstrap says where it stands.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.secretEncryptionKey) || has(self.secretEncryptionKey)",message="secretEncryptionKey cannot be removed once set: a rotation cannot be taken back"
+type ClusterRotations struct {
+	// SecretEncryptionKey counts the replacements asked for of the key the cluster's API
+	// servers encrypt Secrets with in etcd. A rotation adds the new key to every API server
+	// (one at a time), then makes it the one that encrypts, stores every Secret again under
+	// it, and only then drops the old key; the API servers serve throughout.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="can only be raised: each raise asks for one more rotation, and a rotation cannot be taken back"
+	SecretEncryptionKey int64 `json:"secretEncryptionKey,omitempty"`
 }
 
 // OSImage is the image Metal3 writes to the hosts.
@@ -374,6 +393,51 @@ type BootstrapStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Charts []ChartRelease `json:"charts,omitempty"`
+
+	// SecretEncryption is the key the cluster's API servers encrypt Secrets with, and where a
+	// rotation of it stands.
+	// +optional
+	SecretEncryption *SecretEncryptionStatus `json:"secretEncryption,omitempty"`
+}
+
+// KeyRotationPhase is where a key rotation stands, in one word.
+// +kubebuilder:validation:Enum=AddNew;UseNew;DropOld
+type KeyRotationPhase string
+
+// Key rotation phases; each is rolled out to every API server, one at a time, before the next.
+const (
+	// RotationAddNew: the API servers learn the new key; they read with both and still write
+	// with the old one, so that none of them meets a Secret it cannot read.
+	RotationAddNew KeyRotationPhase = "AddNew"
+	// RotationUseNew: the API servers write with the new key; then every Secret is stored
+	// again under it.
+	RotationUseNew KeyRotationPhase = "UseNew"
+	// RotationDropOld: the old key is removed from the API servers.
+	RotationDropOld KeyRotationPhase = "DropOld"
+)
+
+// SecretEncryptionStatus is where the cluster's Secret encryption key stands.
+type SecretEncryptionStatus struct {
+	// Key is the name of the key the API servers write Secrets with (etcd's values start
+	// "k8s:enc:secretbox:v1:<key>:").
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Key string `json:"key,omitempty"`
+	// Rotations is how many rotations have finished: spec.rotations.secretEncryptionKey when
+	// none is under way or waiting.
+	// +optional
+	Rotations int64 `json:"rotations,omitempty"`
+	// Phase of the rotation under way; empty when none is.
+	// +optional
+	Phase KeyRotationPhase `json:"phase,omitempty"`
+	// Since is when Phase began.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Reencrypted is the key every Secret was last stored again under: Key once the Secrets
+	// stored before encryption was switched on, or under an older key, are all rewritten.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reencrypted string `json:"reencrypted,omitempty"`
 }
 
 // PatchStep is one step of a patch on one node.

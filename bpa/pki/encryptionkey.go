@@ -1,0 +1,237 @@
+package pki
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
+
+	"github.com/edgefleet/edgefleet/pkg/encryption"
+	"github.com/edgefleet/edgefleet/pkg/secrets"
+)
+
+// The key the API servers encrypt Secrets with in etcd, and its rotation, as stored in the
+// PKI's secret. The key of generation g is named "bpa-<g+1>" (etcd's values start
+// "k8s:enc:secretbox:v1:bpa-<g+1>:"), so a name never comes back for another key.
+const (
+	encryptionKey = "secretbox.key"
+	// encryptionKeySum records the key's sha256 (hex) once it is made: a key lost or replaced
+	// later is refused instead of silently made again.
+	encryptionKeySum = "secretbox.sha256"
+	// encryptionKeyGeneration is how many rotations the key has had (decimal; none stored: 0).
+	encryptionKeyGeneration = "secretbox.generation"
+	// nextEncryptionKey and its sum are the new key while a rotation runs.
+	nextEncryptionKey    = "secretbox.next.key"
+	nextEncryptionKeySum = "secretbox.next.sha256"
+	// encryptionRotationPhase is the RotationPhase of the rotation under way.
+	encryptionRotationPhase = "secretbox.rotation"
+	// encryptionReencrypted is the name of the key every Secret was last stored again under.
+	encryptionReencrypted = "secretbox.reencrypted"
+)
+
+// RotationPhase is where a rotation of the Secret encryption key stands. Each phase's
+// configuration reaches every API server (one at a time) before AdvanceSecretEncryption moves
+// to the next, so no API server ever meets a Secret written with a key it does not have.
+type RotationPhase string
+
+// Rotation phases, in order.
+const (
+	// RotationAddNew: the API servers decrypt with both keys and still encrypt with the old.
+	RotationAddNew RotationPhase = "AddNew"
+	// RotationUseNew: they encrypt with the new key and still decrypt with the old; every
+	// Secret is then stored again under the new key.
+	RotationUseNew RotationPhase = "UseNew"
+	// RotationDropOld: they have only the new key.
+	RotationDropOld RotationPhase = "DropOld"
+)
+
+// SecretEncryption is where a cluster's Secret encryption key stands.
+type SecretEncryption struct {
+	// Generation is how many rotations the key in use has had.
+	Generation int64
+	// Key is the name of the key the API servers encrypt with: the new key's from UseNew on.
+	Key string
+	// Phase of the rotation under way; "" when none is.
+	Phase RotationPhase
+	// Reencrypted is the name of the key every Secret was last stored again under; "" before
+	// the first time.
+	Reencrypted string
+}
+
+// keyName is the name of the key of generation g.
+func keyName(g int64) string { return "bpa-" + strconv.FormatInt(g+1, 10) }
+
+// secretEncryptionOf reads the key's state from a stored PKI, checking what Ensure stored.
+func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
+	var st SecretEncryption
+	if g, ok := data[encryptionKeyGeneration]; ok {
+		n, err := strconv.ParseInt(string(g), 10, 64)
+		if err != nil || n < 0 {
+			return st, fmt.Errorf("%s is %q, not a count: restore it (the key's name, and so the Secrets' readability, depend on it)", encryptionKeyGeneration, g)
+		}
+		st.Generation = n
+	}
+	st.Key, st.Reencrypted = keyName(st.Generation), string(data[encryptionReencrypted])
+	switch p := RotationPhase(data[encryptionRotationPhase]); p {
+	case "", RotationAddNew:
+		st.Phase = p
+	case RotationUseNew, RotationDropOld:
+		st.Phase, st.Key = p, keyName(st.Generation+1)
+	default:
+		return st, fmt.Errorf("%s is %q, not a rotation phase (%s, %s or %s)", encryptionRotationPhase, p, RotationAddNew, RotationUseNew, RotationDropOld)
+	}
+	return st, nil
+}
+
+// secretEncryption keeps the stored key the API servers encrypt Secrets with in etcd, or makes
+// one when the store has none and never had one. Secrets written with it are readable only as
+// long as it is kept, so it is never replaced: a key gone from the store, or another key in its
+// place, while its sha256 is recorded, is an error naming what to restore. When rotations asks
+// for more rotations than the key has had and none runs, a rotation starts: a new key is made
+// and the phase is AddNew (AdvanceSecretEncryption takes it on from there).
+func (e *ensurer) secretEncryption(rotations int64) error {
+	key, err := e.keepKey(encryptionKey, encryptionKeySum, true)
+	if err != nil {
+		return err
+	}
+	e.data[encryptionKey], e.data[encryptionKeySum] = key, sum(key)
+	for _, k := range []string{encryptionKeyGeneration, encryptionRotationPhase, encryptionReencrypted} {
+		if v, ok := e.old[k]; ok {
+			e.data[k] = v
+		}
+	}
+	st, err := secretEncryptionOf(e.data)
+	if err != nil {
+		return err
+	}
+	if st.Phase == "" && rotations <= st.Generation {
+		if _, ok := e.old[nextEncryptionKey]; ok {
+			return fmt.Errorf("%s is stored, but no rotation is under way (%s is not set): restore %s, or remove %s if no API server was ever given it", nextEncryptionKey, encryptionRotationPhase, encryptionRotationPhase, nextEncryptionKey)
+		}
+		return nil
+	}
+	next, err := e.keepKey(nextEncryptionKey, nextEncryptionKeySum, st.Phase == "")
+	if err != nil {
+		return err
+	}
+	if st.Phase == "" {
+		e.data[encryptionRotationPhase] = []byte(RotationAddNew)
+	}
+	e.data[nextEncryptionKey], e.data[nextEncryptionKeySum] = next, sum(next)
+	return nil
+}
+
+// keepKey returns the stored secretbox key name, checked against its recorded sha256 (under
+// sumName); when neither is stored and mayMake, a new key.
+func (e *ensurer) keepKey(name, sumName string, mayMake bool) ([]byte, error) {
+	key, ok := e.old[name]
+	recorded, wasMade := e.old[sumName]
+	switch {
+	case !ok && (wasMade || !mayMake):
+		return nil, fmt.Errorf("%s is gone from the secret store, but the cluster's API servers may encrypt Secrets with it (sha256 %s): restore it; a new key would leave Secrets unreadable", name, recorded)
+	case !ok:
+		k, err := encryption.NewSecretboxKey()
+		if err != nil {
+			return nil, fmt.Errorf("secret encryption key: %w", err)
+		}
+		key = []byte(k)
+	}
+	if _, err := encryption.Secretbox(apiserverv1.Key{Name: name, Secret: string(key)}); err != nil {
+		return nil, fmt.Errorf("%w: refusing to replace a key the cluster's Secrets may be encrypted with; restore %s", err, name)
+	}
+	if wasMade && string(recorded) != string(sum(key)) {
+		return nil, fmt.Errorf("%s is not the key the cluster's Secrets are encrypted with (sha256 %s): restore that one", name, recorded)
+	}
+	return key, nil
+}
+
+func sum(key []byte) []byte {
+	s := sha256.Sum256(key)
+	return []byte(hex.EncodeToString(s[:]))
+}
+
+// SecretEncryption is where the bundle's Secret encryption key stands.
+func (b *Bundle) SecretEncryption() SecretEncryption {
+	st, _ := secretEncryptionOf(b.data) // Ensure checked it
+	return st
+}
+
+// encryptionConfig is the API servers' EncryptionConfiguration for the bundle's phase: the
+// key that encrypts first.
+func (b *Bundle) encryptionConfig() ([]byte, error) {
+	st := b.SecretEncryption()
+	current := apiserverv1.Key{Name: keyName(st.Generation), Secret: string(b.get(encryptionKey))}
+	next := apiserverv1.Key{Name: keyName(st.Generation + 1), Secret: string(b.get(nextEncryptionKey))}
+	keys := []apiserverv1.Key{current}
+	switch st.Phase {
+	case RotationAddNew:
+		keys = []apiserverv1.Key{current, next}
+	case RotationUseNew:
+		keys = []apiserverv1.Key{next, current}
+	case RotationDropOld:
+		keys = []apiserverv1.Key{next}
+	}
+	box, err := encryption.Secretbox(keys...)
+	if err != nil {
+		return nil, err
+	}
+	return encryption.Marshal(box)
+}
+
+// AdvanceSecretEncryption moves the Secret encryption key of the PKI stored under name on,
+// once every API server of the cluster runs with the configuration of the current phase (the
+// caller has rolled it out): when the Secrets were not all stored again under the key the API
+// servers now encrypt with, reencrypt does that first (and is recorded, so that it runs once
+// per key); then a rotation under way goes to its next phase, and after DropOld ends, the new
+// key is the key. Each step is written before it returns, and running it again after a crash
+// redoes at most the re-encryption, which rewrites only what is not under the key yet. It
+// returns the new state, and how many Secrets reencrypt stored again (nil when it did not run).
+func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reencrypt func(context.Context) (encryption.Result, error)) (SecretEncryption, *encryption.Result, error) {
+	data, err := store.Get(ctx, name)
+	if errors.Is(err, secrets.ErrNotFound) {
+		return SecretEncryption{}, nil, fmt.Errorf("pki %s: %w", name, ErrNoPKI)
+	}
+	if err != nil {
+		return SecretEncryption{}, nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
+	}
+	st, err := secretEncryptionOf(data)
+	if err != nil {
+		return st, nil, fmt.Errorf("pki %s: %w", name, err)
+	}
+	old := maps.Clone(data)
+	var res *encryption.Result
+	if st.Reencrypted != st.Key {
+		r, err := reencrypt(ctx)
+		if err != nil {
+			return st, &r, fmt.Errorf("store every Secret again under key %s: %w", st.Key, err)
+		}
+		res, st.Reencrypted = &r, st.Key
+		data[encryptionReencrypted] = []byte(st.Key)
+	}
+	switch st.Phase {
+	case RotationAddNew:
+		st.Phase, st.Key = RotationUseNew, keyName(st.Generation+1)
+		data[encryptionRotationPhase] = []byte(st.Phase)
+	case RotationUseNew:
+		st.Phase = RotationDropOld
+		data[encryptionRotationPhase] = []byte(st.Phase)
+	case RotationDropOld:
+		st.Phase, st.Generation = "", st.Generation+1
+		data[encryptionKey], data[encryptionKeySum] = data[nextEncryptionKey], data[nextEncryptionKeySum]
+		data[encryptionKeyGeneration] = []byte(strconv.FormatInt(st.Generation, 10))
+		delete(data, nextEncryptionKey)
+		delete(data, nextEncryptionKeySum)
+		delete(data, encryptionRotationPhase)
+	}
+	if !maps.EqualFunc(old, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		if err := store.Put(ctx, name, data); err != nil {
+			return st, res, fmt.Errorf("pki %s: save to the secret store: %w", name, err)
+		}
+	}
+	return st, res, nil
+}
