@@ -19,6 +19,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/certs"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
@@ -80,6 +81,10 @@ type Spec struct {
 	// days before expiry). A renewed certificate reaches the services that use it at the next
 	// Run, one host at a time.
 	Certificates certs.Lifetime
+	// SecretEncryptionKeyRotations is how many rotations of the key the API servers encrypt
+	// Secrets with are asked for: each Run takes one asked for and not done one phase on
+	// (pki.AdvanceSecretEncryption).
+	SecretEncryptionKeyRotations int64
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -125,6 +130,12 @@ type Result struct {
 	Images int
 	// LeftOut are the worker hosts the run did not install because they did not answer.
 	LeftOut []HostError
+	// SecretEncryption is where the Secret encryption key stands after the run; zero when no
+	// package of the cluster reads the encryption configuration (no API server to encrypt).
+	SecretEncryption pki.SecretEncryption
+	// Reencrypted is how many Secrets the run stored again under the key that encrypts (nil
+	// when they all were before).
+	Reencrypted *encryption.Result
 }
 
 // HostError is why a host was left out of a run.
@@ -246,7 +257,31 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 			return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
 		}
 	}
+	if err := b.advanceSecretEncryption(ctx, res, spec, bundle); err != nil {
+		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
+	}
 	return res, nil
+}
+
+// advanceSecretEncryption takes the Secret encryption key one step on, now that every API
+// server runs the configuration of its phase: the run wrote it to every control-plane host (a
+// run does not start while one does not answer) and restarted each whose file changed, one at a
+// time. Where no package reads the encryption configuration there is no API server to move on.
+func (b *BringUp) advanceSecretEncryption(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle) error {
+	if !slices.ContainsFunc(spec.Packages, func(p install.Package) bool {
+		return slices.ContainsFunc(p.Manifest.Config, func(c packages.ConfigFile) bool { return c.PKI == pki.EncryptionConfigFile })
+	}) {
+		return nil
+	}
+	st, reencrypted, err := pki.AdvanceSecretEncryption(ctx, b.secrets, PKISecret(spec.Name), func(ctx context.Context) (encryption.Result, error) {
+		meta, err := adminMetadataClient(bundle)
+		if err != nil {
+			return encryption.Result{}, err
+		}
+		return encryption.Reencrypt(ctx, meta, "")
+	})
+	res.SecretEncryption, res.Reencrypted = st, reencrypted
+	return err
 }
 
 // prepare checks spec, applies its defaults and ensures its PKI.
@@ -736,7 +771,8 @@ func (s Spec) withDefaults() Spec {
 // PKISpec is the spec of the cluster's PKI (bpa/pki), defaults applied.
 func (s Spec) PKISpec() pki.Spec {
 	s = s.withDefaults()
-	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR, Lifetime: s.Certificates}
+	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR, Lifetime: s.Certificates,
+		SecretEncryptionKeyRotations: s.SecretEncryptionKeyRotations}
 	for _, h := range s.Hosts {
 		m := pki.Member{Name: h.Name, IP: h.IP}
 		if h.ControlPlane {

@@ -262,6 +262,72 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		}
 	})
 
+	t.Run("the Secret encryption key rotates: every Secret stored again under the new key, the old one dropped last", func(t *testing.T) {
+		if got := res.SecretEncryption; got.Key != "bpa-1" || got.Reencrypted != "bpa-1" || got.Phase != "" {
+			t.Errorf("after bring-up: %+v, want key bpa-1 with every Secret stored under it", got)
+		}
+		value := "rotated-" + rand.Text()
+		name := "rotated-" + strings.ToLower(rand.Text())
+		if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": value},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		storedUnder := func(t *testing.T) string {
+			t.Helper()
+			var kv struct {
+				KVs []struct {
+					Value []byte `json:"value"`
+				} `json:"kvs"`
+			}
+			etcdCall(t, etcdClient(t), spec.Hosts[3], "/v3/kv/range", map[string][]byte{"key": []byte("/registry/secrets/default/" + name)}, &kv)
+			if len(kv.KVs) != 1 {
+				t.Fatalf("etcd holds %d values under the Secret's key, want 1", len(kv.KVs))
+			}
+			prefix, _, _ := bytes.Cut(bytes.TrimPrefix(kv.KVs[0].Value, []byte("k8s:enc:secretbox:v1:")), []byte(":"))
+			return string(prefix)
+		}
+		if got := storedUnder(t); got != "bpa-1" {
+			t.Fatalf("the Secret is stored under key %q, want bpa-1", got)
+		}
+		rotate := spec
+		rotate.SecretEncryptionKeyRotations = 1
+		for _, want := range []pki.SecretEncryption{
+			{Key: "bpa-2", Phase: pki.RotationUseNew, Reencrypted: "bpa-1"},
+			{Key: "bpa-2", Phase: pki.RotationDropOld, Reencrypted: "bpa-2"},
+			{Key: "bpa-2", Generation: 1, Reencrypted: "bpa-2"},
+		} {
+			start := time.Now()
+			res, err := bu.Run(ctx, rotate)
+			if err != nil {
+				t.Fatalf("run towards %+v: %v", want, err)
+			}
+			t.Logf("run towards %+v: %s", want, time.Since(start).Round(time.Millisecond))
+			for i, l := range res.Levels {
+				t.Logf("  level %d (%s): %s, slowest %s/%s %s", i, strings.Join(l.Packages, ", "), l.Took.Round(time.Millisecond), l.Slowest().Host, l.Slowest().Package, l.Slowest().Took.Round(time.Millisecond))
+			}
+			if res.SecretEncryption != want {
+				t.Errorf("after a run: %+v, want %+v", res.SecretEncryption, want)
+			}
+			// The phase's configuration reached every API server, each restarted for it.
+			for _, h := range spec.Hosts[2:] {
+				if !slices.ContainsFunc(res.Ran(), func(r string) bool { return strings.HasPrefix(r, h.Name+"/kube-apiserver: ") }) {
+					t.Errorf("run towards %s: kube-apiserver on %s not restarted (ran %v)", want.Phase, h.Name, res.Ran())
+				}
+			}
+			if got, err := cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{}); err != nil || string(got.Data["value"]) != value {
+				t.Fatalf("the Secret read back after a run towards %+v: %v", want, err)
+			}
+		}
+		if got := storedUnder(t); got != "bpa-2" {
+			t.Errorf("after the rotation the Secret is stored under key %q, want bpa-2", got)
+		}
+		res, err := bu.Run(ctx, rotate)
+		if err != nil || len(res.Ran()) != 0 || res.Files != 0 || res.Reencrypted != nil {
+			t.Errorf("a run after the rotation: %v, ran %v, wrote %d files, re-encrypted %+v; want nothing done", err, res.Ran(), res.Files, res.Reencrypted)
+		}
+	})
+
 	t.Run("running again redoes nothing", func(t *testing.T) {
 		res, err := bu.Run(ctx, spec)
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -198,8 +200,8 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 	return uncordon(ctx, cs, h.Name)
 }
 
-// adminClient is a client of the cluster's API server as its admin.
-func adminClient(bundle *pki.Bundle) (kubernetes.Interface, error) {
+// adminConfig is the client config of the cluster's API server as its admin.
+func adminConfig(bundle *pki.Bundle) (*rest.Config, error) {
 	kc, err := bundle.AdminKubeconfig()
 	if err != nil {
 		return nil, err
@@ -208,7 +210,29 @@ func adminClient(bundle *pki.Bundle) (kubernetes.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin kubeconfig: %w", err)
 	}
+	cfg.Timeout = adminRequestTimeout
+	return cfg, nil
+}
+
+// adminRequestTimeout bounds each of the BPA's requests to a cluster's API server.
+const adminRequestTimeout = 30 * time.Second
+
+// adminClient is a client of the cluster's API server as its admin.
+func adminClient(bundle *pki.Bundle) (kubernetes.Interface, error) {
+	cfg, err := adminConfig(bundle)
+	if err != nil {
+		return nil, err
+	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// adminMetadataClient is a metadata-only client of the cluster's API server as its admin.
+func adminMetadataClient(bundle *pki.Bundle) (metadata.Interface, error) {
+	cfg, err := adminConfig(bundle)
+	if err != nil {
+		return nil, err
+	}
+	return metadata.NewForConfig(cfg)
 }
 
 // cordonedByBPA tells whether the BPA cordoned node for a patch and has not uncordoned it yet

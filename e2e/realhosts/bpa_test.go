@@ -3,6 +3,8 @@ package realhosts_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -523,6 +525,82 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for name := range webappPods(ctx, cs) {
 			Expect(before).NotTo(HaveKey(name), "pod %s was never evicted", name)
 		}
+	})
+
+	It("rotates the cluster's Secret encryption key when the Site asks, every Secret stored again under the new key, the application's Service never failing a request", func(ctx context.Context) {
+		cs := appClient(ctx)
+		value := "rotation-" + rand.Text()
+		_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "rotation-probe"}, StringData: map[string]string{"value": value},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// storedUnder is the name of the key etcd holds the probe Secret under, read on a
+		// control-plane host with the API server's etcd client certificate.
+		storedUnder := func() string {
+			GinkgoHelper()
+			body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/default/rotation-probe")))
+			out, err := hn.Hosts[1].Exec(ctx, "curl", "-sS", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",
+				"--cert", "/etc/kubernetes/pki/apiserver-etcd-client.crt", "--key", "/etc/kubernetes/pki/apiserver-etcd-client.key",
+				"-X", "POST", "-d", body, "https://127.0.0.1:2379/v3/kv/range")
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			var kv struct {
+				KVs []struct {
+					Value []byte `json:"value"`
+				} `json:"kvs"`
+			}
+			Expect(json.Unmarshal(out, &kv)).To(Succeed(), string(out))
+			Expect(kv.KVs).To(HaveLen(1))
+			Expect(string(kv.KVs[0].Value)).NotTo(ContainSubstring(value))
+			key, _, _ := strings.Cut(strings.TrimPrefix(string(kv.KVs[0].Value), "k8s:enc:secretbox:v1:"), ":")
+			return key
+		}
+		Expect(storedUnder()).To(Equal("bpa-1"))
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"secretEncryptionKey":1}}}}`)
+		Expect(err).NotTo(HaveOccurred())
+		seen := map[sitev1.KeyRotationPhase]bool{}
+		Eventually(func(g Gomega) {
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.SecretEncryption).NotTo(BeNil())
+			if p := b.SecretEncryption.Phase; p != "" {
+				seen[p] = true
+				g.Expect(b.SecretEncryption.Since).NotTo(BeNil())
+				g.Expect(b.Message).To(ContainSubstring("rotating the Secret encryption key (0 of 1 rotations done)"))
+			}
+			g.Expect(*b.SecretEncryption).To(Equal(sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}), "bootstrap says: %s", b.Message)
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("through the key rotation: requests to webapp %d answered, %d failed; phases seen %v\n", answered, len(failed), seen)
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(answered).To(BeNumerically(">", 20))
+		// Each phase lasts the restarts of three API servers: the status showed those between.
+		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
+		Expect(seen).To(HaveKey(sitev1.RotationDropOld))
+		Expect(storedUnder()).To(Equal("bpa-2"))
+		probe, err := cs.CoreV1().Secrets("default").Get(ctx, "rotation-probe", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(probe.Data["value"])).To(Equal(value))
+		// The old key is gone from the store and from every API server's configuration.
+		pki, err := store.Get(ctx, site+"-pki")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pki).NotTo(HaveKey("secretbox.next.key"))
+		for _, h := range members[:3] {
+			out, err := h.Exec(ctx, "grep", "-c", "name: bpa-", "/etc/kubernetes/encryption-config.yaml")
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			Expect(strings.TrimSpace(string(out))).To(Equal("1"), h.Name)
+		}
+		// The Site shows it.
+		Eventually(func(g Gomega) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap.SecretEncryption).To(Equal(&sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {

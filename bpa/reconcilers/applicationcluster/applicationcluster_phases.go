@@ -95,6 +95,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		Images:            images,
 		Certificates:      w.r.Certificates,
 	}
+	if w.ac.Spec.Rotations != nil {
+		spec.SecretEncryptionKeyRotations = w.ac.Spec.Rotations.SecretEncryptionKey
+	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again
 	}
@@ -152,6 +155,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if len(missing) > 0 {
 		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; %s", len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(missing, "; "))
 	}
+	requeue := w.r.Resync
 	if len(w.st.Charts) > 0 {
 		var ready, desired int32
 		for _, c := range w.st.Charts {
@@ -161,13 +165,58 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		if ready < desired {
 			// The pods are still starting (or cannot): look again soon, so the count the
 			// status shows follows them.
-			return ctrl.Result{RequeueAfter: w.r.Retry}, nil
+			requeue = w.r.Retry
 		}
 	}
 	if len(res.LeftOut) > 0 || len(set.held) > 0 {
-		return ctrl.Result{RequeueAfter: w.r.Retry}, nil // the next run joins them once they answer, or once the leaving host has left
+		requeue = w.r.Retry // the next run joins them once they answer, or once the leaving host has left
 	}
-	return ctrl.Result{RequeueAfter: w.r.Resync}, nil
+	if w.secretEncryption(res, spec.SecretEncryptionKeyRotations) {
+		requeue = time.Second // the next phase is rolled out by the next run
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// secretEncryption reports in the status where the Secret encryption key stands after a run
+// (nothing when no API server of the cluster encrypts Secrets), and whether a rotation asked
+// for is not finished.
+func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
+	now := res.SecretEncryption
+	if now.Key == "" {
+		return false
+	}
+	was := w.st.SecretEncryption
+	st := &sitev1.SecretEncryptionStatus{Key: now.Key, Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Reencrypted: now.Reencrypted}
+	switch {
+	case was != nil && was.Phase == st.Phase:
+		st.Since = was.Since
+	case st.Phase != "":
+		since := metav1.Now()
+		st.Since = &since
+	}
+	w.st.SecretEncryption = st
+	if res.Reencrypted != nil {
+		w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "SecretsReencrypted", "Reencrypt",
+			"%d Secrets stored again under key %s, %d were under it already", res.Reencrypted.Rewritten, now.Key, res.Reencrypted.Current)
+	}
+	if st.Phase == "" && asked <= st.Rotations {
+		return false
+	}
+	w.st.Message += fmt.Sprintf("; rotating the Secret encryption key (%d of %d rotations done): %s", st.Rotations, asked, rotationStep(st))
+	return true
+}
+
+// rotationStep says what the API servers do in a rotation's phase.
+func rotationStep(st *sitev1.SecretEncryptionStatus) string {
+	switch st.Phase {
+	case sitev1.RotationAddNew:
+		return "every API server gets the new key (one at a time), key " + st.Key + " still encrypts"
+	case sitev1.RotationUseNew:
+		return "key " + st.Key + " encrypts; every Secret is stored again under it"
+	case sitev1.RotationDropOld:
+		return "the old key goes from every API server (one at a time), key " + st.Key + " alone"
+	}
+	return "the next rotation starts"
 }
 
 // progress writes the phase and message at once, so a long install shows while it runs.

@@ -125,6 +125,7 @@ func desiredSpec(c *fleetv1.SiteCluster, what content, hosts []sitev1.ClusterHos
 		operationGeneration = max(operationGeneration, existing.Spec.OperationGeneration)
 	}
 	return sitev1.ApplicationClusterSpec{
+		Rotations:           rotations(c.Rotations, existing),
 		KubernetesVersion:   what.kubernetesVersion,
 		OSImage:             what.osImage,
 		Packages:            what.packages,
@@ -135,6 +136,26 @@ func desiredSpec(c *fleetv1.SiteCluster, what content, hosts []sitev1.ClusterHos
 		HostRemovalPolicy:   policy,
 		OperationGeneration: operationGeneration,
 	}
+}
+
+// rotations are the rotations the site is asked for: the Site's, never fewer than the site
+// has been asked for already (a rotation cannot be taken back; the site refuses a lower count).
+func rotations(asked *sitev1.ClusterRotations, existing *sitev1.ApplicationCluster) *sitev1.ClusterRotations {
+	var was *sitev1.ClusterRotations
+	if existing != nil {
+		was = existing.Spec.Rotations
+	}
+	if asked == nil && was == nil {
+		return nil
+	}
+	out := &sitev1.ClusterRotations{}
+	if asked != nil {
+		out.SecretEncryptionKey = asked.SecretEncryptionKey
+	}
+	if was != nil {
+		out.SecretEncryptionKey = max(out.SecretEncryptionKey, was.SecretEncryptionKey)
+	}
+	return out
 }
 
 // managed reports whether the global controller wrote o (it touches nothing else).

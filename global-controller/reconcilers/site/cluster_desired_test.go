@@ -1,6 +1,7 @@
 package site
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -267,5 +268,39 @@ func TestReleaseContentCarriesEveryKindOfArtifact(t *testing.T) {
 	}
 	if got := len(spec.Artifacts()); got != 4 {
 		t.Errorf("the cluster needs %d artifacts cached, want 4 (OS image, package, chart, image)", got)
+	}
+}
+
+// TestDesiredSpecRotations: the Site's rotations reach the site, and never fewer than the site
+// was asked for already (a rotation cannot be taken back).
+func TestDesiredSpecRotations(t *testing.T) {
+	hosts := []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane}}
+	asked := func(n int64) *fleetv1.SiteCluster {
+		c := siteCluster()
+		c.Rotations = &sitev1.ClusterRotations{SecretEncryptionKey: n}
+		return c
+	}
+	at := func(n int64) *sitev1.ApplicationCluster {
+		return &sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: n}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		site     *fleetv1.SiteCluster
+		existing *sitev1.ApplicationCluster
+		want     *sitev1.ClusterRotations
+	}{
+		{"none asked", siteCluster(), nil, nil},
+		{"none asked, none at the site", siteCluster(), &sitev1.ApplicationCluster{}, nil},
+		{"asked", asked(1), nil, &sitev1.ClusterRotations{SecretEncryptionKey: 1}},
+		{"asked once more", asked(2), at(1), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
+		{"lowered on the Site", asked(1), at(2), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
+		{"removed from the Site", siteCluster(), at(2), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := desiredSpec(tc.site, testContent(), hosts, 0, tc.existing).Rotations
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("rotations %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
