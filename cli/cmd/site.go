@@ -20,9 +20,9 @@ func newSiteCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:     "site",
 		Aliases: []string{"sites"},
-		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens, a bootable image of one",
+		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens, a bootable image of one, rotate a cluster's key",
 	}
-	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteLogsCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g))
+	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteLogsCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g), newSiteRotateKeyCmd(g))
 	return c
 }
 
@@ -203,6 +203,9 @@ func bootstrapTree(b *sitev1.BootstrapStatus, all bool) *row {
 		r.add(&row{name: "FailedPackage", status: "RolledBack", severity: problem,
 			message: "sha256:" + b.FailedPackage + ": its patch failed and was rolled back; not tried again until the release's packages change"})
 	}
+	if se := b.SecretEncryption; se != nil {
+		r.add(secretEncryptionRow(se))
+	}
 	for _, p := range b.Packages {
 		msg := p.Version
 		if all && p.SHA256 != "" {
@@ -212,6 +215,23 @@ func bootstrapTree(b *sitev1.BootstrapStatus, all bool) *row {
 	}
 	for _, c := range b.Charts {
 		r.add(chartRow(c))
+	}
+	return r
+}
+
+// secretEncryptionRow is the key the cluster's API servers encrypt Secrets with: Current, or
+// Rotating with the phase and since when.
+func secretEncryptionRow(se *sitev1.SecretEncryptionStatus) *row {
+	r := &row{name: "SecretEncryption/" + se.Key, status: "Current", since: se.Since, severity: fine,
+		message: fmt.Sprintf("%d rotations done", se.Rotations)}
+	if se.Phase != "" {
+		r.status = "Rotating"
+		r.message += ", phase " + string(se.Phase) + " of AddNew, UseNew, DropOld"
+	}
+	if se.Reencrypted == se.Key {
+		r.message += "; every Secret stored under this key"
+	} else {
+		r.message += "; Secrets stored under an older key or in clear are stored again once every API server has this one"
 	}
 	return r
 }

@@ -2,10 +2,12 @@ package cmd
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -52,6 +54,7 @@ func fleetFixture(t *testing.T, ns string) {
 				Bootstrap: &sitev1.BootstrapStatus{Phase: sitev1.BootstrapPatching, Message: "2 nodes run kubelet 1.36.3; 2 charts deployed; patching kubelet 1.36.4",
 					Step:     &sitev1.PatchStep{Package: "kubelet", Version: "1.36.4", Node: "store-1-w0", Index: 2, Of: 3, Step: "draining", Since: now},
 					Packages: []sitev1.InstalledPackage{{Name: "kubelet", Version: "1.36.3", SHA256: strings.Repeat("ab", 32)}},
+					SecretEncryption: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationUseNew, Since: &now, Reencrypted: "bpa-1"},
 					Charts: []sitev1.ChartRelease{
 						{Name: "coredns", Namespace: "kube-system", Version: "1.12.0", Revision: 1, State: "deployed", PodsReady: 2, PodsDesired: 2},
 						{Name: "webapp", Namespace: "webapp", Version: "0.1.0", Revision: 2, State: "deployed", PodsReady: 1, PodsDesired: 3},
@@ -281,6 +284,7 @@ func TestSiteDescribe(t *testing.T) {
 		{"Bootstrap", "Patching", "2 nodes run kubelet 1.36.3; 2 charts deployed; patching kubelet 1.36.4"},
 		{"Step", "draining", "kubelet 1.36.4 on node store-1-w0 (2 of 3)"},
 		{"Package/kubelet", "Installed", "1.36.3"},
+		{"SecretEncryption/bpa-2", "Rotating", "0 rotations done, phase UseNew of AddNew, UseNew, DropOld; Secrets stored under an older key or in clear are stored again"},
 		{"Chart/webapp", "deployed", "0.1.0 in webapp, revision 2, pods 1/3 ready"},
 		{"Chart/coredns", "deployed", "pods 2/2 ready"},
 		{"Hosts", "4", "1 control plane, 3 workers"},
@@ -404,5 +408,45 @@ func TestHostListAndDescribe(t *testing.T) {
 	}
 	if out, err := run(t, "host", "describe", "nope", "-n", ns); err == nil || err.Error() != `host "nope" not found in namespace "`+ns+`"` {
 		t.Errorf("describe of a host that does not exist: %v\n%s", err, out)
+	}
+}
+
+func TestSiteRotateKey(t *testing.T) {
+	ns := global.Namespace(t)
+	fleetFixture(t, ns)
+	asked := func() int64 {
+		t.Helper()
+		s := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "store-1"}, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.Spec.Cluster.Rotations == nil {
+			return 0
+		}
+		return s.Spec.Cluster.Rotations.SecretEncryptionKey
+	}
+	for want := int64(1); want <= 2; want++ {
+		out, err := run(t, "site", "rotate-key", "store-1", "-n", ns)
+		if err != nil || !strings.Contains(out, fmt.Sprintf("site %s/store-1: Secret encryption key rotation %d asked", ns, want)) {
+			t.Fatalf("site rotate-key: %v\n%s", err, out)
+		}
+		if got := asked(); got != want {
+			t.Errorf("spec.cluster.rotations.secretEncryptionKey = %d, want %d", got, want)
+		}
+	}
+
+	bare := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"},
+		Spec: fleetv1.SiteSpec{KubeconfigSecretRef: &fleetv1.SecretKeyReference{Name: "bare-kubeconfig"}}}
+	if err := global.Client.Create(t.Context(), bare); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "site", "rotate-key", "bare", "-n", ns); err == nil || !strings.Contains(err.Error(), "has no spec.cluster") {
+		t.Errorf("rotate-key of a site without a cluster: %v\n%s", err, out)
+	}
+	if out, err := run(t, "site", "rotate-key", "store-9", "-n", ns); err == nil || err.Error() != `site "store-9" not found in namespace "`+ns+`"` {
+		t.Errorf("rotate-key of a site that does not exist: %v\n%s", err, out)
+	}
+	if got := asked(); got != 2 {
+		t.Errorf("after the refusals spec.cluster.rotations.secretEncryptionKey = %d, want 2", got)
 	}
 }

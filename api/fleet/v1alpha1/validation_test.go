@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -176,4 +177,41 @@ func mutateHost(ns string, f func(*fleetv1.Host)) *fleetv1.Host {
 	h := validHost(ns)
 	f(h)
 	return h
+}
+
+// TestRotationsOnlyGoUp: a rotation asked for cannot be taken back, by lowering the count or
+// removing it; raising it is accepted.
+func TestRotationsOnlyGoUp(t *testing.T) {
+	ns := global.Namespace(t)
+	site := validSite(ns)
+	site.Spec.Cluster = &fleetv1.SiteCluster{
+		Release: "r1",
+		Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+			ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10"}},
+		Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: 2},
+	}
+	if err := global.Client.Create(t.Context(), site); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		rotate *sitev1.ClusterRotations
+		want   string
+	}{
+		{"lowered", &sitev1.ClusterRotations{SecretEncryptionKey: 1}, "can only be raised"},
+		{"removed", &sitev1.ClusterRotations{}, "secretEncryptionKey cannot be removed once set"},
+		{"negative", &sitev1.ClusterRotations{SecretEncryptionKey: -1}, "should be greater than or equal to 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := site.DeepCopy()
+			changed.Spec.Cluster.Rotations = tc.rotate
+			if err := global.Client.Update(t.Context(), changed); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("update: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	site.Spec.Cluster.Rotations.SecretEncryptionKey = 3
+	if err := global.Client.Update(t.Context(), site); err != nil {
+		t.Fatalf("raising the count: %v", err)
+	}
 }

@@ -1,0 +1,90 @@
+package applicationcluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
+)
+
+// TestSecretEncryptionStatus: what a run's key state becomes in status.bootstrap — the phase
+// with the time it began (kept while the phase lasts), the message saying what the phase does,
+// another pass asked for while a rotation is not done, an event when Secrets were stored again.
+func TestSecretEncryptionStatus(t *testing.T) {
+	earlier := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name      string
+		was       *sitev1.SecretEncryptionStatus
+		run       pki.SecretEncryption
+		asked     int64
+		reenc     *encryption.Result
+		want      sitev1.SecretEncryptionStatus // Since checked apart
+		since     string                        // "none", "kept" or "new"
+		again     bool
+		message   string
+		wantEvent bool
+	}{
+		{name: "no API server", run: pki.SecretEncryption{}},
+		{name: "installed, Secrets stored under the key", run: pki.SecretEncryption{Key: "bpa-1", Reencrypted: "bpa-1"}, reenc: &encryption.Result{Rewritten: 4},
+			want: sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", wantEvent: true},
+		{name: "rotation asked, not started yet", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, run: pki.SecretEncryption{Key: "bpa-1", Reencrypted: "bpa-1"}, asked: 1,
+			want: sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", again: true, message: "(0 of 1 rotations done): the next rotation starts"},
+		{name: "phase begins", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, run: pki.SecretEncryption{Key: "bpa-2", Phase: pki.RotationUseNew, Reencrypted: "bpa-1"}, asked: 1,
+			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationUseNew, Reencrypted: "bpa-1"}, since: "new", again: true, message: "key bpa-2 encrypts; every Secret is stored again under it"},
+		{name: "phase goes on", was: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Since: &earlier}, run: pki.SecretEncryption{Key: "bpa-2", Phase: pki.RotationDropOld, Reencrypted: "bpa-2"}, asked: 1,
+			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Reencrypted: "bpa-2"}, since: "kept", again: true, message: "the old key goes from every API server"},
+		{name: "rotation done", was: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Since: &earlier}, run: pki.SecretEncryption{Key: "bpa-2", Generation: 1, Reencrypted: "bpa-2"}, asked: 1,
+			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}, since: "none"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := events.NewFakeRecorder(4)
+			w := &work{r: &Reconciler{Recorder: rec}, ac: &sitev1.ApplicationCluster{}, st: &sitev1.BootstrapStatus{Message: "5 nodes run it", SecretEncryption: tc.was}}
+			again := w.secretEncryption(&cluster.Result{SecretEncryption: tc.run, Reencrypted: tc.reenc}, tc.asked)
+			if again != tc.again {
+				t.Errorf("another pass asked for: %v, want %v", again, tc.again)
+			}
+			if tc.run.Key == "" {
+				if w.st.SecretEncryption != tc.was {
+					t.Errorf("status changed to %+v without an API server", w.st.SecretEncryption)
+				}
+				return
+			}
+			got := *w.st.SecretEncryption
+			since := got.Since
+			got.Since = nil
+			if got != tc.want {
+				t.Errorf("status %+v, want %+v", got, tc.want)
+			}
+			switch tc.since {
+			case "none":
+				if since != nil {
+					t.Errorf("since %v, want none outside a phase", since)
+				}
+			case "kept":
+				if since == nil || !since.Equal(&earlier) {
+					t.Errorf("since %v, want the phase's start kept (%v)", since, earlier)
+				}
+			case "new":
+				if since == nil || time.Since(since.Time) > time.Minute {
+					t.Errorf("since %v, want now", since)
+				}
+			}
+			if tc.message == "" && w.st.Message != "5 nodes run it" {
+				t.Errorf("message %q, want it unchanged", w.st.Message)
+			}
+			if tc.message != "" && (!strings.HasPrefix(w.st.Message, "5 nodes run it; rotating the Secret encryption key") || !strings.Contains(w.st.Message, tc.message)) {
+				t.Errorf("message %q, want the rotation said after the nodes: %q", w.st.Message, tc.message)
+			}
+			if got := len(rec.Events); got != map[bool]int{true: 1, false: 0}[tc.wantEvent] {
+				t.Errorf("%d events, want event %v", got, tc.wantEvent)
+			}
+		})
+	}
+}
