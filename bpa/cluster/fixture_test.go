@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -392,11 +393,20 @@ func TestPatchOnFakeHosts(t *testing.T) {
 	})
 
 	agent2 := fakePkg("agent", "2", packages.HostsAll, []string{"api"}, spec.Packages[2].Manifest.Config...)
-	t.Run("a patch does not start while the package is unhealthy on another host", func(t *testing.T) {
-		hosts.FailHealth("w-1", "agent", "1", 1)
-		res, err := bu.Patch(ctx, with(agent2), "agent")
-		if err == nil || !strings.Contains(err.Error(), "stopped at host cp-0") || !strings.Contains(err.Error(), "unhealthy on w-1") {
+	t.Run("a patch does not start while the package stays unhealthy on another host", func(t *testing.T) {
+		hosts.FailHealth("w-1", "agent", "1", 1000)
+		defer hosts.StopFailing("w-1", "health")
+		m := *agent2.Manifest
+		m.HealthCheck = packages.HealthCheck{TimeoutSeconds: 2}
+		impatient := agent2
+		impatient.Manifest = &m
+		start := time.Now()
+		res, err := bu.Patch(ctx, with(impatient), "agent")
+		if err == nil || !strings.Contains(err.Error(), "stopped at host cp-0") || !strings.Contains(err.Error(), "unhealthy on w-1") || !errors.Is(err, install.ErrUnhealthy) {
 			t.Fatalf("err %v, want the patch refusing to start on cp-0 while w-1 is unhealthy", err)
+		}
+		if waited := time.Since(start); waited < 2*time.Second {
+			t.Errorf("refused after %s, want it to wait the health check's timeout (2s) for w-1", waited)
 		}
 		if len(res.Nodes) != 0 {
 			t.Errorf("patched %v", order(res))
@@ -423,7 +433,8 @@ func TestPatchOnFakeHosts(t *testing.T) {
 		}
 	})
 
-	t.Run("run again, the patch resumes", func(t *testing.T) {
+	t.Run("run again, the patch resumes, waiting for a host unhealthy for a moment", func(t *testing.T) {
+		hosts.FailHealth("w-1", "agent", "1", 1)
 		res, err := bu.Patch(ctx, with(agent2), "agent")
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
 // CordonedAnnotation marks a node the BPA cordoned for a patch (so it uncordons only those, and
@@ -130,13 +131,8 @@ func (b *BringUp) Patch(ctx context.Context, spec Spec, name string) (*PatchResu
 			continue
 		}
 		step(StepCheckOthers)
-		for _, o := range hosts {
-			if o.Name == h.Name {
-				continue
-			}
-			if err := b.installer.Healthy(ctx, o.SSH, m.Name); err != nil {
-				return fail(fmt.Errorf("not starting while %s is unhealthy on %s (a patch takes down one host of a package at a time): %w", m.Name, o.Name, err))
-			}
+		if err := b.othersHealthy(ctx, hosts, h, m); err != nil {
+			return fail(err)
 		}
 		err = b.patchHost(ctx, cs, h, pkg, files, &np, step)
 		res.Nodes = append(res.Nodes, np)
@@ -198,6 +194,37 @@ func (b *BringUp) patchHost(ctx context.Context, cs kubernetes.Interface, h Host
 	}
 	step(StepUncordon)
 	return uncordon(ctx, cs, h.Name)
+}
+
+// othersHealthy waits until package m passes its health check on every host of hosts but h, so
+// that a patch never has two hosts of a package down. A check that does not pass on a running
+// package (install.ErrUnhealthy: a restart nearby, a node briefly NotReady) is asked again every
+// health-check period, for up to the health check's timeout; any other state (not installed,
+// failed when last started) stops the patch at once.
+func (b *BringUp) othersHealthy(ctx context.Context, hosts []Host, h Host, m *packages.Manifest) error {
+	start := time.Now()
+	deadline := start.Add(time.Duration(m.HealthCheck.Timeout()) * time.Second)
+	for _, o := range hosts {
+		if o.Name == h.Name {
+			continue
+		}
+		for {
+			err := b.installer.Healthy(ctx, o.SSH, m.Name)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, install.ErrUnhealthy) || !time.Now().Before(deadline) {
+				return fmt.Errorf("not starting while %s is unhealthy on %s (a patch takes down one host of a package at a time; waited %s): %w",
+					m.Name, o.Name, time.Since(start).Round(time.Second), err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(m.HealthCheck.Period()) * time.Second):
+			}
+		}
+	}
+	return nil
 }
 
 // adminConfig is the client config of the cluster's API server as its admin.

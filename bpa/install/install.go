@@ -127,6 +127,10 @@ const (
 
 var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// ErrUnhealthy is in Healthy's error when the package runs but its health check does not pass
+// now: unlike a package not installed or one that failed when last started, it may pass later.
+var ErrUnhealthy = errors.New("its health check does not pass")
+
 // Install installs pkg on target and makes it current; see the package documentation.
 func (i *Installer) Install(ctx context.Context, target sshexec.Target, pkg Package) (rep Report, err error) {
 	start := time.Now()
@@ -282,7 +286,7 @@ func (i *Installer) Healthy(ctx context.Context, target sshexec.Target, name str
 		Timeout: 2 * time.Minute,
 	})
 	if err != nil {
-		return fmt.Errorf("host %s: package %s %s fails its health check: %w: %s", target.Name, name, st.Current, err, lastLines(res.Stderr, 3))
+		return fmt.Errorf("host %s: package %s %s: %w: %w: %s", target.Name, name, st.Current, ErrUnhealthy, err, lastLines(res.Stderr, 3))
 	}
 	return nil
 }
