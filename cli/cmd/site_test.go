@@ -52,8 +52,8 @@ func fleetFixture(t *testing.T, ns string) {
 			Cluster: &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioning, KubernetesVersion: "v1.36.3",
 				ControlPlane: sitev1.NodeCounts{Ready: 1, Total: 1}, Workers: sitev1.NodeCounts{Ready: 1, Total: 2},
 				Bootstrap: &sitev1.BootstrapStatus{Phase: sitev1.BootstrapPatching, Message: "2 nodes run kubelet 1.36.3; 2 charts deployed; patching kubelet 1.36.4",
-					Step:     &sitev1.PatchStep{Package: "kubelet", Version: "1.36.4", Node: "store-1-w0", Index: 2, Of: 3, Step: "draining", Since: now},
-					Packages: []sitev1.InstalledPackage{{Name: "kubelet", Version: "1.36.3", SHA256: strings.Repeat("ab", 32)}},
+					Step:             &sitev1.PatchStep{Package: "kubelet", Version: "1.36.4", Node: "store-1-w0", Index: 2, Of: 3, Step: "draining", Since: now},
+					Packages:         []sitev1.InstalledPackage{{Name: "kubelet", Version: "1.36.3", SHA256: strings.Repeat("ab", 32)}},
 					SecretEncryption: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationUseNew, Since: &now, Reencrypted: "bpa-1"},
 					Charts: []sitev1.ChartRelease{
 						{Name: "coredns", Namespace: "kube-system", Version: "1.12.0", Revision: 1, State: "deployed", PodsReady: 2, PodsDesired: 2},
