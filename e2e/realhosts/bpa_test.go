@@ -528,6 +528,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("rotates the cluster's Secret encryption key when the Site asks, every Secret stored again under the new key, the application's Service never failing a request", func(ctx context.Context) {
+		// The Site names a Release that exists (the specs before delete theirs, and nothing is
+		// pushed to a site whose Release is gone), of what the cluster runs already.
+		release(ctx, "bpa-3-rotation", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
 		cs := appClient(ctx)
 		value := "rotation-" + rand.Text()
 		_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
