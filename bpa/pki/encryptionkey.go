@@ -132,8 +132,10 @@ func (e *ensurer) keepKey(name, sumName string, mayMake bool) ([]byte, error) {
 	key, ok := e.old[name]
 	recorded, wasMade := e.old[sumName]
 	switch {
-	case !ok && (wasMade || !mayMake):
+	case !ok && wasMade:
 		return nil, fmt.Errorf("%s is gone from the secret store, but the cluster's API servers may encrypt Secrets with it (sha256 %s): restore it; a new key would leave Secrets unreadable", name, recorded)
+	case !ok && !mayMake:
+		return nil, fmt.Errorf("%s is gone from the secret store while a rotation is under way (%s is set): restore it; a new key would leave Secrets unreadable", name, encryptionRotationPhase)
 	case !ok:
 		k, err := encryption.NewSecretboxKey()
 		if err != nil {

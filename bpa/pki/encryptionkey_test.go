@@ -187,6 +187,8 @@ func TestSecretEncryptionKeyRotationRefusesDamage(t *testing.T) {
 		want    string
 	}{
 		{"new key lost mid-rotation", func(d map[string][]byte) { delete(d, "secretbox.next.key") }, "secretbox.next.key is gone"},
+		{"new key and its sum lost mid-rotation", func(d map[string][]byte) { delete(d, "secretbox.next.key"); delete(d, "secretbox.next.sha256") },
+			"secretbox.next.key is gone from the secret store while a rotation is under way (secretbox.rotation is set)"},
 		{"new key replaced mid-rotation", func(d map[string][]byte) { d["secretbox.next.key"] = d["secretbox.key"] }, "secretbox.next.key is not the key"},
 		{"phase garbled", func(d map[string][]byte) { d["secretbox.rotation"] = []byte("Halfway") }, `secretbox.rotation is "Halfway", not a rotation phase`},
 		{"generation garbled", func(d map[string][]byte) { d["secretbox.generation"] = []byte("-1") }, `secretbox.generation is "-1", not a count`},
