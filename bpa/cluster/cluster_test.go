@@ -192,6 +192,33 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		}
 	}
 
+	// storedSecret is what etcd on host h holds for Secret default/name: its stored form,
+	// encrypted or not.
+	storedSecret := func(t *testing.T, h cluster.Host, name string) []byte {
+		t.Helper()
+		var kv struct {
+			KVs []struct {
+				Value []byte `json:"value"`
+			} `json:"kvs"`
+		}
+		etcdCall(t, etcdClient(t), h, "/v3/kv/range", map[string][]byte{"key": []byte("/registry/secrets/default/" + name)}, &kv)
+		if len(kv.KVs) != 1 {
+			t.Fatalf("etcd holds %d values under the Secret's key, want 1", len(kv.KVs))
+		}
+		return kv.KVs[0].Value
+	}
+	// newSecret creates a Secret in default with a random name and value, starting with prefix.
+	newSecret := func(t *testing.T, prefix string) (name, value string) {
+		t.Helper()
+		name, value = prefix+strings.ToLower(rand.Text()), prefix+rand.Text()
+		if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": value},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return name, value
+	}
+
 	t.Run("etcd has three members", func(t *testing.T) {
 		hc := etcdClient(t)
 		for _, h := range spec.Hosts[2:] {
@@ -212,26 +239,11 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("Secrets are encrypted in etcd, with the key kept in Vault", func(t *testing.T) {
-		value := "at-rest-" + rand.Text()
-		name := "at-rest-" + strings.ToLower(rand.Text())
-		if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": value},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		name, value := newSecret(t, "at-rest-")
 		if got, err := cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{}); err != nil || string(got.Data["value"]) != value {
 			t.Fatalf("the Secret read back through the API server: %v", err)
 		}
-		var kv struct {
-			KVs []struct {
-				Value []byte `json:"value"`
-			} `json:"kvs"`
-		}
-		etcdCall(t, etcdClient(t), spec.Hosts[2], "/v3/kv/range", map[string][]byte{"key": []byte("/registry/secrets/default/" + name)}, &kv)
-		if len(kv.KVs) != 1 {
-			t.Fatalf("etcd holds %d values under the Secret's key, want 1", len(kv.KVs))
-		}
-		stored := kv.KVs[0].Value
+		stored := storedSecret(t, spec.Hosts[2], name)
 		if !bytes.HasPrefix(stored, []byte("k8s:enc:secretbox:v1:bpa-1:")) || bytes.Contains(stored, []byte(value)) {
 			t.Errorf("etcd holds %.40q…, want it encrypted by secretbox key bpa-1", stored)
 		}
@@ -266,26 +278,15 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		if got := res.SecretEncryption; got.Key != "bpa-1" || got.Reencrypted != "bpa-1" || got.Phase != "" {
 			t.Errorf("after bring-up: %+v, want key bpa-1 with every Secret stored under it", got)
 		}
-		value := "rotated-" + rand.Text()
-		name := "rotated-" + strings.ToLower(rand.Text())
-		if _, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": value},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		name, value := newSecret(t, "rotated-")
 		storedUnder := func(t *testing.T) string {
 			t.Helper()
-			var kv struct {
-				KVs []struct {
-					Value []byte `json:"value"`
-				} `json:"kvs"`
+			stored := storedSecret(t, spec.Hosts[3], name)
+			if bytes.Contains(stored, []byte(value)) {
+				t.Fatalf("etcd holds the Secret's value in clear: %.40q…", stored)
 			}
-			etcdCall(t, etcdClient(t), spec.Hosts[3], "/v3/kv/range", map[string][]byte{"key": []byte("/registry/secrets/default/" + name)}, &kv)
-			if len(kv.KVs) != 1 {
-				t.Fatalf("etcd holds %d values under the Secret's key, want 1", len(kv.KVs))
-			}
-			prefix, _, _ := bytes.Cut(bytes.TrimPrefix(kv.KVs[0].Value, []byte("k8s:enc:secretbox:v1:")), []byte(":"))
-			return string(prefix)
+			key, _, _ := bytes.Cut(bytes.TrimPrefix(stored, []byte("k8s:enc:secretbox:v1:")), []byte(":"))
+			return string(key)
 		}
 		if got := storedUnder(t); got != "bpa-1" {
 			t.Fatalf("the Secret is stored under key %q, want bpa-1", got)
