@@ -33,8 +33,9 @@ type ClientRequest struct {
 }
 
 // SignClient signs a client certificate with the cluster CA of the PKI kept in store under
-// name, the CA every kube-apiserver of the cluster trusts for client certificates. It returns
-// the certificate and the CA certificate, both PEM. It never creates a PKI: with none stored the
+// name, the CA every kube-apiserver of the cluster trusts for client certificates (during a CA
+// roll-over, the one that signs in its phase). It returns the certificate and the CA
+// certificates to trust for the API server, both PEM. It never creates a PKI: with none stored the
 // error wraps ErrNoPKI.
 func SignClient(ctx context.Context, store Store, name string, req ClientRequest) (cert, ca []byte, err error) {
 	if req.User == "" {
@@ -50,17 +51,19 @@ func SignClient(ctx context.Context, store Store, name string, req ClientRequest
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
 	}
-	caCert, err := certs.DecodeCert(stored[clusterCA+".crt"])
+	st, err := caRotationOf(stored)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pki %s: cluster CA certificate: %w", name, err)
+		return nil, nil, fmt.Errorf("pki %s: %w", name, err)
 	}
-	caKey, err := certs.DecodeKey(stored[clusterCA+".key"])
+	signer := clusterCA
+	if st.Phase.usesNew() {
+		signer += nextCASuffix
+	}
+	kp, err := loadCA(stored, signer, req.Now)
 	if err != nil {
-		return nil, nil, fmt.Errorf("pki %s: cluster CA key: %w", name, err)
+		return nil, nil, fmt.Errorf("pki %s: cluster CA: %w", name, err)
 	}
-	if !certs.SamePublicKey(caKey, caCert.PublicKey) {
-		return nil, nil, fmt.Errorf("pki %s: the cluster CA's key does not match its certificate", name)
-	}
+	caCert, caKey := kp.Cert, kp.Key
 	serial, err := certs.SerialNumber()
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: %w", name, err)
@@ -82,5 +85,5 @@ func SignClient(ctx context.Context, store Store, name string, req ClientRequest
 	if err != nil {
 		return nil, nil, fmt.Errorf("pki %s: sign client certificate of %s: %w", name, req.User, err)
 	}
-	return certs.EncodeCert(&x509.Certificate{Raw: der}), certs.EncodeCert(caCert), nil
+	return certs.EncodeCert(&x509.Certificate{Raw: der}), trustBundle(stored, clusterCA), nil
 }

@@ -40,7 +40,10 @@
 // plus "sa.key" and "sa.pub", the service-account token signing key pair, and "secretbox.key",
 // the base64 of the 32-byte key the API servers encrypt Secrets with in etcd (made once, never
 // replaced: ControlPlaneFiles' encryption-config.yaml names it "bpa-1"), with "secretbox.sha256",
-// its digest, by which a lost or replaced key is refused rather than made again. <member> is each
+// its digest, by which a lost or replaced key is refused rather than made again. A CA roll-over
+// (Spec.CARotations, AdvanceCARotation) keeps each CA's successor under "<base>.next.crt" and
+// ".key", its phase under "ca.rotation" and the roll-overs done under "ca.generation"; the
+// trust files (every *ca.crt, the kubeconfigs' CA) are then bundles of both. <member> is each
 // control-plane member, <host> each member and node; host names are DNS-1123 subdomains, so
 // every key is a valid Secret key. A few kilobytes per host: a Kubernetes Secret (1 MiB) holds
 // the PKI of clusters of several hundred hosts.

@@ -69,21 +69,16 @@ func keyName(g int64) string { return "bpa-" + strconv.FormatInt(g+1, 10) }
 // secretEncryptionOf reads the key's state from a stored PKI, checking what Ensure stored.
 func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
 	var st SecretEncryption
-	if g, ok := data[encryptionKeyGeneration]; ok {
-		n, err := strconv.ParseInt(string(g), 10, 64)
-		if err != nil || n < 0 {
-			return st, fmt.Errorf("%s is %q, not a count: restore it (the key's name, and so the Secrets' readability, depend on it)", encryptionKeyGeneration, g)
-		}
-		st.Generation = n
+	g, err := generationOf(data, encryptionKeyGeneration, "the key's name, and so the Secrets' readability,")
+	if err != nil {
+		return st, err
 	}
-	st.Key, st.Reencrypted = keyName(st.Generation), string(data[encryptionReencrypted])
-	switch p := RotationPhase(data[encryptionRotationPhase]); p {
-	case "", RotationAddNew:
-		st.Phase = p
-	case RotationUseNew, RotationDropOld:
-		st.Phase, st.Key = p, keyName(st.Generation+1)
-	default:
-		return st, fmt.Errorf("%s is %q, not a rotation phase (%s, %s or %s)", encryptionRotationPhase, p, RotationAddNew, RotationUseNew, RotationDropOld)
+	st.Generation, st.Key, st.Reencrypted = g, keyName(g), string(data[encryptionReencrypted])
+	if st.Phase, err = phaseOf(data, encryptionRotationPhase); err != nil {
+		return st, err
+	}
+	if st.Phase.usesNew() {
+		st.Key = keyName(g + 1)
 	}
 	return st, nil
 }
@@ -215,20 +210,21 @@ func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reen
 		res, st.Reencrypted = &r, st.Key
 		data[encryptionReencrypted] = []byte(st.Key)
 	}
-	switch st.Phase {
-	case RotationAddNew:
-		st.Phase, st.Key = RotationUseNew, keyName(st.Generation+1)
-		data[encryptionRotationPhase] = []byte(st.Phase)
-	case RotationUseNew:
-		st.Phase = RotationDropOld
-		data[encryptionRotationPhase] = []byte(st.Phase)
-	case RotationDropOld:
-		st.Phase, st.Generation = "", st.Generation+1
+	if st.Phase == RotationDropOld {
+		st.Generation++
 		data[encryptionKey], data[encryptionKeySum] = data[nextEncryptionKey], data[nextEncryptionKeySum]
 		data[encryptionKeyGeneration] = []byte(strconv.FormatInt(st.Generation, 10))
 		delete(data, nextEncryptionKey)
 		delete(data, nextEncryptionKeySum)
+	}
+	if st.Phase = st.Phase.Next(); st.Phase == "" {
 		delete(data, encryptionRotationPhase)
+	} else {
+		data[encryptionRotationPhase] = []byte(st.Phase)
+	}
+	st.Key = keyName(st.Generation)
+	if st.Phase.usesNew() {
+		st.Key = keyName(st.Generation + 1)
 	}
 	if !maps.EqualFunc(old, data, func(a, b []byte) bool { return string(a) == string(b) }) {
 		if err := store.Put(ctx, name, data); err != nil {

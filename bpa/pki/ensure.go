@@ -78,7 +78,8 @@ const (
 // a crash: callers distribute to hosts only what Ensure returned.
 //
 // A secret holding half a CA (certificate without key or the reverse), an expired CA or
-// unreadable CA material is an error: Ensure never replaces a CA that hosts may trust.
+// unreadable CA material is an error: Ensure never replaces a CA that hosts may trust. A CA
+// roll-over (Spec.CARotations, AdvanceCARotation) adds a successor beside each CA.
 func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Option) (*Bundle, error) {
 	o := options{now: time.Now}
 	for _, opt := range opts {
@@ -95,15 +96,14 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
 		return nil, fmt.Errorf("pki %s: load from the secret store: %w", name, err)
 	}
-	e := &ensurer{old: stored, data: map[string][]byte{}, cas: map[string]certs.KeyPair{}, now: o.now()}
-	for _, ca := range []struct{ base, cn string }{
-		{clusterCA, "kubernetes"},
-		{etcdCA, "etcd-ca"},
-		{frontProxyCA, "front-proxy-ca"},
-	} {
-		if err := e.ca(ca.base, ca.cn); err != nil {
+	e := &ensurer{old: stored, data: map[string][]byte{}, cas: map[string]certs.KeyPair{}, signers: map[string]certs.KeyPair{}, now: o.now()}
+	for _, ca := range clusterCAs {
+		if err := e.keepCA(ca.base, ca.cn, true, "hosts may trust it"); err != nil {
 			return nil, fmt.Errorf("pki %s: %w", name, err)
 		}
+	}
+	if err := e.caRotation(spec.CARotations); err != nil {
+		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
 	if err := e.serviceAccount(); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
@@ -189,47 +189,41 @@ func leavesOf(spec Spec) ([]leaf, error) {
 type ensurer struct {
 	old  map[string][]byte
 	data map[string][]byte
-	cas  map[string]certs.KeyPair
-	now  time.Time
+	// cas are the stored CAs by base (successors under "<base>.next"), signers the CA that
+	// signs the leaves of each base in the roll-over's phase.
+	cas     map[string]certs.KeyPair
+	signers map[string]certs.KeyPair
+	now     time.Time
 }
 
-// ca keeps the stored CA base, or creates it when the store has neither its certificate nor
-// its key.
-func (e *ensurer) ca(base, cn string) error {
+// keepCA keeps the stored CA base, or creates it with common name cn when mayMake and the store
+// has neither its certificate nor its key. Anything else stored (half a CA, an unreadable or
+// expired one) is an error: why says why it must not be replaced.
+func (e *ensurer) keepCA(base, cn string, mayMake bool, why string) error {
 	crtName, keyName := base+".crt", base+".key"
-	crtPEM, haveCrt := e.old[crtName]
-	keyPEM, haveKey := e.old[keyName]
-	if !haveCrt && !haveKey {
+	_, haveCrt := e.old[crtName]
+	_, haveKey := e.old[keyName]
+	refuse := func(what string, args ...any) error {
+		return fmt.Errorf("CA %s: %s: refusing to replace a CA: %s; restore %s and %s", base, fmt.Sprintf(what, args...), why, crtName, keyName)
+	}
+	switch {
+	case !haveCrt && !haveKey && mayMake:
 		ca, err := certs.NewCA(cn, e.now)
 		if err != nil {
 			return err
 		}
 		return e.put(base, ca)
-	}
-	refuse := func(why string, args ...any) error {
-		return fmt.Errorf("CA %s: %s: refusing to replace a CA that hosts may trust; restore %s and %s", base, fmt.Sprintf(why, args...), crtName, keyName)
-	}
-	if !haveCrt || !haveKey {
+	case !haveCrt && !haveKey:
+		return refuse("gone from the secret store")
+	case !haveCrt || !haveKey:
 		return refuse("only one of %s and %s is stored", crtName, keyName)
 	}
-	cert, err := certs.DecodeCert(crtPEM)
+	kp, err := loadCA(e.old, base, e.now)
 	if err != nil {
-		return refuse("%s: %v", crtName, err)
+		return refuse("%v", err)
 	}
-	key, err := certs.DecodeKey(keyPEM)
-	if err != nil {
-		return refuse("%s: %v", keyName, err)
-	}
-	switch {
-	case !cert.IsCA:
-		return refuse("%s is not a CA certificate", crtName)
-	case !certs.SamePublicKey(key, cert.PublicKey):
-		return refuse("%s does not belong to %s", keyName, crtName)
-	case e.now.After(cert.NotAfter):
-		return refuse("expired on %s", cert.NotAfter.Format(time.RFC3339))
-	}
-	e.cas[base] = certs.KeyPair{Cert: cert, Key: key}
-	e.data[crtName], e.data[keyName] = crtPEM, keyPEM
+	e.cas[base] = kp
+	e.data[crtName], e.data[keyName] = e.old[crtName], e.old[keyName]
 	return nil
 }
 
@@ -262,10 +256,10 @@ func (e *ensurer) serviceAccount() error {
 	return nil
 }
 
-// leaf keeps the stored leaf base if it still matches s and is signed by the CA named ca,
-// and issues a new one otherwise.
+// leaf keeps the stored leaf base if it still matches s and is signed by the CA that signs for
+// the CA named ca, and issues a new one otherwise.
 func (e *ensurer) leaf(base, ca string, s certs.Leaf) error {
-	issuer := e.cas[ca]
+	issuer := e.signers[ca]
 	if cert, key, ok := e.storedLeaf(base); ok && certs.SamePublicKey(key, cert.PublicKey) && s.Matches(cert, issuer.Cert, e.now) {
 		e.data[base+".crt"], e.data[base+".key"] = e.old[base+".crt"], e.old[base+".key"]
 		return nil

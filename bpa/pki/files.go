@@ -15,7 +15,9 @@ import (
 // kube-apiserver, by path relative to the Kubernetes configuration directory (/etc/kubernetes),
 // kubeadm's layout:
 //
-//	pki/ca.crt                                               cluster CA
+//	pki/ca.crt                                               cluster CA (during a CA roll-over,
+//	                                                         the CAs trusted: every *ca.crt is
+//	                                                         a bundle then)
 //	pki/apiserver.crt, .key                                  kube-apiserver serving
 //	pki/apiserver-etcd-client.crt, .key                      kube-apiserver → etcd
 //	pki/apiserver-kubelet-client.crt, .key                   kube-apiserver → kubelets
@@ -38,11 +40,11 @@ func (b *Bundle) ControlPlaneFiles(member string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("pki: %q is not a control-plane member of cluster %s", member, b.spec.ClusterName)
 	}
 	files := map[string][]byte{
-		"pki/ca.crt":             b.get(clusterCA + ".crt"),
-		"pki/front-proxy-ca.crt": b.get(frontProxyCA + ".crt"),
+		"pki/ca.crt":             b.trust(clusterCA),
+		"pki/front-proxy-ca.crt": b.trust(frontProxyCA),
 		"pki/sa.key":             b.get(saKey),
 		"pki/sa.pub":             b.get(saPub),
-		"pki/etcd/ca.crt":        b.get(etcdCA + ".crt"),
+		"pki/etcd/ca.crt":        b.trust(etcdCA),
 	}
 	pairs := map[string]string{
 		"pki/apiserver":                "apiserver",
@@ -78,7 +80,7 @@ func (b *Bundle) NodeFiles(node string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("pki: %q is not a node of cluster %s", node, b.spec.ClusterName)
 	}
 	return map[string][]byte{
-		"pki/ca.crt":          b.get(clusterCA + ".crt"),
+		"pki/ca.crt":          b.trust(clusterCA),
 		"pki/node-client.crt": b.get(nodePrefix + node + ".crt"),
 		"pki/node-client.key": b.get(nodePrefix + node + ".key"),
 	}, nil
@@ -139,7 +141,7 @@ func (b *Bundle) kubeconfig(user, base string) ([]byte, error) {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[cluster] = &clientcmdapi.Cluster{
 		Server:                   "https://" + net.JoinHostPort(b.spec.APIEndpoint, strconv.Itoa(b.spec.APIPort)),
-		CertificateAuthorityData: b.get(clusterCA + ".crt"),
+		CertificateAuthorityData: b.trust(clusterCA),
 	}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{
 		ClientCertificateData: b.get(base + ".crt"),

@@ -39,6 +39,9 @@ type Spec struct {
 	// SecretEncryptionKeyRotations is how many rotations of the Secret encryption key are asked
 	// for: when more than the key has had, Ensure starts one (see AdvanceSecretEncryption).
 	SecretEncryptionKeyRotations int64
+	// CARotations is how many roll-overs of the cluster's CAs are asked for: when more than the
+	// CAs have had, Ensure starts one (see AdvanceCARotation).
+	CARotations int64
 }
 
 // Member is one host of the cluster.
@@ -82,6 +85,9 @@ func (s Spec) validate() error {
 	}
 	if s.SecretEncryptionKeyRotations < 0 {
 		errs = append(errs, fmt.Errorf("SecretEncryptionKeyRotations %d: not a count", s.SecretEncryptionKeyRotations))
+	}
+	if s.CARotations < 0 {
+		errs = append(errs, fmt.Errorf("CARotations %d: not a count", s.CARotations))
 	}
 	names := map[string]string{}
 	cpIPs := map[netip.Addr]string{}
