@@ -85,6 +85,9 @@ type Spec struct {
 	// Secrets with are asked for: each Run takes one asked for and not done one phase on
 	// (pki.AdvanceSecretEncryption).
 	SecretEncryptionKeyRotations int64
+	// CARotations is how many roll-overs of the cluster's CAs are asked for: each Run takes one
+	// asked for and not done one phase on (pki.AdvanceCARotation).
+	CARotations int64
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -136,6 +139,8 @@ type Result struct {
 	// Reencrypted is how many Secrets the run stored again under the key that encrypts (nil
 	// when they all were before).
 	Reencrypted *encryption.Result
+	// CAs is where a roll-over of the cluster's CAs stands after the run.
+	CAs CAStep
 }
 
 // HostError is why a host was left out of a run.
@@ -260,6 +265,9 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := b.advanceSecretEncryption(ctx, res, spec, bundle); err != nil {
 		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
+	if err := b.advanceCARotation(ctx, res, spec, bundle); err != nil {
+		return res, fmt.Errorf("cluster %s: CA roll-over: %w", spec.Name, err)
+	}
 	return res, nil
 }
 
@@ -268,9 +276,7 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 // run does not start while one does not answer) and restarted each whose file changed, one at a
 // time. Where no package reads the encryption configuration there is no API server to move on.
 func (b *BringUp) advanceSecretEncryption(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle) error {
-	if !slices.ContainsFunc(spec.Packages, func(p install.Package) bool {
-		return slices.ContainsFunc(p.Manifest.Config, func(c packages.ConfigFile) bool { return c.PKI == pki.EncryptionConfigFile })
-	}) {
+	if !runsAPIServer(spec) {
 		return nil
 	}
 	st, reencrypted, err := pki.AdvanceSecretEncryption(ctx, b.secrets, PKISecret(spec.Name), func(ctx context.Context) (encryption.Result, error) {
@@ -282,6 +288,14 @@ func (b *BringUp) advanceSecretEncryption(ctx context.Context, res *Result, spec
 	})
 	res.SecretEncryption, res.Reencrypted = st, reencrypted
 	return err
+}
+
+// runsAPIServer tells whether a package of spec reads the API servers' encryption
+// configuration: whether the cluster has API servers.
+func runsAPIServer(spec Spec) bool {
+	return slices.ContainsFunc(spec.Packages, func(p install.Package) bool {
+		return slices.ContainsFunc(p.Manifest.Config, func(c packages.ConfigFile) bool { return c.PKI == pki.EncryptionConfigFile })
+	})
 }
 
 // prepare checks spec, applies its defaults and ensures its PKI.
@@ -772,7 +786,7 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) PKISpec() pki.Spec {
 	s = s.withDefaults()
 	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR, Lifetime: s.Certificates,
-		SecretEncryptionKeyRotations: s.SecretEncryptionKeyRotations}
+		SecretEncryptionKeyRotations: s.SecretEncryptionKeyRotations, CARotations: s.CARotations}
 	for _, h := range s.Hosts {
 		m := pki.Member{Name: h.Name, IP: h.IP}
 		if h.ControlPlane {

@@ -22,7 +22,7 @@ func newSiteCmd(g *globals) *cobra.Command {
 		Aliases: []string{"sites"},
 		Short:   "Edge sites: list them, describe one (its application cluster, nodes, packages, charts and hosts), their enrollment tokens, a bootable image of one, rotate a cluster's key",
 	}
-	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteLogsCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g), newSiteRotateKeyCmd(g))
+	c.AddCommand(newObjectListCmd(g, sites, "  edgefleet site list -n fleet -l region=eu-west -o wide", nil), newSiteDescribeCmd(g), newSiteLogsCmd(g), newSiteTokenCmd(g), newSiteImageCmd(g), newSiteRotateKeyCmd(g), newSiteRotateCACmd(g))
 	return c
 }
 
@@ -206,6 +206,9 @@ func bootstrapTree(b *sitev1.BootstrapStatus, all bool) *row {
 	if se := b.SecretEncryption; se != nil {
 		r.add(secretEncryptionRow(se))
 	}
+	if ca := b.CertificateAuthorities; ca != nil {
+		r.add(caRotationRow(ca))
+	}
 	for _, p := range b.Packages {
 		msg := p.Version
 		if all && p.SHA256 != "" {
@@ -232,6 +235,21 @@ func secretEncryptionRow(se *sitev1.SecretEncryptionStatus) *row {
 		r.message += "; every Secret stored under this key"
 	} else {
 		r.message += "; Secrets stored under an older key or in clear are stored again once every API server has this one"
+	}
+	return r
+}
+
+// caRotationRow is where the roll-over of the cluster's CAs stands: Current, or RollingOver
+// with the phase, since when and what it waits for.
+func caRotationRow(ca *sitev1.CARotationStatus) *row {
+	r := &row{name: "CertificateAuthorities", status: "Current", since: ca.Since, severity: fine,
+		message: fmt.Sprintf("%d roll-overs done", ca.Rotations)}
+	if ca.Phase != "" {
+		r.status = "RollingOver"
+		r.message += ", phase " + string(ca.Phase) + " of AddNew (trust both), UseNew (new certificates), DropOld"
+	}
+	if ca.Waiting != "" {
+		r.message += "; waiting: " + ca.Waiting
 	}
 	return r
 }

@@ -55,6 +55,8 @@ func fleetFixture(t *testing.T, ns string) {
 					Step:             &sitev1.PatchStep{Package: "kubelet", Version: "1.36.4", Node: "store-1-w0", Index: 2, Of: 3, Step: "draining", Since: now},
 					Packages:         []sitev1.InstalledPackage{{Name: "kubelet", Version: "1.36.3", SHA256: strings.Repeat("ab", 32)}},
 					SecretEncryption: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationUseNew, Since: &now, Reencrypted: "bpa-1"},
+					CertificateAuthorities: &sitev1.CARotationStatus{Rotations: 1, Phase: sitev1.RotationAddNew, Since: &now,
+						Waiting: "restarting Deployment webapp/webapp so that their pods read the new cluster CA (0 of 1 rolled out)"},
 					Charts: []sitev1.ChartRelease{
 						{Name: "coredns", Namespace: "kube-system", Version: "1.12.0", Revision: 1, State: "deployed", PodsReady: 2, PodsDesired: 2},
 						{Name: "webapp", Namespace: "webapp", Version: "0.1.0", Revision: 2, State: "deployed", PodsReady: 1, PodsDesired: 3},
@@ -285,6 +287,7 @@ func TestSiteDescribe(t *testing.T) {
 		{"Step", "draining", "kubelet 1.36.4 on node store-1-w0 (2 of 3)"},
 		{"Package/kubelet", "Installed", "1.36.3"},
 		{"SecretEncryption/bpa-2", "Rotating", "0 rotations done, phase UseNew of AddNew, UseNew, DropOld; Secrets stored under an older key or in clear are stored again"},
+		{"CertificateAuthorities", "RollingOver", "1 roll-overs done, phase AddNew of AddNew (trust both), UseNew (new certificates), DropOld; waiting: restarting Deployment webapp/webapp"},
 		{"Chart/webapp", "deployed", "0.1.0 in webapp, revision 2, pods 1/3 ready"},
 		{"Chart/coredns", "deployed", "pods 2/2 ready"},
 		{"Hosts", "4", "1 control plane, 3 workers"},
@@ -411,28 +414,37 @@ func TestHostListAndDescribe(t *testing.T) {
 	}
 }
 
-func TestSiteRotateKey(t *testing.T) {
+// TestSiteRotate: rotate-key and rotate-ca each raise their own count of the Site's
+// spec.cluster.rotations by one.
+func TestSiteRotate(t *testing.T) {
 	ns := global.Namespace(t)
 	fleetFixture(t, ns)
-	asked := func() int64 {
+	asked := func() sitev1.ClusterRotations {
 		t.Helper()
 		s := &fleetv1.Site{}
 		if err := global.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "store-1"}, s); err != nil {
 			t.Fatal(err)
 		}
 		if s.Spec.Cluster.Rotations == nil {
-			return 0
+			return sitev1.ClusterRotations{}
 		}
-		return s.Spec.Cluster.Rotations.SecretEncryptionKey
+		return *s.Spec.Cluster.Rotations
 	}
 	for want := int64(1); want <= 2; want++ {
 		out, err := run(t, "site", "rotate-key", "store-1", "-n", ns)
 		if err != nil || !strings.Contains(out, fmt.Sprintf("site %s/store-1: Secret encryption key rotation %d asked", ns, want)) {
 			t.Fatalf("site rotate-key: %v\n%s", err, out)
 		}
-		if got := asked(); got != want {
-			t.Errorf("spec.cluster.rotations.secretEncryptionKey = %d, want %d", got, want)
+		if got := asked(); got != (sitev1.ClusterRotations{SecretEncryptionKey: want}) {
+			t.Errorf("spec.cluster.rotations = %+v, want secretEncryptionKey %d", got, want)
 		}
+	}
+	out, err := run(t, "site", "rotate-ca", "store-1", "-n", ns)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("site %s/store-1: CA roll-over 1 asked", ns)) {
+		t.Fatalf("site rotate-ca: %v\n%s", err, out)
+	}
+	if got := asked(); got != (sitev1.ClusterRotations{SecretEncryptionKey: 2, CertificateAuthorities: 1}) {
+		t.Errorf("after rotate-ca spec.cluster.rotations = %+v, want certificateAuthorities 1 beside secretEncryptionKey 2", got)
 	}
 
 	bare := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"},
@@ -446,7 +458,10 @@ func TestSiteRotateKey(t *testing.T) {
 	if out, err := run(t, "site", "rotate-key", "store-9", "-n", ns); err == nil || err.Error() != `site "store-9" not found in namespace "`+ns+`"` {
 		t.Errorf("rotate-key of a site that does not exist: %v\n%s", err, out)
 	}
-	if got := asked(); got != 2 {
-		t.Errorf("after the refusals spec.cluster.rotations.secretEncryptionKey = %d, want 2", got)
+	if out, err := run(t, "site", "rotate-ca", "bare", "-n", ns); err == nil || !strings.Contains(err.Error(), "has no spec.cluster: it has no application cluster to ask a CA roll-over of") {
+		t.Errorf("rotate-ca of a site without a cluster: %v\n%s", err, out)
+	}
+	if got := asked(); got != (sitev1.ClusterRotations{SecretEncryptionKey: 2, CertificateAuthorities: 1}) {
+		t.Errorf("after the refusals spec.cluster.rotations = %+v, want them unchanged", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -603,6 +604,84 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(s.Status.Cluster).NotTo(BeNil())
 			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
 			g.Expect(s.Status.Cluster.Bootstrap.SecretEncryption).To(Equal(&sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	})
+
+	It("rolls the cluster's CAs over when the Site asks, pods restarted onto the new CA before it signs, the application's Service never failing a request", func(ctx context.Context) {
+		release(ctx, "bpa-3-ca-rollover", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		before := webappPods(ctx, cs)
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
+		Expect(err).NotTo(HaveOccurred())
+		seen := map[sitev1.KeyRotationPhase]bool{}
+		var waited []string
+		Eventually(func(g Gomega) {
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.CertificateAuthorities).NotTo(BeNil(), "bootstrap says: %s", b.Message)
+			if ca := b.CertificateAuthorities; ca.Phase != "" {
+				seen[ca.Phase] = true
+				g.Expect(ca.Since).NotTo(BeNil())
+				g.Expect(b.Message).To(ContainSubstring("rolling the CAs over (0 of 1 roll-overs done)"))
+				if ca.Waiting != "" && !slices.Contains(waited, ca.Waiting) {
+					waited = append(waited, ca.Waiting)
+				}
+			}
+			g.Expect(*b.CertificateAuthorities).To(Equal(sitev1.CARotationStatus{Rotations: 1}), "bootstrap says: %s", b.Message)
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+		}).WithContext(ctx).WithTimeout(12 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("through the CA roll-over: requests to webapp %d answered, %d failed; phases seen %v; waited for %q\n", answered, len(failed), seen, waited)
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		Expect(answered).To(BeNumerically(">", 20))
+		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
+		Expect(seen).To(HaveKey(sitev1.RotationDropOld))
+
+		// The store holds the new CAs only; every host trusts the new cluster and etcd CAs only
+		// and presents certificates they signed.
+		pkiData, err := store.Get(ctx, site+"-pki")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pkiData).NotTo(HaveKey("ca.next.crt"))
+		Expect(string(pkiData["ca.generation"])).To(Equal("1"))
+		newCA := strings.TrimSpace(string(pkiData["ca.crt"]))
+		for i, h := range members {
+			for _, f := range []string{"/etc/kubernetes/pki/ca.crt", "/etc/kubernetes/pki/etcd/ca.crt"} {
+				if f != "/etc/kubernetes/pki/ca.crt" && i >= 3 {
+					continue // etcd runs on the control plane
+				}
+				out, err := h.Exec(ctx, "cat", f)
+				Expect(err).NotTo(HaveOccurred(), string(out))
+				Expect(strings.Count(string(out), "BEGIN CERTIFICATE")).To(Equal(1), "%s: %s", h.Name, f)
+			}
+			out, err := h.Exec(ctx, "cat", "/etc/kubernetes/pki/ca.crt")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(strings.TrimSpace(string(out))).To(Equal(newCA), h.Name)
+		}
+		// The workloads whose pods reach the API server were restarted for the new CA (CoreDNS);
+		// the webapp, which does not mount the API access, kept its pods.
+		cs = appClient(ctx)
+		coredns, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(coredns.Spec.Template.Annotations).To(HaveKey("bpa.edgefleet.io/restarted-for-ca"))
+		webapp, err := cs.AppsV1().Deployments("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(webapp.Spec.Template.Annotations).NotTo(HaveKey("bpa.edgefleet.io/restarted-for-ca"))
+		Expect(slices.Sorted(maps.Keys(webappPods(ctx, cs)))).To(Equal(slices.Sorted(maps.Keys(before))))
+		Eventually(func(g Gomega) {
+			cm, err := cs.CoreV1().ConfigMaps("webapp").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(strings.TrimSpace(cm.Data["ca.crt"])).To(Equal(newCA))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		// The Site shows it.
+		Eventually(func(g Gomega) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap.CertificateAuthorities).To(Equal(&sitev1.CARotationStatus{Rotations: 1}))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 

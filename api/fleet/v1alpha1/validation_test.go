@@ -188,7 +188,7 @@ func TestRotationsOnlyGoUp(t *testing.T) {
 		Release: "r1",
 		Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
 			ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.0.10"}},
-		Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: 2},
+		Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: 2, CertificateAuthorities: 2},
 	}
 	if err := global.Client.Create(t.Context(), site); err != nil {
 		t.Fatal(err)
@@ -198,9 +198,11 @@ func TestRotationsOnlyGoUp(t *testing.T) {
 		rotate *sitev1.ClusterRotations
 		want   string
 	}{
-		{"lowered", &sitev1.ClusterRotations{SecretEncryptionKey: 1}, "can only be raised"},
-		{"removed", &sitev1.ClusterRotations{}, "secretEncryptionKey cannot be removed once set"},
-		{"negative", &sitev1.ClusterRotations{SecretEncryptionKey: -1}, "should be greater than or equal to 0"},
+		{"lowered", &sitev1.ClusterRotations{SecretEncryptionKey: 1, CertificateAuthorities: 2}, "can only be raised"},
+		{"removed", &sitev1.ClusterRotations{CertificateAuthorities: 2}, "secretEncryptionKey cannot be removed once set"},
+		{"negative", &sitev1.ClusterRotations{SecretEncryptionKey: -1, CertificateAuthorities: 2}, "should be greater than or equal to 0"},
+		{"CA roll-over taken back", &sitev1.ClusterRotations{SecretEncryptionKey: 2}, "certificateAuthorities cannot be removed once set"},
+		{"CA roll-over lowered", &sitev1.ClusterRotations{SecretEncryptionKey: 2, CertificateAuthorities: 1}, "can only be raised: each raise asks for one more roll-over"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			changed := site.DeepCopy()
@@ -211,6 +213,7 @@ func TestRotationsOnlyGoUp(t *testing.T) {
 		})
 	}
 	site.Spec.Cluster.Rotations.SecretEncryptionKey = 3
+	site.Spec.Cluster.Rotations.CertificateAuthorities = 3
 	if err := global.Client.Update(t.Context(), site); err != nil {
 		t.Fatalf("raising the count: %v", err)
 	}

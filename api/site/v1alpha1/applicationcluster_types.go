@@ -159,6 +159,7 @@ type ApplicationClusterSpec struct {
 // replacements asked for. Raising one by one starts one rotation, which runs once any rotation
 // before it has finished; status.bootstrap says where it stands.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.secretEncryptionKey) || has(self.secretEncryptionKey)",message="secretEncryptionKey cannot be removed once set: a rotation cannot be taken back"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.certificateAuthorities) || has(self.certificateAuthorities)",message="certificateAuthorities cannot be removed once set: a roll-over cannot be taken back"
 type ClusterRotations struct {
 	// SecretEncryptionKey counts the replacements asked for of the key the cluster's API
 	// servers encrypt Secrets with in etcd. A rotation adds the new key to every API server
@@ -168,6 +169,15 @@ type ClusterRotations struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="can only be raised: each raise asks for one more rotation, and a rotation cannot be taken back"
 	SecretEncryptionKey int64 `json:"secretEncryptionKey,omitempty"`
+	// CertificateAuthorities counts the roll-overs asked for of the cluster's CAs (cluster,
+	// etcd and front proxy, together). A roll-over makes new CAs and has every host trust old
+	// and new (one host at a time); once the pods trust the new cluster CA too (kube-root-ca.crt,
+	// workloads restarted) every certificate is issued again by the new CAs; the old CAs are
+	// dropped last. Kubeconfigs issued before it stop working then: ask for new ones.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="can only be raised: each raise asks for one more roll-over, and a roll-over cannot be taken back"
+	CertificateAuthorities int64 `json:"certificateAuthorities,omitempty"`
 }
 
 // OSImage is the image Metal3 writes to the hosts.
@@ -398,13 +408,19 @@ type BootstrapStatus struct {
 	// rotation of it stands.
 	// +optional
 	SecretEncryption *SecretEncryptionStatus `json:"secretEncryption,omitempty"`
+
+	// CertificateAuthorities is where a roll-over of the cluster's CAs stands.
+	// +optional
+	CertificateAuthorities *CARotationStatus `json:"certificateAuthorities,omitempty"`
 }
 
 // KeyRotationPhase is where a key rotation stands, in one word.
 // +kubebuilder:validation:Enum=AddNew;UseNew;DropOld
 type KeyRotationPhase string
 
-// Key rotation phases; each is rolled out to every API server, one at a time, before the next.
+// Key rotation phases; each is rolled out to every API server (for a CA roll-over, every host),
+// one at a time, before the next. A CA roll-over's AddNew trusts the new CAs beside the old,
+// UseNew issues every certificate again with the new CAs, DropOld stops trusting the old.
 const (
 	// RotationAddNew: the API servers learn the new key; they read with both and still write
 	// with the old one, so that none of them meets a Secret it cannot read.
@@ -438,6 +454,24 @@ type SecretEncryptionStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reencrypted string `json:"reencrypted,omitempty"`
+}
+
+// CARotationStatus is where a roll-over of the cluster's CAs stands.
+type CARotationStatus struct {
+	// Rotations is how many roll-overs have finished: spec.rotations.certificateAuthorities
+	// when none is under way or waiting.
+	// +optional
+	Rotations int64 `json:"rotations,omitempty"`
+	// Phase of the roll-over under way; empty when none is.
+	// +optional
+	Phase KeyRotationPhase `json:"phase,omitempty"`
+	// Since is when Phase began.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// Waiting says what the roll-over waits for before its next phase.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // PatchStep is one step of a patch on one node.

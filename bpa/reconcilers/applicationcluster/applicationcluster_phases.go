@@ -97,6 +97,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	if w.ac.Spec.Rotations != nil {
 		spec.SecretEncryptionKeyRotations = w.ac.Spec.Rotations.SecretEncryptionKey
+		spec.CARotations = w.ac.Spec.Rotations.CertificateAuthorities
 	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again
@@ -171,7 +172,8 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if len(res.LeftOut) > 0 || len(set.held) > 0 {
 		requeue = w.r.Retry // the next run joins them once they answer, or once the leaving host has left
 	}
-	if w.secretEncryption(res, spec.SecretEncryptionKeyRotations) {
+	rotating := w.secretEncryption(res, spec.SecretEncryptionKeyRotations)
+	if w.caRotation(res, spec.CARotations) || rotating {
 		requeue = time.Second // the next phase is rolled out by the next run
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
@@ -187,12 +189,10 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 	}
 	was := w.st.SecretEncryption
 	st := &sitev1.SecretEncryptionStatus{Key: now.Key, Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Reencrypted: now.Reencrypted}
-	switch {
-	case was != nil && was.Phase == st.Phase:
-		st.Since = was.Since
-	case st.Phase != "":
-		since := metav1.Now()
-		st.Since = &since
+	if was != nil {
+		st.Since = phaseSince(was.Phase, was.Since, st.Phase)
+	} else {
+		st.Since = phaseSince("", nil, st.Phase)
 	}
 	w.st.SecretEncryption = st
 	if res.Reencrypted != nil {
@@ -206,6 +206,19 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 	return true
 }
 
+// phaseSince is when a rotation's phase began: kept while the phase lasts (was, since), now
+// when one begins, none outside a phase.
+func phaseSince(was sitev1.KeyRotationPhase, since *metav1.Time, phase sitev1.KeyRotationPhase) *metav1.Time {
+	switch {
+	case phase == "":
+		return nil
+	case phase == was:
+		return since
+	}
+	now := metav1.Now()
+	return &now
+}
+
 // rotationStep says what the API servers do in a rotation's phase.
 func rotationStep(st *sitev1.SecretEncryptionStatus) string {
 	switch st.Phase {
@@ -217,6 +230,51 @@ func rotationStep(st *sitev1.SecretEncryptionStatus) string {
 		return "the old key goes from every API server (one at a time), key " + st.Key + " alone"
 	}
 	return "the next rotation starts"
+}
+
+// caRotation reports in the status where a roll-over of the cluster's CAs stands after a run
+// (nothing when the cluster has no API server, or never had a roll-over asked for), and whether
+// one asked for is not finished.
+func (w *work) caRotation(res *cluster.Result, asked int64) bool {
+	now := res.CAs
+	if asked == 0 && now.Generation == 0 && now.Phase == "" {
+		w.st.CertificateAuthorities = nil
+		return false
+	}
+	was := w.st.CertificateAuthorities
+	st := &sitev1.CARotationStatus{Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Waiting: now.Waiting}
+	if was != nil {
+		st.Since = phaseSince(was.Phase, was.Since, st.Phase)
+	} else {
+		st.Since = phaseSince("", nil, st.Phase)
+	}
+	w.st.CertificateAuthorities = st
+	if len(now.Restarted) > 0 {
+		w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "RestartedForNewCA", "CARollOver",
+			"restarted %s so that their pods trust the new cluster CA before the API servers present its certificates", strings.Join(now.Restarted, ", "))
+	}
+	if st.Phase == "" && asked <= st.Rotations {
+		return false
+	}
+	w.st.Message += fmt.Sprintf("; rolling the CAs over (%d of %d roll-overs done): %s", st.Rotations, asked, caRotationStep(st))
+	return true
+}
+
+// caRotationStep says what a CA roll-over's phase does, and what it waits for.
+func caRotationStep(st *sitev1.CARotationStatus) string {
+	step := "the next roll-over starts"
+	switch st.Phase {
+	case sitev1.RotationAddNew:
+		step = "every host trusts the new CAs beside the old (one host at a time)"
+	case sitev1.RotationUseNew:
+		step = "every certificate is issued again by the new CAs (one host at a time)"
+	case sitev1.RotationDropOld:
+		step = "the old CAs go from every host (one host at a time)"
+	}
+	if st.Waiting != "" {
+		step += "; waiting: " + st.Waiting
+	}
+	return step
 }
 
 // progress writes the phase and message at once, so a long install shows while it runs.

@@ -149,11 +149,11 @@ func rotations(asked *sitev1.ClusterRotations, existing *sitev1.ApplicationClust
 		return nil
 	}
 	out := &sitev1.ClusterRotations{}
-	if asked != nil {
-		out.SecretEncryptionKey = asked.SecretEncryptionKey
-	}
-	if was != nil {
-		out.SecretEncryptionKey = max(out.SecretEncryptionKey, was.SecretEncryptionKey)
+	for _, r := range []*sitev1.ClusterRotations{asked, was} {
+		if r != nil {
+			out.SecretEncryptionKey = max(out.SecretEncryptionKey, r.SecretEncryptionKey)
+			out.CertificateAuthorities = max(out.CertificateAuthorities, r.CertificateAuthorities)
+		}
 	}
 	return out
 }

@@ -275,11 +275,12 @@ func TestReleaseContentCarriesEveryKindOfArtifact(t *testing.T) {
 // was asked for already (a rotation cannot be taken back).
 func TestDesiredSpecRotations(t *testing.T) {
 	hosts := []sitev1.ClusterHost{{Name: "cp-0", Role: sitev1.RoleControlPlane}}
-	asked := func(n int64) *fleetv1.SiteCluster {
+	withRotations := func(r sitev1.ClusterRotations) *fleetv1.SiteCluster {
 		c := siteCluster()
-		c.Rotations = &sitev1.ClusterRotations{SecretEncryptionKey: n}
+		c.Rotations = &r
 		return c
 	}
+	asked := func(n int64) *fleetv1.SiteCluster { return withRotations(sitev1.ClusterRotations{SecretEncryptionKey: n}) }
 	at := func(n int64) *sitev1.ApplicationCluster {
 		return &sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: n}}}
 	}
@@ -295,6 +296,12 @@ func TestDesiredSpecRotations(t *testing.T) {
 		{"asked once more", asked(2), at(1), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
 		{"lowered on the Site", asked(1), at(2), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
 		{"removed from the Site", siteCluster(), at(2), &sitev1.ClusterRotations{SecretEncryptionKey: 2}},
+		// Each count on its own: a CA roll-over asked beside a key rotation the site has.
+		{"a CA roll-over asked", withRotations(sitev1.ClusterRotations{CertificateAuthorities: 1}), at(2),
+			&sitev1.ClusterRotations{SecretEncryptionKey: 2, CertificateAuthorities: 1}},
+		{"a CA roll-over lowered", withRotations(sitev1.ClusterRotations{SecretEncryptionKey: 3}),
+			&sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{Rotations: &sitev1.ClusterRotations{CertificateAuthorities: 2}}},
+			&sitev1.ClusterRotations{SecretEncryptionKey: 3, CertificateAuthorities: 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := desiredSpec(tc.site, testContent(), hosts, 0, tc.existing).Rotations

@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+// TestPodsTrustNewCA: before the API servers present certificates of a new cluster CA, every
+// kube-root-ca.crt holds it, and every workload whose pods mount the API access is restarted
+// once and has rolled out; the others are left alone. Checked on client-go's fake clientset.
+func TestPodsTrustNewCA(t *testing.T) {
+	const newCA = "-----BEGIN CERTIFICATE-----\nNEW\n-----END CERTIFICATE-----\n"
+	const oldCA = "-----BEGIN CERTIFICATE-----\nOLD\n-----END CERTIFICATE-----\n"
+	rootCA := func(ns, data string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rootCAConfigMap}, Data: map[string]string{"ca.crt": data}}
+	}
+	template := func(automount *bool, annotations map[string]string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}, Spec: corev1.PodSpec{AutomountServiceAccountToken: automount}}
+	}
+	deployment := func(name string, automount *bool, annotations map[string]string, rolledOut bool) *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, Generation: 2},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Template: template(automount, annotations)}}
+		if rolledOut {
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, AvailableReplicas: 2}
+		} else {
+			d.Status = appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, AvailableReplicas: 2}
+		}
+		return d
+	}
+	both := oldCA + newCA
+	// stamped is a template restarted for this roll-over already.
+	stamped := map[string]string{CARestartAnnotation: caStamp([]byte(newCA))}
+	for _, tc := range []struct {
+		name          string
+		objects       func() []runtime.Object
+		wantWaiting   string
+		wantRestarted []string
+	}{
+		{"a namespace's root CA not published yet", func() []runtime.Object {
+			return []runtime.Object{rootCA("default", both), rootCA("apps", oldCA), deployment("api-client", nil, nil, true)}
+		}, "ConfigMap kube-root-ca.crt of namespaces apps does not hold the new cluster CA yet", nil},
+		{"workloads mounting the API access restarted, others left", func() []runtime.Object {
+			return []runtime.Object{rootCA("default", both), rootCA("apps", both),
+				deployment("api-client", nil, nil, true),
+				deployment("no-api", ptr.To(false), nil, true),
+				&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "agent"}, Spec: appsv1.DaemonSetSpec{Template: template(ptr.To(true), nil)}},
+				&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "by-hand"}, Spec: appsv1.DaemonSetSpec{Template: template(nil, nil),
+					UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}}},
+				&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db"}, Spec: appsv1.StatefulSetSpec{Template: template(nil, nil)}},
+			}
+		}, "restarting Deployment apps/api-client, DaemonSet apps/agent, StatefulSet apps/db so that their pods read the new cluster CA (0 of 3 rolled out)",
+			[]string{"Deployment apps/api-client", "DaemonSet apps/agent", "StatefulSet apps/db"}},
+		{"restarted, still rolling out", func() []runtime.Object {
+			return []runtime.Object{rootCA("apps", both), deployment("api-client", nil, stamped, false), deployment("done", nil, stamped, true)}
+		}, "restarting Deployment apps/api-client so that their pods read the new cluster CA (1 of 2 rolled out)", nil},
+		{"restarted and rolled out", func() []runtime.Object {
+			return []runtime.Object{rootCA("apps", newCA+oldCA), deployment("api-client", nil, stamped, true)}
+		}, "", nil},
+		{"restarted for an earlier roll-over", func() []runtime.Object {
+			return []runtime.Object{rootCA("apps", both), deployment("api-client", nil, map[string]string{CARestartAnnotation: "0123456789abcdef"}, true)}
+		}, "restarting Deployment apps/api-client", []string{"Deployment apps/api-client"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := fake.NewClientset(tc.objects()...)
+			step := &CAStep{}
+			if err := podsTrustNewCA(context.Background(), cs, []byte(newCA), step); err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantWaiting == "" && step.Waiting != "" || !strings.Contains(step.Waiting, tc.wantWaiting) {
+				t.Errorf("waiting %q, want %q", step.Waiting, tc.wantWaiting)
+			}
+			if !slices.Equal(step.Restarted, tc.wantRestarted) {
+				t.Errorf("restarted %v, want %v", step.Restarted, tc.wantRestarted)
+			}
+			for _, name := range tc.wantRestarted {
+				kind, key, _ := strings.Cut(name, " ")
+				_, n, _ := strings.Cut(key, "/")
+				var annotations map[string]string
+				switch kind {
+				case "Deployment":
+					d, _ := cs.AppsV1().Deployments("apps").Get(context.Background(), n, metav1.GetOptions{})
+					annotations = d.Spec.Template.Annotations
+				case "DaemonSet":
+					d, _ := cs.AppsV1().DaemonSets("apps").Get(context.Background(), n, metav1.GetOptions{})
+					annotations = d.Spec.Template.Annotations
+				case "StatefulSet":
+					d, _ := cs.AppsV1().StatefulSets("apps").Get(context.Background(), n, metav1.GetOptions{})
+					annotations = d.Spec.Template.Annotations
+				}
+				if annotations[CARestartAnnotation] != caStamp([]byte(newCA)) {
+					t.Errorf("%s: template annotations %v, want the new CA's stamp", name, annotations)
+				}
+			}
+			// A second look asks for no restart again.
+			again := &CAStep{}
+			if err := podsTrustNewCA(context.Background(), cs, []byte(newCA), again); err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Restarted) > 0 {
+				t.Errorf("a second look restarted %v again", again.Restarted)
+			}
+		})
+	}
+}
