@@ -224,11 +224,11 @@ func loadCA(data map[string][]byte, base string, now time.Time) (certs.KeyPair, 
 	crtName, keyName := base+".crt", base+".key"
 	cert, err := certs.DecodeCert(data[crtName])
 	if err != nil {
-		return certs.KeyPair{}, fmt.Errorf("%s: %v", crtName, err)
+		return certs.KeyPair{}, fmt.Errorf("%s: %w", crtName, err)
 	}
 	key, err := certs.DecodeKey(data[keyName])
 	if err != nil {
-		return certs.KeyPair{}, fmt.Errorf("%s: %v", keyName, err)
+		return certs.KeyPair{}, fmt.Errorf("%s: %w", keyName, err)
 	}
 	switch {
 	case !cert.IsCA:

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"maps"
+	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -488,9 +491,45 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(machinesBefore).To(HaveLen(5))
 		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[1])
+		// The BPA crashes at a random step of the kubelets' patch (the API servers are on the new
+		// version already, since the spec before), the local controller at a random later node
+		// (the suite's seed picks them); both start again. A host whose kubelet was patched
+		// before the BPA's crash must not be patched again: its kubelet keeps running as it was.
+		rng := mrand.New(mrand.NewPCG(uint64(GinkgoRandomSeed()), 470))
+		steps := []string{cluster.StepCheckOthers, cluster.StepDrain, cluster.StepInstall, cluster.StepNodeReady, cluster.StepUncordon}
+		reached := func(b *sitev1.BootstrapStatus, index, step int) bool {
+			return b.Step != nil && b.Step.Package == "kubelet" && (int(b.Step.Index) > index || int(b.Step.Index) == index && slices.Index(steps, b.Step.Step) >= step)
+		}
+		bpaAt, bpaStep := 1+rng.IntN(4), rng.IntN(len(steps)-1)
+		lcAt := bpaAt + 1 + rng.IntN(5-bpaAt)
+		kubeletRun := func(h *testenv.Host) string {
+			out, _ := h.Exec(ctx, "systemctl", "show", "-p", "InvocationID", "--value", "kubelet.service")
+			return strings.TrimSpace(string(out))
+		}
+		patchedBefore := map[string]string{} // host: its kubelet's run at the crash
+		crashed := siteD.crashes(ctx,
+			crash{what: "BPA", at: func(b *sitev1.BootstrapStatus) bool { return reached(b, bpaAt, bpaStep) },
+				before: func(b *sitev1.BootstrapStatus) {
+					for _, h := range members {
+						if h.Name != b.Step.Node && installed(ctx, h, "kubelet") == testenv.KubernetesVersion+" "+testenv.KubernetesVersion {
+							patchedBefore[h.Name] = kubeletRun(h)
+						}
+					}
+				}},
+			crash{what: "local controller", at: func(b *sitev1.BootstrapStatus) bool { return reached(b, lcAt, 0) }},
+		)
 		createRelease(ctx, ns, "bpa-3", testenv.KubernetesVersion, digest, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
 		out := runCampaign(ctx, ns, "upgrade-bpa-3", "--action", "upgrade", "--release", "bpa-3", "--sites", site)
 		Expect(out).To(ContainSubstring("phase Succeeded"))
+		crashes, err := crashed()
+		GinkgoWriter.Printf("crashes during the upgrade: %q; kubelets patched before the BPA's: %v\n", crashes, slices.Sorted(maps.Keys(patchedBefore)))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(crashes).To(HaveLen(2))
+		for _, h := range members {
+			if run, ok := patchedBefore[h.Name]; ok {
+				Expect(kubeletRun(h)).To(Equal(run), "kubelet on %s, patched before the BPA's crash, was started again after it", h.Name)
+			}
+		}
 		answered, failed := requests.Stop()
 		samples := etcd.Stop()
 		GinkgoWriter.Printf("through the upgrade: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
@@ -612,7 +651,18 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		// The revisions of the webapp's pods (a drain may replace pods, of the same revision).
+		revisions := func(pods map[string]*corev1.Pod) []string {
+			var out []string
+			for _, p := range pods {
+				out = append(out, p.Labels["pod-template-hash"])
+			}
+			return slices.Compact(slices.Sorted(slices.Values(out)))
+		}
 		before := webappPods(ctx, cs)
+		// Leaf certificates of minutes for this spec: the roll-over issues them, and they are
+		// renewed before they expire after it; the BPA's defaults come back at its end.
+		Expect(siteD.startBPA(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s")).To(Succeed())
 		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
 		Expect(err).NotTo(HaveOccurred())
@@ -633,8 +683,54 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(*b.CertificateAuthorities).To(Equal(sitev1.CARotationStatus{Rotations: 1}), "bootstrap says: %s", b.Message)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(12 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+
+		// The leaves the roll-over issued are renewed before they expire: the API servers'
+		// serving certificates and a worker's kubelet client certificate.
+		leafOf := func(h *testenv.Host, file string) *x509.Certificate {
+			GinkgoHelper()
+			out, err := h.Exec(ctx, "cat", file)
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			block, _ := pem.Decode(out)
+			Expect(block).NotTo(BeNil(), "%s of %s", file, h.Name)
+			c, err := x509.ParseCertificate(block.Bytes)
+			Expect(err).NotTo(HaveOccurred())
+			return c
+		}
+		type leaf struct {
+			h    *testenv.Host
+			file string
+		}
+		leaves := []leaf{{members[3], "/etc/kubernetes/pki/node-client.crt"}}
+		for _, h := range members[:3] {
+			leaves = append(leaves, leaf{h, "/etc/kubernetes/pki/apiserver.crt"})
+		}
+		issued := map[leaf]*x509.Certificate{}
+		for _, l := range leaves {
+			issued[l] = leafOf(l.h, l.file)
+			Expect(issued[l].Issuer.CommonName).To(Equal("kubernetes-2"), "%s of %s", l.file, l.h.Name)
+			Expect(issued[l].NotAfter.Sub(issued[l].NotBefore)).To(BeNumerically("<", time.Hour), "%s of %s: a leaf of minutes", l.file, l.h.Name)
+		}
+		Eventually(func(g Gomega) {
+			for _, l := range leaves {
+				now := leafOf(l.h, l.file)
+				g.Expect(now.SerialNumber).NotTo(Equal(issued[l].SerialNumber), "%s of %s not renewed yet", l.file, l.h.Name)
+			}
+		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		// Every renewed leaf was on its host before the one it replaced expired.
+		for _, l := range leaves {
+			Expect(time.Now()).To(BeTemporally("<", issued[l].NotAfter), "%s of %s renewed only after it expired", l.file, l.h.Name)
+		}
+		// Back to the BPA's defaults: the next pass issues leaves of a year.
+		Expect(siteD.startBPA(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, l := range leaves {
+				g.Expect(leafOf(l.h, l.file).NotAfter).To(BeTemporally(">", time.Now().Add(24*time.Hour)), "%s of %s", l.file, l.h.Name)
+			}
+			g.Expect(siteD.bootstrap(g, ctx).Phase).To(Equal(sitev1.BootstrapInstalled))
+		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
 		answered, failed := requests.Stop()
-		GinkgoWriter.Printf("through the CA roll-over: requests to webapp %d answered, %d failed; phases seen %v; waited for %q\n", answered, len(failed), seen, waited)
+		GinkgoWriter.Printf("through the CA roll-over and two renewals: requests to webapp %d answered, %d failed; phases seen %v; waited for %q\n", answered, len(failed), seen, waited)
 		Expect(failed).To(BeEmpty(), "%d answered", answered)
 		Expect(answered).To(BeNumerically(">", 20))
 		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
@@ -669,7 +765,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		webapp, err := cs.AppsV1().Deployments("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(webapp.Spec.Template.Annotations).NotTo(HaveKey("bpa.edgefleet.io/restarted-for-ca"))
-		Expect(slices.Sorted(maps.Keys(webappPods(ctx, cs)))).To(Equal(slices.Sorted(maps.Keys(before))))
+		Expect(revisions(webappPods(ctx, cs))).To(Equal(revisions(before)), "the webapp's pods are of another revision")
 		Eventually(func(g Gomega) {
 			cm, err := cs.CoreV1().ConfigMaps("webapp").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())

@@ -2,6 +2,7 @@ package realhosts_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -171,9 +172,9 @@ func (s *realSite) register(ctx context.Context, i int, role fleetv1.HostRole) {
 	Expect(fleet.RegisterRealHost(ctx, s.opts, i, role)).To(Succeed())
 }
 
-// startBPA (re)starts the site's BPA.
-func (s *realSite) startBPA(ctx context.Context) error {
-	_, err := fleet.StartRealSiteBPA(ctx, s.name, s.vault)
+// startBPA (re)starts the site's BPA, with args added to its command line.
+func (s *realSite) startBPA(ctx context.Context, args ...string) error {
+	_, err := fleet.StartRealSiteBPA(ctx, s.name, s.vault, args...)
 	return err
 }
 
@@ -202,4 +203,68 @@ func runCampaign(ctx context.Context, ns, name string, args ...string) string {
 	out, err := fleet.Edgefleet(watchCtx, "campaign", "watch", name, "-n", ns)
 	Expect(err).NotTo(HaveOccurred(), "campaign %s: %s", name, out)
 	return string(out)
+}
+
+// crash is a crash of a site's BPA or local controller at a step of an operation, and the
+// restart after it: SIGKILL when at(status) first holds, then a start again.
+type crash struct {
+	what string // "BPA" or "local controller"
+	at   func(b *sitev1.BootstrapStatus) bool
+	// before runs just before the kill, with the status that matched (to note what must not
+	// be done again).
+	before func(b *sitev1.BootstrapStatus)
+}
+
+// crashes kills and restarts per each of cs, in order, while an operation runs on the site:
+// polled every 200 ms until every crash happened or ctx ends. wait returns what happened, each
+// crash as "<what> at <step>", and the first error.
+func (s *realSite) crashes(ctx context.Context, cs ...crash) (wait func() ([]string, error)) {
+	ctx, cancel := context.WithCancel(ctx)
+	type result struct {
+		done []string
+		err  error
+	}
+	out := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() { out <- r }()
+		for len(cs) > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			ac := &sitev1.ApplicationCluster{}
+			if err := s.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: s.name}, ac); err != nil || ac.Status.Bootstrap == nil || !cs[0].at(ac.Status.Bootstrap) {
+				continue
+			}
+			c, b := cs[0], ac.Status.Bootstrap
+			cs = cs[1:]
+			if c.before != nil {
+				c.before(b)
+			}
+			step := b.Message
+			if b.Step != nil {
+				step = fmt.Sprintf("%s %s on %s (%d of %d): %s", b.Step.Package, b.Step.Version, b.Step.Node, b.Step.Index, b.Step.Of, b.Step.Step)
+			}
+			r.done = append(r.done, c.what+" at "+step)
+			switch c.what {
+			case "BPA":
+				r.err = errors.Join(fleet.KillBPA(s.name), s.startBPA(ctx))
+			default:
+				r.err = fleet.KillLocalController(s.name)
+				if r.err == nil {
+					_, r.err = fleet.StartLocalController(ctx, s.name, "--node-bootstrap=bpa")
+				}
+			}
+			if r.err != nil {
+				return
+			}
+		}
+	}()
+	return func() ([]string, error) {
+		cancel()
+		r := <-out
+		return r.done, r.err
+	}
 }

@@ -98,7 +98,10 @@ type Fleet struct {
 	vaultTokenFile string
 	controller     *process
 	locals         map[string]*process
-	bpas           map[string]*process
+	// localPorts are each site's local controller's ports (metrics, health, site cache), kept
+	// across restarts.
+	localPorts map[string][]int
+	bpas       map[string]*process
 	// stops stop what StartSiteMetal3 and StartSiteProvisioning started, before the control planes.
 	stops []func() error
 }
@@ -110,7 +113,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}, made: map[string][]byte{},
+	f := &Fleet{Sites: map[string]*ControlPlane{}, Applications: map[string]*ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
 		bpas: map[string]*process{}, siteTokens: opts.SiteTokens, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)

@@ -141,7 +141,9 @@ func writeKeyPair(crtFile, keyFile string, p certs.KeyPair) error {
 // admin kubeconfig, and waits until it is ready. The site cache serves HTTPS with a
 // certificate of its own CA (made on first start, kept across restarts) and takes client
 // certificates of the site API server's client CA. Nodes are simulated
-// (--node-bootstrap=simulated) unless args say otherwise.
+// (--node-bootstrap=simulated) unless args say otherwise. A restart keeps the ports: the site
+// cache's URL, which Metal3's image URLs and the BPA's package URLs name, stays the same (a
+// provisioned host whose image URL changed would be provisioned again).
 func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...string) (LocalController, error) {
 	cp, ok := f.Sites[site]
 	if !ok {
@@ -156,9 +158,13 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 			return lc, fmt.Errorf("create namespace %s on %s: %w", ns, site, err)
 		}
 	}
-	ports, err := freePorts(3)
-	if err != nil {
-		return lc, err
+	ports := f.localPorts[site]
+	if ports == nil {
+		var err error
+		if ports, err = freePorts(3); err != nil {
+			return lc, err
+		}
+		f.localPorts[site] = ports
 	}
 	lc.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])

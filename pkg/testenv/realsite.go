@@ -120,9 +120,10 @@ func (f *Fleet) applyManifest(ctx context.Context, name, manifest string) error 
 	return f.Apply(ctx, file)
 }
 
-// StartRealSiteBPA (re)starts a real site's BPA, its secrets in vault under edgefleet/<site>.
-func (f *Fleet) StartRealSiteBPA(ctx context.Context, site string, vault *Vault) (BPA, error) {
-	return f.StartBPA(ctx, site, vault, "--vault-prefix", "edgefleet/"+site)
+// StartRealSiteBPA (re)starts a real site's BPA, its secrets in vault under edgefleet/<site>,
+// with args added to its command line.
+func (f *Fleet) StartRealSiteBPA(ctx context.Context, site string, vault *Vault, args ...string) (BPA, error) {
+	return f.StartBPA(ctx, site, vault, append([]string{"--vault-prefix", "edgefleet/" + site}, args...)...)
 }
 
 // ClusterNetwork is the network of a cluster on the hosts: pod CIDR 10.244.0.0/16, service CIDR

@@ -209,10 +209,10 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 // phaseSince is when a rotation's phase began: kept while the phase lasts (was, since), now
 // when one begins, none outside a phase.
 func phaseSince(was sitev1.KeyRotationPhase, since *metav1.Time, phase sitev1.KeyRotationPhase) *metav1.Time {
-	switch {
-	case phase == "":
+	switch phase {
+	case "":
 		return nil
-	case phase == was:
+	case was:
 		return since
 	}
 	now := metav1.Now()

@@ -280,7 +280,9 @@ func TestDesiredSpecRotations(t *testing.T) {
 		c.Rotations = &r
 		return c
 	}
-	asked := func(n int64) *fleetv1.SiteCluster { return withRotations(sitev1.ClusterRotations{SecretEncryptionKey: n}) }
+	asked := func(n int64) *fleetv1.SiteCluster {
+		return withRotations(sitev1.ClusterRotations{SecretEncryptionKey: n})
+	}
 	at := func(n int64) *sitev1.ApplicationCluster {
 		return &sitev1.ApplicationCluster{Spec: sitev1.ApplicationClusterSpec{Rotations: &sitev1.ClusterRotations{SecretEncryptionKey: n}}}
 	}
