@@ -149,10 +149,6 @@ func (b *Bundle) CARotation() CARotation {
 	return st
 }
 
-// TrustedCAs is the PEM bundle of cluster CAs hosts trust in the bundle's phase (pki/ca.crt):
-// what kube-controller-manager publishes to every namespace as ConfigMap kube-root-ca.crt.
-func (b *Bundle) TrustedCAs() []byte { return b.trust(clusterCA) }
-
 // NewClusterCA is the cluster CA a roll-over under way moves to (PEM); nil when none runs.
 func (b *Bundle) NewClusterCA() []byte {
 	if b.CARotation().Phase == "" {
