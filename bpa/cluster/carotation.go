@@ -11,8 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/edgefleet/edgefleet/bpa/pki"
 )
@@ -75,15 +77,13 @@ func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec,
 // was restarted since and has rolled out. It asks for the restarts (once) and says in
 // step.Waiting what it still waits for.
 func podsTrustNewCA(ctx context.Context, cs kubernetes.Interface, newCA []byte, step *CAStep) error {
-	cms, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + rootCAConfigMap})
-	if err != nil {
-		return fmt.Errorf("list the %s ConfigMaps: %w", rootCAConfigMap, err)
-	}
 	var stale []string
-	for _, cm := range cms.Items {
+	if err := eachItem(ctx, cs.CoreV1().ConfigMaps("").List, metav1.ListOptions{FieldSelector: "metadata.name=" + rootCAConfigMap}, func(cm *corev1.ConfigMap) {
 		if !strings.Contains(cm.Data["ca.crt"], strings.TrimSpace(string(newCA))) {
 			stale = append(stale, cm.Namespace)
 		}
+	}); err != nil {
+		return fmt.Errorf("list the %s ConfigMaps: %w", rootCAConfigMap, err)
 	}
 	if len(stale) > 0 {
 		slices.Sort(stale)
@@ -138,50 +138,47 @@ func apiClients(ctx context.Context, cs kubernetes.Interface) ([]workload, error
 	mounts := func(t corev1.PodTemplateSpec) bool {
 		return t.Spec.AutomountServiceAccountToken == nil || *t.Spec.AutomountServiceAccountToken
 	}
-	deployments, err := cs.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if err := eachItem(ctx, cs.AppsV1().Deployments("").List, metav1.ListOptions{}, func(d *appsv1.Deployment) {
+		if mounts(d.Spec.Template) {
+			ns, name := d.Namespace, d.Name
+			out = append(out, workload{"Deployment " + ns + "/" + name, d.Spec.Template, deploymentRolledOut(d),
+				func(ctx context.Context, pt types.PatchType, p []byte) error {
+					_, err := cs.AppsV1().Deployments(ns).Patch(ctx, name, pt, p, metav1.PatchOptions{})
+					return err
+				}})
+		}
+	}); err != nil {
 		return nil, fmt.Errorf("list Deployments: %w", err)
 	}
-	for _, d := range deployments.Items {
-		if mounts(d.Spec.Template) {
-			out = append(out, workload{"Deployment " + d.Namespace + "/" + d.Name, d.Spec.Template, deploymentRolledOut(&d),
+	if err := eachItem(ctx, cs.AppsV1().DaemonSets("").List, metav1.ListOptions{}, func(d *appsv1.DaemonSet) {
+		if mounts(d.Spec.Template) && d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
+			ns, name := d.Namespace, d.Name
+			rolledOut := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedNumberScheduled >= d.Status.DesiredNumberScheduled && d.Status.NumberAvailable >= d.Status.DesiredNumberScheduled
+			out = append(out, workload{"DaemonSet " + ns + "/" + name, d.Spec.Template, rolledOut,
 				func(ctx context.Context, pt types.PatchType, p []byte) error {
-					_, err := cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, pt, p, metav1.PatchOptions{})
+					_, err := cs.AppsV1().DaemonSets(ns).Patch(ctx, name, pt, p, metav1.PatchOptions{})
 					return err
 				}})
 		}
-	}
-	daemonSets, err := cs.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("list DaemonSets: %w", err)
 	}
-	for _, d := range daemonSets.Items {
-		if mounts(d.Spec.Template) && d.Spec.UpdateStrategy.Type != appsv1.OnDeleteDaemonSetStrategyType {
-			rolledOut := d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedNumberScheduled >= d.Status.DesiredNumberScheduled && d.Status.NumberAvailable >= d.Status.DesiredNumberScheduled
-			out = append(out, workload{"DaemonSet " + d.Namespace + "/" + d.Name, d.Spec.Template, rolledOut,
-				func(ctx context.Context, pt types.PatchType, p []byte) error {
-					_, err := cs.AppsV1().DaemonSets(d.Namespace).Patch(ctx, d.Name, pt, p, metav1.PatchOptions{})
-					return err
-				}})
-		}
-	}
-	statefulSets, err := cs.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list StatefulSets: %w", err)
-	}
-	for _, s := range statefulSets.Items {
+	if err := eachItem(ctx, cs.AppsV1().StatefulSets("").List, metav1.ListOptions{}, func(s *appsv1.StatefulSet) {
 		if mounts(s.Spec.Template) && s.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
+			ns, name := s.Namespace, s.Name
 			replicas := int32(1)
 			if s.Spec.Replicas != nil {
 				replicas = *s.Spec.Replicas
 			}
 			rolledOut := s.Status.ObservedGeneration >= s.Generation && s.Status.UpdateRevision == s.Status.CurrentRevision && s.Status.ReadyReplicas >= replicas
-			out = append(out, workload{"StatefulSet " + s.Namespace + "/" + s.Name, s.Spec.Template, rolledOut,
+			out = append(out, workload{"StatefulSet " + ns + "/" + name, s.Spec.Template, rolledOut,
 				func(ctx context.Context, pt types.PatchType, p []byte) error {
-					_, err := cs.AppsV1().StatefulSets(s.Namespace).Patch(ctx, s.Name, pt, p, metav1.PatchOptions{})
+					_, err := cs.AppsV1().StatefulSets(ns).Patch(ctx, name, pt, p, metav1.PatchOptions{})
 					return err
 				}})
 		}
+	}); err != nil {
+		return nil, fmt.Errorf("list StatefulSets: %w", err)
 	}
 	return out, nil
 }
@@ -195,4 +192,18 @@ func deploymentRolledOut(d *appsv1.Deployment) bool {
 	}
 	st := d.Status
 	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas >= replicas && st.Replicas <= st.UpdatedReplicas && st.AvailableReplicas >= st.UpdatedReplicas
+}
+
+// eachItem calls fn with each object list returns, a page of 500 at a time (client-go's pager:
+// a cluster with many workloads is never listed in one response).
+func eachItem[T any, L runtime.Object](ctx context.Context, list func(context.Context, metav1.ListOptions) (L, error), opts metav1.ListOptions, fn func(*T)) error {
+	p := pager.New(pager.SimplePageFunc(func(o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) }))
+	return p.EachListItem(ctx, opts, func(obj runtime.Object) error {
+		item, ok := any(obj).(*T)
+		if !ok {
+			return fmt.Errorf("listed a %T, want a %T", obj, item)
+		}
+		fn(item)
+		return nil
+	})
 }

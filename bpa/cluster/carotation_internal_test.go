@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -109,5 +111,40 @@ func TestPodsTrustNewCA(t *testing.T) {
 				t.Errorf("a second look restarted %v again", again.Restarted)
 			}
 		})
+	}
+}
+
+// TestAPIClientsPages: the workloads are listed a page at a time, every page followed (the fake
+// clientset serves Deployments in pages of one, as an API server would with a limit).
+func TestAPIClientsPages(t *testing.T) {
+	cs := fake.NewClientset()
+	names := []string{"a", "b", "c"}
+	var limits []int64
+	cs.PrependReactor("list", "deployments", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		opts := action.(k8stesting.ListActionImpl).ListOptions
+		limits = append(limits, opts.Limit)
+		i := 0
+		if opts.Continue != "" {
+			i, _ = strconv.Atoi(opts.Continue)
+		}
+		page := &appsv1.DeploymentList{Items: []appsv1.Deployment{{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: names[i]}}}}
+		if i+1 < len(names) {
+			page.Continue = strconv.Itoa(i + 1)
+		}
+		return true, page, nil
+	})
+	workloads, err := apiClients(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range workloads {
+		got = append(got, w.name)
+	}
+	if want := []string{"Deployment apps/a", "Deployment apps/b", "Deployment apps/c"}; !slices.Equal(got, want) {
+		t.Errorf("workloads %v, want %v", got, want)
+	}
+	if len(limits) != len(names) || slices.Contains(limits, 0) {
+		t.Errorf("list requests with limits %v, want %d requests each with a page size", limits, len(names))
 	}
 }
