@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,7 @@ type CAStep struct {
 // kube-controller-manager has put it in every namespace's kube-root-ca.crt, and the workloads
 // whose pods reach the API server were restarted (their clients read ca.crt when they start)
 // and have rolled out.
-func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle) error {
+func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec, bundle *pki.Bundle, now time.Time) error {
 	res.CAs = CAStep{CARotation: bundle.CARotation()}
 	if res.CAs.Phase == "" || !runsAPIServer(spec) {
 		return nil
@@ -67,9 +68,34 @@ func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec,
 			return err
 		}
 	}
-	st, err := pki.AdvanceCARotation(ctx, b.secrets, PKISecret(spec.Name))
+	if waiting := usersKeepWorking(res.CAs.CARotation, spec.ClientCertificateMaxTTL, now); waiting != "" {
+		res.CAs.Waiting = waiting
+		return nil
+	}
+	st, err := pki.AdvanceCARotation(ctx, b.secrets, PKISecret(spec.Name), now)
 	res.CAs.CARotation = st
 	return err
+}
+
+// usersKeepWorking says what a phase of a roll-over waits for so that the kubeconfigs of cluster
+// users (each valid for at most maxTTL) keep working to their end; "" when nothing. A kubeconfig
+// issued before AddNew trusts the old cluster CA only: the API servers present certificates of
+// the new one (UseNew) once every such kubeconfig has expired. A client certificate the old CA
+// signed (until UseNew began) is trusted until every such certificate has expired (DropOld).
+func usersKeepWorking(st pki.CARotation, maxTTL time.Duration, now time.Time) string {
+	until := st.Since.Add(maxTTL)
+	if maxTTL <= 0 || !now.Before(until) {
+		return ""
+	}
+	switch st.Phase {
+	case pki.RotationAddNew:
+		return fmt.Sprintf("cluster users' kubeconfigs issued before the roll-over began (%s) trust the old cluster CA only and may be valid until %s: the API servers present certificates of the new CA after that, so that they keep working (--max-credential-ttl bounds the wait)",
+			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	case pki.RotationUseNew:
+		return fmt.Sprintf("cluster users' certificates the old cluster CA signed (until %s) may be valid until %s: the old CAs stay trusted until then, so that they keep working (--max-credential-ttl bounds the wait)",
+			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 // podsTrustNewCA checks that pods can trust the API servers once they present certificates of

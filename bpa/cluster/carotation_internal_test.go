@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/bpa/pki"
+	"github.com/edgefleet/edgefleet/pkg/packages"
+	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 )
 
 // TestPodsTrustNewCA: before the API servers present certificates of a new cluster CA, every
@@ -146,5 +153,69 @@ func TestAPIClientsPages(t *testing.T) {
 	}
 	if len(limits) != len(names) || slices.Contains(limits, 0) {
 		t.Errorf("list requests with limits %v, want %d requests each with a page size", limits, len(names))
+	}
+}
+
+// TestCARotationKeepsOldCAsForUsers: in UseNew the old CAs stay trusted until every cluster
+// user's certificate the old cluster CA signed has expired (at most ClientCertificateMaxTTL
+// after UseNew began), the wait said; then the roll-over drops them. The stored phase's start
+// is what counts, also for a BPA started again.
+func TestCARotationKeepsOldCAsForUsers(t *testing.T) {
+	ctx := context.Background()
+	store := &secretsfake.Store{}
+	apiServer := install.Package{Manifest: &packages.Manifest{Name: "kube-apiserver", Config: []packages.ConfigFile{{Path: "/etc/kubernetes/encryption-config.yaml", PKI: pki.EncryptionConfigFile}}}}
+	spec := Spec{Name: "app", APIEndpoint: "192.0.2.10", Packages: []install.Package{apiServer}, CARotations: 1, ClientCertificateMaxTTL: time.Hour,
+		Hosts: []Host{{Name: "cp-0", IP: netip.MustParseAddr("192.0.2.10"), ControlPlane: true}}}
+	if _, err := pki.Ensure(ctx, store, PKISecret(spec.Name), spec.PKISpec()); err != nil {
+		t.Fatal(err)
+	}
+	useNew := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	if st, err := pki.AdvanceCARotation(ctx, store, PKISecret(spec.Name), useNew); err != nil || st.Phase != pki.RotationUseNew {
+		t.Fatalf("AdvanceCARotation from AddNew: %+v, %v", st, err)
+	}
+	bu := New(nil, store)
+	for _, c := range []struct {
+		at          time.Time
+		wantPhase   pki.RotationPhase
+		wantWaiting string
+	}{
+		{useNew.Add(59 * time.Minute), pki.RotationUseNew, "cluster users' certificates the old cluster CA signed (until 2026-11-25T10:00:00Z) may be valid until 2026-11-25T11:00:00Z: the old CAs stay trusted until then"},
+		{useNew.Add(time.Hour), pki.RotationDropOld, ""},
+	} {
+		bundle, err := pki.Ensure(ctx, store, PKISecret(spec.Name), spec.PKISpec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &Result{}
+		if err := bu.advanceCARotation(ctx, res, spec, bundle, c.at); err != nil {
+			t.Fatal(err)
+		}
+		if res.CAs.Phase != c.wantPhase || !strings.HasPrefix(res.CAs.Waiting, c.wantWaiting) || (c.wantWaiting == "") != (res.CAs.Waiting == "") {
+			t.Errorf("at %s: phase %q, waiting %q; want phase %q, waiting %q", c.at.Format(time.TimeOnly), res.CAs.Phase, res.CAs.Waiting, c.wantPhase, c.wantWaiting)
+		}
+	}
+}
+
+// TestUsersKeepWorking: each phase of a roll-over that cluster users' kubeconfigs depend on waits
+// a credential's longest life from its start, and says until when.
+func TestUsersKeepWorking(t *testing.T) {
+	since := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		phase  pki.RotationPhase
+		maxTTL time.Duration
+		at     time.Time
+		want   string
+	}{
+		{pki.RotationAddNew, time.Hour, since.Add(time.Minute), "cluster users' kubeconfigs issued before the roll-over began (2026-11-25T10:00:00Z) trust the old cluster CA only and may be valid until 2026-11-25T11:00:00Z"},
+		{pki.RotationAddNew, time.Hour, since.Add(time.Hour), ""},
+		{pki.RotationUseNew, 12 * time.Hour, since.Add(11 * time.Hour), "cluster users' certificates the old cluster CA signed (until 2026-11-25T10:00:00Z) may be valid until 2026-11-25T22:00:00Z"},
+		{pki.RotationUseNew, 12 * time.Hour, since.Add(13 * time.Hour), ""},
+		{pki.RotationDropOld, time.Hour, since.Add(time.Minute), ""}, // nothing signed by or trusting the old CAs only is left
+		{pki.RotationUseNew, 0, since, ""},                           // no cluster user's certificate is signed
+	} {
+		got := usersKeepWorking(pki.CARotation{Phase: c.phase, Since: since}, c.maxTTL, c.at)
+		if !strings.HasPrefix(got, c.want) || (got == "") != (c.want == "") {
+			t.Errorf("%s, max %s, at %s: %q, want %q", c.phase, c.maxTTL, c.at.Format(time.TimeOnly), got, c.want)
+		}
 	}
 }

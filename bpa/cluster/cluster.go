@@ -88,6 +88,10 @@ type Spec struct {
 	// CARotations is how many roll-overs of the cluster's CAs are asked for: each Run takes one
 	// asked for and not done one phase on (pki.AdvanceCARotation).
 	CARotations int64
+	// ClientCertificateMaxTTL is the longest a cluster user's client certificate lives (the
+	// BPA's --max-credential-ttl): during a roll-over the old CAs stay trusted that long after
+	// the new cluster CA began signing them, so that those signed before keep working.
+	ClientCertificateMaxTTL time.Duration
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -265,7 +269,7 @@ func (b *BringUp) Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := b.advanceSecretEncryption(ctx, res, spec, bundle); err != nil {
 		return res, fmt.Errorf("cluster %s: %w", spec.Name, err)
 	}
-	if err := b.advanceCARotation(ctx, res, spec, bundle); err != nil {
+	if err := b.advanceCARotation(ctx, res, spec, bundle, time.Now()); err != nil {
 		return res, fmt.Errorf("cluster %s: CA roll-over: %w", spec.Name, err)
 	}
 	return res, nil

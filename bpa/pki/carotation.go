@@ -21,6 +21,8 @@ const (
 	caGeneration = "ca.generation"
 	// caRotationPhase is the RotationPhase of the roll-over under way.
 	caRotationPhase = "ca.rotation"
+	// caRotationSince is when that phase began (RFC 3339, with the fraction of a second).
+	caRotationSince = "ca.rotation.since"
 	nextCASuffix    = ".next"
 )
 
@@ -45,6 +47,8 @@ type CARotation struct {
 	Generation int64
 	// Phase of the roll-over under way; "" when none is.
 	Phase RotationPhase
+	// Since is when Phase began; zero when none runs.
+	Since time.Time
 }
 
 // caRotationOf reads the roll-over's state from a stored PKI.
@@ -57,6 +61,11 @@ func caRotationOf(data map[string][]byte) (CARotation, error) {
 	st.Generation = g
 	if st.Phase, err = phaseOf(data, caRotationPhase); err != nil {
 		return st, err
+	}
+	if v, ok := data[caRotationSince]; ok && st.Phase != "" {
+		if st.Since, err = time.Parse(time.RFC3339Nano, string(v)); err != nil {
+			return st, fmt.Errorf("%s is %q, not a time: restore it, or remove it (the roll-over then counts its phase from now)", caRotationSince, v)
+		}
 	}
 	return st, nil
 }
@@ -104,7 +113,7 @@ func (p RotationPhase) usesNew() bool { return p == RotationUseNew || p == Rotat
 // damaged while a roll-over runs is an error naming what to restore: hosts may trust it already.
 // It runs after the current CAs are loaded and before any leaf is issued, and sets e.signers.
 func (e *ensurer) caRotation(rotations int64) error {
-	for _, k := range []string{caGeneration, caRotationPhase} {
+	for _, k := range []string{caGeneration, caRotationPhase, caRotationSince} {
 		if v, ok := e.old[k]; ok {
 			e.data[k] = v
 		}
@@ -118,6 +127,7 @@ func (e *ensurer) caRotation(rotations int64) error {
 		st.Phase = RotationAddNew
 	}
 	if st.Phase == "" {
+		delete(e.data, caRotationSince)
 		for _, ca := range clusterCAs {
 			if _, ok := e.old[ca.base+nextCASuffix+".crt"]; ok {
 				return fmt.Errorf("%s is stored, but no CA roll-over is under way (%s is not set): restore %s, or remove %s and %s if no host was ever given it", ca.base+nextCASuffix+".crt", caRotationPhase, caRotationPhase, ca.base+nextCASuffix+".crt", ca.base+nextCASuffix+".key")
@@ -139,6 +149,9 @@ func (e *ensurer) caRotation(rotations int64) error {
 	}
 	if starting {
 		e.data[caRotationPhase] = []byte(RotationAddNew)
+	}
+	if starting || st.Since.IsZero() {
+		e.data[caRotationSince] = []byte(e.now.UTC().Format(time.RFC3339Nano))
 	}
 	return nil
 }
@@ -181,8 +194,9 @@ func trustBundle(data map[string][]byte, base string) []byte {
 // once every host of the cluster runs with the trust bundles and leaves of the current phase
 // (the caller has rolled them out, and made sure what else trusts the cluster CA has the new
 // one). After DropOld the successors become the CAs and the old ones are deleted. The step is
-// written before it returns; with no roll-over under way it does nothing.
-func AdvanceCARotation(ctx context.Context, store Store, name string) (CARotation, error) {
+// written before it returns, with now as the time the next phase began; with no roll-over
+// under way it does nothing.
+func AdvanceCARotation(ctx context.Context, store Store, name string, now time.Time) (CARotation, error) {
 	data, err := store.Get(ctx, name)
 	if errors.Is(err, secrets.ErrNotFound) {
 		return CARotation{}, fmt.Errorf("pki %s: %w", name, ErrNoPKI)
@@ -206,8 +220,12 @@ func AdvanceCARotation(ctx context.Context, store Store, name string) (CARotatio
 	}
 	if st.Phase = st.Phase.Next(); st.Phase == "" {
 		delete(data, caRotationPhase)
+		delete(data, caRotationSince)
+		st.Since = time.Time{}
 	} else {
+		st.Since = now.UTC()
 		data[caRotationPhase] = []byte(st.Phase)
+		data[caRotationSince] = []byte(st.Since.Format(time.RFC3339Nano))
 	}
 	if err := store.Put(ctx, name, data); err != nil {
 		return st, fmt.Errorf("pki %s: save to the secret store: %w", name, err)

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -114,9 +115,12 @@ func TestCARotation(t *testing.T) {
 	ctx := context.Background()
 	spy := newSpy()
 	spec := testSpec()
+	// Each phase begins a minute after the one before (the roll-over starts at t0).
+	advanced := t0
 	advance := func(t *testing.T) pki.CARotation {
 		t.Helper()
-		st, err := pki.AdvanceCARotation(ctx, spy, secretName)
+		advanced = advanced.Add(time.Minute)
+		st, err := pki.AdvanceCARotation(ctx, spy, secretName, advanced)
 		if err != nil {
 			t.Fatalf("AdvanceCARotation: %v", err)
 		}
@@ -136,6 +140,7 @@ func TestCARotation(t *testing.T) {
 	if st := advance(t); st != (pki.CARotation{}) {
 		t.Fatalf("AdvanceCARotation with none asked: %+v, want nothing under way", st)
 	}
+	advanced = t0
 	if got := cns(t, before); got != "kubernetes etcd-ca front-proxy-ca" {
 		t.Fatalf("trusted before a roll-over: %s", got)
 	}
@@ -155,9 +160,14 @@ func TestCARotation(t *testing.T) {
 		if f.phase != want.phase || cns(t, f) != want.trusted {
 			t.Fatalf("phase %q trusting %s, want %q trusting %s", f.phase, cns(t, f), want.phase, want.trusted)
 		}
-		// A phase may take several passes (one failed, the BPA restarted): each gives the same.
-		if again := filesOf(t, ensure(t, spy, spec, t0)); !maps.EqualFunc(again.cp, f.cp, func(a, b []byte) bool { return string(a) == string(b) }) {
+		// A phase may take several passes (one failed, the BPA restarted): each gives the same,
+		// and the phase keeps the time it began.
+		again := ensure(t, spy, spec, t0.Add(time.Hour))
+		if !maps.EqualFunc(filesOf(t, again).cp, f.cp, func(a, b []byte) bool { return string(a) == string(b) }) {
 			t.Fatalf("a second pass in phase %q gives other files", want.phase)
+		}
+		if since := again.CARotation().Since; !since.Equal(advanced) {
+			t.Errorf("phase %q began at %s, want %s", want.phase, since, advanced)
 		}
 		prev := phases[len(phases)-1]
 		verifies(t, prev, f)
@@ -232,7 +242,7 @@ func TestSignClientDuringCARotation(t *testing.T) {
 		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: t0, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 			t.Errorf("phase %q: %v", want.phase, err)
 		}
-		if _, err := pki.AdvanceCARotation(ctx, spy, secretName); err != nil {
+		if _, err := pki.AdvanceCARotation(ctx, spy, secretName, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,6 +268,8 @@ func TestCARotationRefusesDamage(t *testing.T) {
 			`ca.rotation is "Sideways", not a rotation phase`},
 		{"count garbled", func(d map[string][]byte) { d["ca.generation"] = []byte("-1") },
 			`ca.generation is "-1", not a count`},
+		{"phase's start garbled", func(d map[string][]byte) { d["ca.rotation.since"] = []byte("yesterday") },
+			`ca.rotation.since is "yesterday", not a time`},
 		{"successor without a phase", func(d map[string][]byte) { delete(d, "ca.rotation") },
 			"ca.next.crt is stored, but no CA roll-over is under way (ca.rotation is not set)"},
 	} {

@@ -255,6 +255,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		Retry:         opts.Retry,
 		Resync:        opts.Resync,
 		Certificates:  opts.Certificates,
+		// The old CAs of a roll-over stay trusted until the cluster users' certificates
+		// they signed (creds, below) have expired.
+		ClientCertificateMaxTTL: opts.MaxCredentialTTL,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)

@@ -42,10 +42,11 @@ func newSiteRotateCACmd(g *globals) *cobra.Command {
 Provisioning Agent makes new cluster, etcd and front-proxy CAs and has every host trust them beside
 the old ones (one host at a time); once every namespace's kube-root-ca.crt holds the new cluster CA
 and the workloads whose pods reach the API server were restarted, every certificate is issued
-again by the new CAs; the old CAs are dropped last. The cluster serves throughout. Kubeconfigs
-issued before the roll-over stop working when the old CAs are dropped: ask for new ones. A
-roll-over asked for cannot be taken back. edgefleet site describe NAME shows it
-(CertificateAuthorities under Bootstrap).`,
+again by the new CAs; the old CAs are dropped last. The cluster serves throughout, and cluster
+users' kubeconfigs keep working to their end: each of the first two phases lasts at least the
+BPA's --max-credential-ttl (12 h by default), so a roll-over takes a day. A roll-over asked for
+cannot be taken back. edgefleet site describe NAME shows it (CertificateAuthorities under
+Bootstrap).`,
 		example: "  edgefleet site rotate-ca store-0042 -n fleet",
 		what:    "CA roll-over",
 		count:   func(r *sitev1.ClusterRotations) *int64 { return &r.CertificateAuthorities },

@@ -94,6 +94,8 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		Packages:          pkgs,
 		Images:            images,
 		Certificates:      w.r.Certificates,
+		// The BPA signs cluster users' certificates (the ClusterCredentialRequest reconciler).
+		ClientCertificateMaxTTL: w.r.ClientCertificateMaxTTL,
 	}
 	if w.ac.Spec.Rotations != nil {
 		spec.SecretEncryptionKeyRotations = w.ac.Spec.Rotations.SecretEncryptionKey
@@ -243,9 +245,12 @@ func (w *work) caRotation(res *cluster.Result, asked int64) bool {
 	}
 	was := w.st.CertificateAuthorities
 	st := &sitev1.CARotationStatus{Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Waiting: now.Waiting}
-	if was != nil {
+	switch {
+	case st.Phase != "" && !now.Since.IsZero():
+		st.Since = &metav1.Time{Time: now.Since} // as the PKI has it: when the phase began
+	case was != nil:
 		st.Since = phaseSince(was.Phase, was.Since, st.Phase)
-	} else {
+	default:
 		st.Since = phaseSince("", nil, st.Phase)
 	}
 	w.st.CertificateAuthorities = st

@@ -57,6 +57,9 @@ type Reconciler struct {
 	Resync time.Duration
 	// Certificates is the lifetime of the clusters' leaf certificates (zero fields: defaults).
 	Certificates certs.Lifetime
+	// ClientCertificateMaxTTL is the longest a cluster user's certificate lives: a CA
+	// roll-over keeps the old CAs trusted that long after the new one began signing them.
+	ClientCertificateMaxTTL time.Duration
 
 	cache *siteCache
 }
@@ -81,8 +84,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 	switch {
 	case r.Client == nil, r.APIReader == nil, r.Installer == nil, r.Secrets == nil, r.Charts == nil, r.ClusterClient == nil, r.HTTP == nil, r.Recorder == nil:
 		return errors.New("bpa-applicationcluster: Client, APIReader, Installer, Secrets, Charts, ClusterClient, HTTP and Recorder are required")
-	case r.Retry <= 0, r.Resync <= 0:
-		return errors.New("bpa-applicationcluster: Retry and Resync must be positive")
+	case r.Retry <= 0, r.Resync <= 0, r.ClientCertificateMaxTTL <= 0:
+		return errors.New("bpa-applicationcluster: Retry, Resync and ClientCertificateMaxTTL must be positive")
 	}
 	r.cache = newSiteCache(r.HTTP)
 	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -19,6 +19,7 @@ import (
 // done; an event naming the workloads restarted.
 func TestCARotationStatus(t *testing.T) {
 	earlier := metav1.NewTime(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	began := metav1.NewTime(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
 	const waiting = "restarting Deployment default/app so that their pods read the new cluster CA (0 of 1 rolled out)"
 	for _, tc := range []struct {
 		name    string
@@ -26,7 +27,7 @@ func TestCARotationStatus(t *testing.T) {
 		run     cluster.CAStep
 		asked   int64
 		want    *sitev1.CARotationStatus // Since checked apart
-		since   string                   // "none", "kept" or "new"
+		since   string                   // "none", "kept", "new" or "began" (the run's)
 		again   bool
 		message string
 		events  int
@@ -39,6 +40,8 @@ func TestCARotationStatus(t *testing.T) {
 			message: "every host trusts the new CAs beside the old (one host at a time); waiting: " + waiting, events: 1},
 		{name: "phase goes on", was: &sitev1.CARotationStatus{Phase: sitev1.RotationUseNew, Since: &earlier}, run: cluster.CAStep{CARotation: pki.CARotation{Phase: pki.RotationUseNew}}, asked: 1,
 			want: &sitev1.CARotationStatus{Phase: sitev1.RotationUseNew}, since: "kept", again: true, message: "every certificate is issued again by the new CAs"},
+		{name: "the PKI says when the phase began", was: &sitev1.CARotationStatus{Phase: sitev1.RotationAddNew, Since: &earlier}, run: cluster.CAStep{CARotation: pki.CARotation{Phase: pki.RotationUseNew, Since: began.Time}}, asked: 1,
+			want: &sitev1.CARotationStatus{Phase: sitev1.RotationUseNew}, since: "began", again: true, message: "every certificate is issued again by the new CAs"},
 		{name: "roll-over done", was: &sitev1.CARotationStatus{Phase: sitev1.RotationDropOld, Since: &earlier}, run: cluster.CAStep{CARotation: pki.CARotation{Generation: 1}}, asked: 1,
 			want: &sitev1.CARotationStatus{Rotations: 1}, since: "none"},
 	} {
@@ -65,6 +68,8 @@ func TestCARotationStatus(t *testing.T) {
 				t.Errorf("since %v, want the phase's start kept (%v)", since, earlier)
 			case tc.since == "new" && (since == nil || time.Since(since.Time) > time.Minute):
 				t.Errorf("since %v, want now", since)
+			case tc.since == "began" && (since == nil || !since.Equal(&began)):
+				t.Errorf("since %v, want when the PKI says the phase began (%v)", since, began)
 			}
 			if tc.message == "" && w.st.Message != "5 nodes run it" {
 				t.Errorf("message %q, want it unchanged", w.st.Message)

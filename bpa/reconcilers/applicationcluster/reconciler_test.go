@@ -68,6 +68,8 @@ func TestMain(m *testing.M) {
 				Recorder:      mgr.GetEventRecorder("bpa"),
 				Retry:         200 * time.Millisecond,
 				Resync:        time.Hour,
+				// The BPA's default: no test here rolls CAs over.
+				ClientCertificateMaxTTL: clustercred.DefaultMaxTTL,
 			}
 			cache.url = srv.URL
 			return r.SetupWithManager(mgr, controller.Options{})
