@@ -124,19 +124,22 @@ func (l *hostLoop) stop() []string {
 // stopped: a client of a Service through a patch, say.
 type Requests struct{ loop *hostLoop }
 
-// StartRequests starts requesting url from host h: curl writes each answer's status code, after
-// its error when there is no answer ("000").
+// StartRequests starts requesting url from host h: curl writes each answer's status code; a
+// request not answered 200 is preceded by the time it was made and followed by curl's error.
 func StartRequests(t testing.TB, h *Host, url string) *Requests {
 	const script = `rm -f "$1"
 while [ ! -e "$1" ]; do
-	curl -sS -o /dev/null -w '%{http_code}\n' --max-time 2 "$2" 2>&1 || true
+	at=$(date -u +%T.%3N)
+	out=$(curl -sS -o /dev/null -w '%{http_code}\n' --max-time 2 "$2" 2>&1) || true
+	if [ "$out" != 200 ]; then echo "at $at"; fi
+	echo "$out"
 	sleep 0.1
 done`
 	return &Requests{startHostLoop(t, h, "/run/edgefleet-test-requests.stop", script, url)}
 }
 
-// Stop stops the requests and returns how many were answered 200 OK, and the others: their
-// status codes, with curl's errors.
+// Stop stops the requests and returns how many were answered 200 OK, and the others: when each
+// was made, curl's error and the status code ("at 10:04:05.120: curl: (7) …: 000").
 func (r *Requests) Stop() (answered int, failed []string) {
 	r.loop.t.Helper()
 	var errs []string // curl's, before the code of the request they belong to
