@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -327,123 +326,6 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		res, err := bu.Run(ctx, rotate)
 		if err != nil || len(res.Ran()) != 0 || res.Files != 0 || res.Reencrypted != nil {
 			t.Errorf("a run after the rotation: %v, ran %v, wrote %d files, re-encrypted %+v; want nothing done", err, res.Ran(), res.Files, res.Reencrypted)
-		}
-	})
-
-	t.Run("the CAs roll over: both trusted, then leaves of the new CAs and pods restarted, then the old CAs dropped", func(t *testing.T) {
-		oldAdmin := appConfig(t, store, "app")
-		// A workload whose pods mount the API access (ca.crt): restarted before the API servers
-		// present the new CA's certificates.
-		labels := map[string]string{"app": "ca-client"}
-		if _, err := cs.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "ca-client"},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "pause", Image: pause.Tag, ImagePullPolicy: corev1.PullNever}},
-				}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		rolledOut := func(cs kubernetes.Interface) (bool, string) {
-			d, err := cs.AppsV1().Deployments("default").Get(ctx, "ca-client", metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1, fmt.Sprintf("%+v", d.Status)
-		}
-		testenv.WaitFor(t, 3*time.Minute, "deployment ca-client available", func() (bool, string) { return rolledOut(cs) })
-		name, value := newSecret(t, "ca-rollover-")
-
-		rollover := spec
-		rollover.CARotations = 1
-		var restarted, waited []string
-		for _, want := range []pki.CARotation{{Phase: pki.RotationUseNew}, {Phase: pki.RotationDropOld}, {Generation: 1}} {
-			for pass := 1; ; pass++ {
-				start := time.Now()
-				res, err := bu.Run(ctx, rollover)
-				if err != nil {
-					t.Fatalf("run towards %+v: %v", want, err)
-				}
-				t.Logf("run towards %+v, pass %d: %s, ran %d steps; waiting: %q", want, pass, time.Since(start).Round(time.Millisecond), len(res.Ran()), res.CAs.Waiting)
-				restarted = append(restarted, res.CAs.Restarted...)
-				if res.CAs.Waiting != "" {
-					waited = append(waited, res.CAs.Waiting)
-				}
-				if res.CAs.CARotation == want {
-					break
-				}
-				if res.CAs.Waiting == "" || want.Phase != pki.RotationUseNew || pass == 30 {
-					t.Fatalf("run towards %+v, pass %d: %+v", want, pass, res.CAs)
-				}
-				time.Sleep(2 * time.Second)
-			}
-		}
-		if !slices.Equal(restarted, []string{"Deployment default/ca-client"}) {
-			t.Errorf("restarted %v for the new CA, want the Deployment default/ca-client once (waited: %q)", restarted, waited)
-		}
-		cs = appClient(t, store, "app")
-		testenv.WaitFor(t, 2*time.Minute, "deployment ca-client rolled out", func() (bool, string) { return rolledOut(cs) })
-		d, err := cs.AppsV1().Deployments("default").Get(ctx, "ca-client", metav1.GetOptions{})
-		if err != nil || d.Spec.Template.Annotations[cluster.CARestartAnnotation] == "" {
-			t.Errorf("deployment ca-client: template annotations %v (%v), want %s", d.Spec.Template.Annotations, err, cluster.CARestartAnnotation)
-		}
-
-		// Every API server presents a certificate of the new cluster CA only, and the new admin
-		// kubeconfig trusts that CA only; the old one no longer reaches the cluster.
-		admin := appConfig(t, store, "app")
-		for _, h := range spec.Hosts[2:] {
-			conn, err := tls.Dial("tcp", fmt.Sprintf("%s:%d", h.IP, cluster.APIPort), &tls.Config{InsecureSkipVerify: true})
-			if err != nil {
-				t.Fatalf("kube-apiserver on %s: %v", h.Name, err)
-			}
-			issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName
-			conn.Close()
-			if issuer != "kubernetes-2" {
-				t.Errorf("kube-apiserver on %s presents a certificate of %q, want kubernetes-2", h.Name, issuer)
-			}
-		}
-		if cas := strings.Count(string(admin.CAData), "BEGIN CERTIFICATE"); cas != 1 {
-			t.Errorf("the admin kubeconfig trusts %d CAs after the roll-over, want the new one", cas)
-		}
-		oldAdmin.Timeout = 10 * time.Second
-		if _, err := kubernetes.NewForConfigOrDie(oldAdmin).CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil || !strings.Contains(err.Error(), "certificate") {
-			t.Errorf("the admin kubeconfig of before the roll-over: %v, want a certificate error", err)
-		}
-		testenv.WaitFor(t, 2*time.Minute, "every node Ready", func() (bool, string) {
-			nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, err.Error()
-			}
-			var notReady []string
-			for _, n := range nodes.Items {
-				if !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
-					return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-				}) {
-					notReady = append(notReady, n.Name)
-				}
-			}
-			return len(nodes.Items) == 5 && len(notReady) == 0, fmt.Sprintf("%d nodes, not Ready: %v", len(nodes.Items), notReady)
-		})
-		if got, err := cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{}); err != nil || string(got.Data["value"]) != value {
-			t.Errorf("a Secret written before the roll-over, read after: %v", err)
-		}
-		// etcd's members talk to each other with the new etcd CA: all three are still there
-		// (etcdClient reads the stored PKI, the new CA only now).
-		hc := etcdClient(t)
-		var list struct {
-			Members []struct {
-				Name string `json:"name"`
-			} `json:"members"`
-		}
-		etcdCall(t, hc, spec.Hosts[4], "/v3/cluster/member/list", struct{}{}, &list)
-		if len(list.Members) != 3 {
-			t.Errorf("etcd lists %d members after the roll-over, want 3", len(list.Members))
-		}
-		res, err := bu.Run(ctx, rollover)
-		if err != nil || len(res.Ran()) != 0 || res.Files != 0 || res.CAs.Phase != "" {
-			t.Errorf("a run after the roll-over: %v, ran %v, wrote %d files, CAs %+v; want nothing done", err, res.Ran(), res.Files, res.CAs)
 		}
 	})
 

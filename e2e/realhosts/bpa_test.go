@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -11,11 +12,15 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
@@ -26,6 +31,7 @@ import (
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -55,6 +61,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		members []*testenv.Host
 		vault   *testenv.Vault
 		dir     string // this test's files: packages, chart, manifests
+		root    string // the repository's, with the binaries in bin/
 		siteD   *realSite
 		store   secrets.Store
 		digest  = map[string]string{} // of uploaded artifacts, by name
@@ -115,6 +122,58 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		return pods
 	}
 
+	// carolToken is a token of carol, who may get kubeconfigs of the site's cluster
+	// (edgefleet-cluster-user) and nothing else: made with her ServiceAccount at the first call.
+	var carolsToken string
+	carolToken := func(ctx context.Context) string {
+		GinkgoHelper()
+		if carolsToken == "" {
+			var err error
+			carolsToken, err = fleet.Token(ctx, ns, "carol", "edgefleet-cluster-user")
+			Expect(err).NotTo(HaveOccurred())
+		}
+		return carolsToken
+	}
+	// asCarol runs the edgefleet CLI as carol.
+	asCarol := func(ctx context.Context, args ...string) {
+		GinkgoHelper()
+		own := clientcmdapi.NewConfig()
+		own.Clusters["global"] = &clientcmdapi.Cluster{Server: fleet.Global.Config.Host, CertificateAuthorityData: fleet.Global.Config.CAData}
+		own.AuthInfos["carol"] = &clientcmdapi.AuthInfo{Token: carolToken(ctx)}
+		own.Contexts["global"] = &clientcmdapi.Context{Cluster: "global", AuthInfo: "carol", Namespace: ns}
+		own.CurrentContext = "global"
+		ownFile := filepath.Join(dir, "carol-global.kubeconfig")
+		Expect(clientcmd.WriteToFile(*own, ownFile)).To(Succeed())
+		base := []string{"--kubeconfig", ownFile, "--api-server", fleet.APIURL}
+		if fleet.APICAFile != "" {
+			base = append(base, "--api-ca-file", fleet.APICAFile)
+		}
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "edgefleet"), append(base, args...)...).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "edgefleet %v: %s", args, out)
+	}
+	// kubectlWith runs kubectl with kubeconfig.
+	kubectlWith := func(ctx context.Context, kubeconfig string, args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+
+	// noFailedRequests expects no failed request; when some failed, it first writes the
+	// application cluster's events of the last 15 minutes, to tell what happened then.
+	noFailedRequests := func(ctx context.Context, answered int, failed []string) {
+		GinkgoHelper()
+		if len(failed) > 0 {
+			if list, err := appClient(ctx).EventsV1().Events("").List(ctx, metav1.ListOptions{}); err == nil {
+				slices.SortFunc(list.Items, func(a, b eventsv1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+				for _, e := range list.Items {
+					if t := eventTime(e); time.Since(t) < 15*time.Minute {
+						GinkgoWriter.Printf("event %s %s %s %s/%s on %s: %s\n", t.UTC().Format("15:04:05.000"), e.Type, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.ReportingInstance, e.Note)
+					}
+				}
+			}
+		}
+		Expect(failed).To(BeEmpty(), "%d answered", answered)
+	}
+
 	// hostLeft are the notes of the BPA's HostLeft events on the site.
 	hostLeft := func(ctx context.Context) []string {
 		GinkgoHelper()
@@ -135,6 +194,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		vault = testenv.StartVault(GinkgoTB())
 		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
+		var err error
+		root, err = testenv.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
 		siteD = startRealSite(ctx, site, ns, hn, 3, 5, vault, nil)
 
 		// The cluster starts on the previous Kubernetes minor; the upgrades go to the current.
@@ -327,31 +389,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("gives a cluster user a kubeconfig of their own identity, from the web UI (key made in Chromium) and edgefleet cluster kubeconfig: pods yes, Secrets no, refused once expired", func(ctx context.Context) {
-		root, err := testenv.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		// carol may get kubeconfigs (edgefleet-cluster-user), and nothing else.
-		token, err := fleet.Token(ctx, ns, "carol", "edgefleet-cluster-user")
-		Expect(err).NotTo(HaveOccurred())
-		own := clientcmdapi.NewConfig()
-		own.Clusters["global"] = &clientcmdapi.Cluster{Server: fleet.Global.Config.Host, CertificateAuthorityData: fleet.Global.Config.CAData}
-		own.AuthInfos["carol"] = &clientcmdapi.AuthInfo{Token: token}
-		own.Contexts["global"] = &clientcmdapi.Context{Cluster: "global", AuthInfo: "carol", Namespace: ns}
-		own.CurrentContext = "global"
-		ownFile := filepath.Join(dir, "carol-global.kubeconfig")
-		Expect(clientcmd.WriteToFile(*own, ownFile)).To(Succeed())
-		edgefleet := func(args ...string) {
-			GinkgoHelper()
-			base := []string{"--kubeconfig", ownFile, "--api-server", fleet.APIURL}
-			if fleet.APICAFile != "" {
-				base = append(base, "--api-ca-file", fleet.APICAFile)
-			}
-			out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "edgefleet"), append(base, args...)...).CombinedOutput()
-			Expect(err).NotTo(HaveOccurred(), "edgefleet %v: %s", args, out)
-		}
-		kubectl := func(kubeconfig string, args ...string) (string, error) {
-			out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "kubectl"), append([]string{"--kubeconfig", kubeconfig, "--request-timeout=20s"}, args...)...).CombinedOutput()
-			return string(out), err
-		}
+		token := carolToken(ctx)
+		edgefleet := func(args ...string) { asCarol(ctx, args...) }
+		kubectl := func(kubeconfig string, args ...string) (string, error) { return kubectlWith(ctx, kubeconfig, args...) }
 		short, long := filepath.Join(dir, "carol-short.kubeconfig"), filepath.Join(dir, "carol.kubeconfig")
 		edgefleet("cluster", "kubeconfig", site, "--ttl", "20s", "-f", short)
 		expires := time.Now().Add(20 * time.Second)
@@ -432,7 +472,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		answered, failed := requests.Stop()
 		GinkgoWriter.Printf("requests to webapp through the failed upgrade: %d answered, %d failed\n", answered, len(failed))
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		noFailedRequests(ctx, answered, failed)
 		Expect(b.FailedPackage).To(Equal(digest["kubelet broken"]))
 		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
 		Expect(b.Message).To(ContainSubstring("this kubelet is broken"))
@@ -533,7 +573,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		answered, failed := requests.Stop()
 		samples := etcd.Stop()
 		GinkgoWriter.Printf("through the upgrade: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		noFailedRequests(ctx, answered, failed)
 		Expect(answered).To(BeNumerically(">", 100))
 		Expect(len(samples)).To(BeNumerically(">", 10))
 		for i, e := range samples {
@@ -618,7 +658,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		answered, failed := requests.Stop()
 		GinkgoWriter.Printf("through the key rotation: requests to webapp %d answered, %d failed; phases seen %v\n", answered, len(failed), seen)
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		noFailedRequests(ctx, answered, failed)
 		Expect(answered).To(BeNumerically(">", 20))
 		// Each phase lasts the restarts of three API servers: the status showed those between.
 		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
@@ -660,21 +700,48 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			return slices.Compact(slices.Sorted(slices.Values(out)))
 		}
 		before := webappPods(ctx, cs)
+		corednsRevision := func(cs kubernetes.Interface) int {
+			GinkgoHelper()
+			d, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			var rev int
+			_, err = fmt.Sscan(d.Annotations["deployment.kubernetes.io/revision"], &rev)
+			Expect(err).NotTo(HaveOccurred(), "coredns's revision annotation: %v", d.Annotations)
+			return rev
+		}
+		corednsBefore := corednsRevision(cs)
+		oldKubeconfig := &corev1.Secret{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, oldKubeconfig)).To(Succeed())
 		// Leaf certificates of minutes for this spec: the roll-over issues them, and they are
-		// renewed before they expire after it; the BPA's defaults come back at its end.
-		Expect(siteD.startBPA(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s")).To(Succeed())
+		// renewed before they expire after it; cluster users' certificates of 4 minutes at
+		// most. The BPA's defaults come back at its end.
+		Expect(siteD.startBPA(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=4m")).To(Succeed())
+		// carol's kubeconfig of before the roll-over trusts the old cluster CA only; the one she
+		// gets while both CAs are trusted has a certificate the old CA signed. Each works to its
+		// end: the API servers present certificates of the new CA once the first has expired,
+		// and the old CAs go once the second has.
+		userBefore, userDuring := filepath.Join(dir, "carol-before.kubeconfig"), filepath.Join(dir, "carol-during.kubeconfig")
+		asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userBefore)
+		var beforeInAddNew string // what kubectl with the first said once the hosts trusted both CAs
+		var beforeErr error
 		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
 		Expect(err).NotTo(HaveOccurred())
-		seen := map[sitev1.KeyRotationPhase]bool{}
+		began := map[sitev1.KeyRotationPhase]time.Time{} // each phase's start, as the status says
 		var waited []string
 		Eventually(func(g Gomega) {
 			b := siteD.bootstrap(g, ctx)
 			g.Expect(b).NotTo(BeNil())
 			g.Expect(b.CertificateAuthorities).NotTo(BeNil(), "bootstrap says: %s", b.Message)
 			if ca := b.CertificateAuthorities; ca.Phase != "" {
-				seen[ca.Phase] = true
 				g.Expect(ca.Since).NotTo(BeNil())
+				if _, ok := began[ca.Phase]; !ok {
+					began[ca.Phase] = ca.Since.Time
+				}
+				if ca.Phase == sitev1.RotationAddNew && beforeInAddNew == "" {
+					beforeInAddNew, beforeErr = kubectlWith(ctx, userBefore, "get", "pods", "-n", "webapp")
+					asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userDuring)
+				}
 				g.Expect(b.Message).To(ContainSubstring("rolling the CAs over (0 of 1 roll-overs done)"))
 				if ca.Waiting != "" && !slices.Contains(waited, ca.Waiting) {
 					waited = append(waited, ca.Waiting)
@@ -730,11 +797,47 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 		answered, failed := requests.Stop()
-		GinkgoWriter.Printf("through the CA roll-over and two renewals: requests to webapp %d answered, %d failed; phases seen %v; waited for %q\n", answered, len(failed), seen, waited)
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		GinkgoWriter.Printf("through the CA roll-over and two renewals: requests to webapp %d answered, %d failed; phases began %v; waited for %q\n", answered, len(failed), began, waited)
+		noFailedRequests(ctx, answered, failed)
 		Expect(answered).To(BeNumerically(">", 20))
-		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
-		Expect(seen).To(HaveKey(sitev1.RotationDropOld))
+		Expect(began).To(HaveKey(sitev1.RotationUseNew))
+		Expect(began).To(HaveKey(sitev1.RotationDropOld))
+
+		// carol's kubeconfigs worked to their end: the one of before, which trusts the old CA
+		// only, still worked once every host trusted both, and had expired before the API
+		// servers presented the new CA's certificates; the one of during trusts both, has a
+		// certificate of the old CA, and had expired before the old CAs went.
+		Expect(beforeErr).NotTo(HaveOccurred(), "kubectl with carol's kubeconfig of before the roll-over, in AddNew: %s", beforeInAddNew)
+		Expect(beforeInAddNew).To(ContainSubstring("webapp-"))
+		userCert := func(file string) (*x509.Certificate, []string) {
+			GinkgoHelper()
+			cfg, err := clientcmd.LoadFromFile(file)
+			Expect(err).NotTo(HaveOccurred())
+			auth := cfg.AuthInfos[cfg.Contexts[cfg.CurrentContext].AuthInfo]
+			block, _ := pem.Decode(auth.ClientCertificateData)
+			Expect(block).NotTo(BeNil(), file)
+			c, err := x509.ParseCertificate(block.Bytes)
+			Expect(err).NotTo(HaveOccurred())
+			var cas []string
+			for rest := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].CertificateAuthorityData; ; {
+				var b *pem.Block
+				if b, rest = pem.Decode(rest); b == nil {
+					break
+				}
+				ca, err := x509.ParseCertificate(b.Bytes)
+				Expect(err).NotTo(HaveOccurred())
+				cas = append(cas, ca.Subject.CommonName)
+			}
+			return c, cas
+		}
+		certBefore, beforeCAs := userCert(userBefore)
+		Expect(beforeCAs).To(Equal([]string{"kubernetes"}))
+		Expect(began[sitev1.RotationUseNew]).NotTo(BeTemporally("<", certBefore.NotAfter), "the API servers presented the new CA's certificates while carol's kubeconfig of before was valid")
+		certDuring, duringCAs := userCert(userDuring)
+		Expect(certDuring.Issuer.CommonName).To(Equal("kubernetes"))
+		Expect(duringCAs).To(ConsistOf("kubernetes", "kubernetes-2"))
+		Expect(began[sitev1.RotationDropOld]).NotTo(BeTemporally("<", certDuring.NotAfter), "the old CAs went while a certificate they signed was valid")
+		Expect(waited).To(ContainElement(ContainSubstring("so that they keep working")))
 
 		// The store holds the new CAs only; every host trusts the new cluster and etcd CAs only
 		// and presents certificates they signed.
@@ -756,15 +859,36 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(err).NotTo(HaveOccurred())
 			Expect(strings.TrimSpace(string(out))).To(Equal(newCA), h.Name)
 		}
-		// The workloads whose pods reach the API server were restarted for the new CA (CoreDNS);
-		// the webapp, which does not mount the API access, kept its pods.
+		// Every API server presents a certificate of the new cluster CA; the kubeconfig of
+		// before the roll-over no longer reaches the cluster; etcd's members, talking to each
+		// other with the new etcd CA, are all still there.
 		cs = appClient(ctx)
+		for _, h := range members[:3] {
+			conn, err := tls.Dial("tcp", netip.AddrPortFrom(h.IP, cluster.APIPort).String(), &tls.Config{InsecureSkipVerify: true})
+			Expect(err).NotTo(HaveOccurred(), "kube-apiserver on %s", h.Name)
+			issuer := conn.ConnectionState().PeerCertificates[0].Issuer.CommonName
+			conn.Close()
+			Expect(issuer).To(Equal("kubernetes-2"), "the certificate kube-apiserver on %s presents", h.Name)
+		}
+		oldCfg, err := clientcmd.RESTConfigFromKubeConfig(oldKubeconfig.Data["value"])
+		Expect(err).NotTo(HaveOccurred())
+		oldCfg.Timeout = 10 * time.Second
+		_, err = kubernetes.NewForConfigOrDie(oldCfg).CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		Expect(err).To(MatchError(ContainSubstring("certificate")), "the kubeconfig of before the roll-over")
+		out, err := members[0].Exec(ctx, "sh", "-c", "curl -sS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt --key /etc/kubernetes/pki/etcd/server.key -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		for _, h := range members[:3] {
+			Expect(string(out)).To(ContainSubstring(`"name":"`+h.Name+`"`), "etcd's members")
+		}
+		// The workloads whose pods reach the API server were restarted for the new CA, once
+		// (CoreDNS); the webapp, which does not mount the API access, kept its pods.
 		coredns, err := cs.AppsV1().Deployments("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(coredns.Spec.Template.Annotations).To(HaveKey("bpa.edgefleet.io/restarted-for-ca"))
+		Expect(coredns.Spec.Template.Annotations).To(HaveKey(cluster.CARestartAnnotation))
+		Expect(corednsRevision(cs)).To(Equal(corednsBefore+1), "coredns restarted once for the new CA")
 		webapp, err := cs.AppsV1().Deployments("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(webapp.Spec.Template.Annotations).NotTo(HaveKey("bpa.edgefleet.io/restarted-for-ca"))
+		Expect(webapp.Spec.Template.Annotations).NotTo(HaveKey(cluster.CARestartAnnotation))
 		Expect(revisions(webappPods(ctx, cs))).To(Equal(revisions(before)), "the webapp's pods are of another revision")
 		Eventually(func(g Gomega) {
 			cm, err := cs.CoreV1().ConfigMaps("webapp").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
@@ -880,7 +1004,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 		answered, failed := requests.Stop()
 		GinkgoWriter.Printf("requests to webapp through the scale-out and both scale-ins: %d answered, %d failed\n", answered, len(failed))
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		noFailedRequests(ctx, answered, failed)
 		Expect(hostLeft(ctx)).To(ContainElements(ContainSubstring("host "+kept.Name+" left the cluster"), ContainSubstring("host "+wiped.Name+" left the cluster")))
 	})
 
@@ -897,6 +1021,91 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// as a control-plane host. The local controller deletes the old host's Machine and makes
 		// the new one's at once: the BPA adds the new member only once the old one is removed.
 		old, replacement := hn.Hosts[2], hn.Hosts[5]
+		// etcd's members as the member on host-0 lists them, by peer address (a member added
+		// but not started yet has no name), with their IDs.
+		type member struct {
+			ID       string   `json:"ID"`
+			Name     string   `json:"name"`
+			PeerURLs []string `json:"peerURLs"`
+		}
+		etcdMembers := func() (map[string]member, error) {
+			out, err := hn.Hosts[0].Exec(ctx, "sh", "-c", "curl -sS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt --key /etc/kubernetes/pki/etcd/server.key -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list")
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s", err, out)
+			}
+			var list struct{ Members []member }
+			if err := json.Unmarshal(out, &list); err != nil {
+				return nil, fmt.Errorf("etcd's member list %q: %w", out, err)
+			}
+			byPeer := map[string]member{}
+			for _, m := range list.Members {
+				for _, u := range m.PeerURLs {
+					if pu, err := url.Parse(u); err == nil {
+						byPeer[pu.Hostname()] = m
+					}
+				}
+			}
+			return byPeer, nil
+		}
+		// The BPA crashes at a random step of the replacement, the local controller at the same
+		// or a later one (the suite's seed picks them); both start again. The steps are seen
+		// from outside, each holds from when it is reached on: the old host drained and its
+		// Machine waiting for the BPA, its etcd member removed, the new host's member added.
+		// The members that stay must not be restarted, nor the new member added twice.
+		oldLeaving := func(*sitev1.BootstrapStatus) bool {
+			list := &clusterv1.MachineList{}
+			if err := siteD.client.List(ctx, list, client.InNamespace(sitev1.InfoNamespace)); err != nil {
+				return false
+			}
+			for _, m := range list.Items {
+				if path.Base(m.Spec.ProviderID) == old.Name {
+					return m.Status.Deletion != nil && !m.Status.Deletion.WaitForPreTerminateHookStartTime.IsZero()
+				}
+			}
+			return true // gone: it left
+		}
+		// added is the new host's member when first seen, by the crashes' polls or this spec's.
+		var (
+			mu    sync.Mutex
+			added member
+		)
+		seen := func(m map[string]member) member {
+			mu.Lock()
+			defer mu.Unlock()
+			if added.ID == "" {
+				added = m[replacement.IP.String()]
+			}
+			return added
+		}
+		memberRemoved := func(*sitev1.BootstrapStatus) bool {
+			m, err := etcdMembers()
+			_, there := m[old.IP.String()]
+			seen(m)
+			return err == nil && !there
+		}
+		memberAdded := func(*sitev1.BootstrapStatus) bool {
+			m, err := etcdMembers()
+			return err == nil && seen(m).ID != ""
+		}
+		steps := []crash{
+			{at: oldLeaving, step: "host " + old.Name + " drained, its Machine waiting for the BPA"},
+			{at: memberRemoved, step: "etcd member of " + old.Name + " removed"},
+			{at: memberAdded, step: "etcd member of " + replacement.Name + " added"},
+		}
+		rng := mrand.New(mrand.NewPCG(uint64(GinkgoRandomSeed()), 887))
+		bpaAt := rng.IntN(len(steps))
+		lcAt := bpaAt + rng.IntN(len(steps)-bpaAt)
+		bpaCrash, lcCrash := steps[bpaAt], steps[lcAt]
+		bpaCrash.what, lcCrash.what = "BPA", "local controller"
+		etcdRun := func(h *testenv.Host) string {
+			GinkgoHelper()
+			out, err := h.Exec(ctx, "systemctl", "show", "-p", "InvocationID", "--value", "etcd.service")
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+			return strings.TrimSpace(string(out))
+		}
+		staying := map[*testenv.Host]string{hn.Hosts[0]: etcdRun(hn.Hosts[0]), hn.Hosts[1]: etcdRun(hn.Hosts[1])}
+		crashed := siteD.crashes(ctx, bpaCrash, lcCrash)
+
 		_, err = fleet.Kubectl(ctx, "delete", "host", old.Name, "-n", ns, "--wait=false")
 		Expect(err).NotTo(HaveOccurred())
 		siteD.register(ctx, 5, fleetv1.RoleControlPlane)
@@ -906,6 +1115,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
 			g.Expect(s.Status.Cluster).NotTo(BeNil())
 			g.Expect(s.Status.Cluster.ControlPlane).To(Equal(sitev1.NodeCounts{Ready: 3, Total: 3}), "site says: %s", s.Status.Cluster.Message)
+			if m, err := etcdMembers(); err == nil {
+				seen(m)
+			}
 			b := siteD.bootstrap(g, ctx)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 			g.Expect(b.Message).NotTo(ContainSubstring("join once"))
@@ -918,11 +1130,15 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(names).To(ConsistOf(hn.Hosts[0].Name, hn.Hosts[1].Name, replacement.Name))
 		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		webappPods(ctx, cs)
+		crashes, err := crashed()
+		GinkgoWriter.Printf("crashes during the control-plane replacement: %q\n", crashes)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(crashes).To(HaveLen(2))
 
 		answered, failed := requests.Stop()
 		samples := etcd.Stop()
 		GinkgoWriter.Printf("through the control-plane replacement: requests to webapp %d answered, %d failed; etcd samples %v\n", answered, len(failed), samples)
-		Expect(failed).To(BeEmpty(), "%d answered", answered)
+		noFailedRequests(ctx, answered, failed)
 		Expect(len(samples)).To(BeNumerically(">", 5))
 		sawTwo := false
 		for i, e := range samples {
@@ -932,12 +1148,29 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 		Expect(sawTwo).To(BeTrue(), "etcd went down to 2 members before the new one was added")
 		Expect(samples[len(samples)-1]).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}))
-		out, err := hn.Hosts[0].Exec(ctx, "sh", "-c", "curl -sS --max-time 5 --cacert /etc/kubernetes/pki/etcd/ca.crt --cert /etc/kubernetes/pki/etcd/server.crt --key /etc/kubernetes/pki/etcd/server.key -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list")
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		// Exactly the three hosts are members (none left behind, none added but never started),
+		// the new one under the member first added for it; the members that stayed ran on.
+		final, err := etcdMembers()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(final).To(HaveLen(3), "etcd's members: %+v", final)
 		for _, h := range []*testenv.Host{hn.Hosts[0], hn.Hosts[1], replacement} {
-			Expect(string(out)).To(ContainSubstring(`"name":"`+h.Name+`"`), "etcd's members")
+			Expect(final).To(HaveKeyWithValue(h.IP.String(), HaveField("Name", h.Name)), "etcd's members")
 		}
-		Expect(string(out)).NotTo(ContainSubstring(`"name":"`+old.Name+`"`), "etcd's members")
+		Expect(final[replacement.IP.String()].ID).To(Equal(added.ID), "the member of %s was added again", replacement.Name)
+		for h, run := range staying {
+			Expect(etcdRun(h)).To(Equal(run), "etcd on %s, which stayed, was restarted", h.Name)
+		}
 		Expect(hostLeft(ctx)).To(ContainElement(ContainSubstring("host " + old.Name + " left the cluster")))
 	})
 })
+
+// eventTime is when an event last happened.
+func eventTime(e eventsv1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.DeprecatedLastTimestamp.Time
+}

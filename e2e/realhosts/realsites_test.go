@@ -210,6 +210,8 @@ func runCampaign(ctx context.Context, ns, name string, args ...string) string {
 type crash struct {
 	what string // "BPA" or "local controller"
 	at   func(b *sitev1.BootstrapStatus) bool
+	// step names what at waits for, for the record; the status's step or message when empty.
+	step string
 	// before runs just before the kill, with the status that matched (to note what must not
 	// be done again).
 	before func(b *sitev1.BootstrapStatus)
@@ -243,8 +245,12 @@ func (s *realSite) crashes(ctx context.Context, cs ...crash) (wait func() ([]str
 			if c.before != nil {
 				c.before(b)
 			}
-			step := b.Message
-			if b.Step != nil {
+			step := c.step
+			switch {
+			case step != "":
+			case b.Step == nil:
+				step = b.Message
+			default:
 				step = fmt.Sprintf("%s %s on %s (%d of %d): %s", b.Step.Package, b.Step.Version, b.Step.Node, b.Step.Index, b.Step.Of, b.Step.Step)
 			}
 			r.done = append(r.done, c.what+" at "+step)
