@@ -9,10 +9,11 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 # Tests that start control planes run packages one after another: two cores are shared by
 # several kube-apiservers already. The end-to-end suite on real hosts (e2e/realhosts: the
-# application clusters the BPA builds, ~20 minutes) runs beside them, the heavy packages of
-# real hosts and qemu boots (HEAVY_PKGS) last, once it is mostly done. The timeout only bounds
+# application clusters the BPA builds, 30 to 40 minutes) runs beside them, the heavy packages of
+# real hosts and qemu boots (HEAVY_PKGS) last, once it is mostly done. The timeouts only bound
 # a hung run.
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
+REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
 REALHOSTS_PKG := ./e2e/realhosts
 HEAVY_PKGS := ./bpa/cluster ./usb-image
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -63,7 +64,7 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 .PHONY: test
 test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end.
 	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
-	$(GO) test $(GO_TEST_FLAGS) $(REALHOSTS_PKG) & realhosts=$$!; \
+	$(GO) test $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_PKG) & realhosts=$$!; \
 	status=0; $(GO) test $(GO_TEST_FLAGS) $$pkgs $(HEAVY_PKGS) || status=$$?; \
 	wait $$realhosts || status=$$?; exit $$status
 

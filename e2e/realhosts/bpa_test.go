@@ -749,7 +749,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			}
 			g.Expect(*b.CertificateAuthorities).To(Equal(sitev1.CARotationStatus{Rotations: 1}), "bootstrap says: %s", b.Message)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
-		}).WithContext(ctx).WithTimeout(12 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(20 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed()) // AddNew and UseNew last 4 minutes at least, and a pass some
 
 		// The leaves the roll-over issued are renewed before they expire: the API servers'
 		// serving certificates and a worker's kubelet client certificate.
