@@ -34,6 +34,9 @@ type CAStep struct {
 	pki.CARotation
 	// Waiting says why the roll-over did not go on after the run; "" when it did or none runs.
 	Waiting string
+	// Until is when the wait ends, when it waits for time to pass (cluster users' kubeconfigs
+	// expiring): no run before it can move the roll-over on. Zero otherwise.
+	Until time.Time
 	// Restarted are the workloads ("<kind> <namespace>/<name>") the run asked to restart, so
 	// that their pods read the new cluster CA.
 	Restarted []string
@@ -68,8 +71,8 @@ func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec,
 			return err
 		}
 	}
-	if waiting := usersKeepWorking(res.CAs.CARotation, spec.ClientCertificateMaxTTL, now); waiting != "" {
-		res.CAs.Waiting = waiting
+	if waiting, until := usersKeepWorking(res.CAs.CARotation, spec.ClientCertificateMaxTTL, now); waiting != "" {
+		res.CAs.Waiting, res.CAs.Until = waiting, until
 		return nil
 	}
 	st, err := pki.AdvanceCARotation(ctx, b.secrets, PKISecret(spec.Name), now)
@@ -78,24 +81,25 @@ func (b *BringUp) advanceCARotation(ctx context.Context, res *Result, spec Spec,
 }
 
 // usersKeepWorking says what a phase of a roll-over waits for so that the kubeconfigs of cluster
-// users (each valid for at most maxTTL) keep working to their end; "" when nothing. A kubeconfig
+// users (each valid for at most maxTTL) keep working to their end, and until when; "" when
+// nothing. A kubeconfig
 // issued before AddNew trusts the old cluster CA only: the API servers present certificates of
 // the new one (UseNew) once every such kubeconfig has expired. A client certificate the old CA
 // signed (until UseNew began) is trusted until every such certificate has expired (DropOld).
-func usersKeepWorking(st pki.CARotation, maxTTL time.Duration, now time.Time) string {
+func usersKeepWorking(st pki.CARotation, maxTTL time.Duration, now time.Time) (string, time.Time) {
 	until := st.Since.Add(maxTTL)
 	if maxTTL <= 0 || !now.Before(until) {
-		return ""
+		return "", time.Time{}
 	}
 	switch st.Phase {
 	case pki.RotationAddNew:
 		return fmt.Sprintf("cluster users' kubeconfigs issued before the roll-over began (%s) trust the old cluster CA only and may be valid until %s: the API servers present certificates of the new CA after that, so that they keep working (--max-credential-ttl bounds the wait)",
-			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)), until
 	case pki.RotationUseNew:
 		return fmt.Sprintf("cluster users' certificates the old cluster CA signed (until %s) may be valid until %s: the old CAs stay trusted until then, so that they keep working (--max-credential-ttl bounds the wait)",
-			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+			st.Since.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339)), until
 	}
-	return ""
+	return "", time.Time{}
 }
 
 // podsTrustNewCA checks that pods can trust the API servers once they present certificates of

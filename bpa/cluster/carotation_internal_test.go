@@ -190,6 +190,9 @@ func TestCARotationKeepsOldCAsForUsers(t *testing.T) {
 		if err := bu.advanceCARotation(ctx, res, spec, bundle, c.at); err != nil {
 			t.Fatal(err)
 		}
+		if wantUntil := useNew.Add(time.Hour); c.wantWaiting != "" && !res.CAs.Until.Equal(wantUntil) || c.wantWaiting == "" && !res.CAs.Until.IsZero() {
+			t.Errorf("at %s: the wait ends %s, want %s while waiting", c.at.Format(time.TimeOnly), res.CAs.Until, wantUntil)
+		}
 		if res.CAs.Phase != c.wantPhase || !strings.HasPrefix(res.CAs.Waiting, c.wantWaiting) || (c.wantWaiting == "") != (res.CAs.Waiting == "") {
 			t.Errorf("at %s: phase %q, waiting %q; want phase %q, waiting %q", c.at.Format(time.TimeOnly), res.CAs.Phase, res.CAs.Waiting, c.wantPhase, c.wantWaiting)
 		}
@@ -213,9 +216,12 @@ func TestUsersKeepWorking(t *testing.T) {
 		{pki.RotationDropOld, time.Hour, since.Add(time.Minute), ""}, // nothing signed by or trusting the old CAs only is left
 		{pki.RotationUseNew, 0, since, ""},                           // no cluster user's certificate is signed
 	} {
-		got := usersKeepWorking(pki.CARotation{Phase: c.phase, Since: since}, c.maxTTL, c.at)
+		got, until := usersKeepWorking(pki.CARotation{Phase: c.phase, Since: since}, c.maxTTL, c.at)
 		if !strings.HasPrefix(got, c.want) || (got == "") != (c.want == "") {
 			t.Errorf("%s, max %s, at %s: %q, want %q", c.phase, c.maxTTL, c.at.Format(time.TimeOnly), got, c.want)
+		}
+		if wantUntil := since.Add(c.maxTTL); (got != "") != !until.IsZero() || got != "" && !until.Equal(wantUntil) {
+			t.Errorf("%s, max %s, at %s: until %s, want %s while waiting, none otherwise", c.phase, c.maxTTL, c.at.Format(time.TimeOnly), until, wantUntil)
 		}
 	}
 }

@@ -176,9 +176,19 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	rotating := w.secretEncryption(res, spec.SecretEncryptionKeyRotations)
 	if w.caRotation(res, spec.CARotations) || rotating {
-		requeue = time.Second // the next phase is rolled out by the next run
+		requeue = min(requeue, nextRotationPass(rotating, res.CAs.Until, time.Now(), w.r.Resync))
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// nextRotationPass is how soon the next run should come while a rotation is under way: a second (it
+// rolls the next phase out), unless the only thing under way is a CA roll-over waiting until a
+// time (cluster users' kubeconfigs expiring, hours): then at that time, or a resync before.
+func nextRotationPass(rotatingKey bool, caUntil, now time.Time, resync time.Duration) time.Duration {
+	if rotatingKey || caUntil.IsZero() {
+		return time.Second
+	}
+	return min(resync, max(caUntil.Sub(now), time.Second))
 }
 
 // secretEncryption reports in the status where the Secret encryption key stands after a run

@@ -83,3 +83,26 @@ func TestCARotationStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestNextRotationPass: a phase to roll out comes a second later; a CA roll-over waiting hours
+// for cluster users' kubeconfigs to expire does not run a pass over every host each second, but
+// at the wait's end or a resync before.
+func TestNextRotationPass(t *testing.T) {
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name     string
+		rotating bool
+		until    time.Time
+		want     time.Duration
+	}{
+		{"a phase to roll out", false, time.Time{}, time.Second},
+		{"waiting hours", false, now.Add(12 * time.Hour), 10 * time.Minute},
+		{"waiting less than a resync", false, now.Add(3 * time.Minute), 3 * time.Minute},
+		{"the wait just ended", false, now.Add(-time.Minute), time.Second},
+		{"a key rotation beside it", true, now.Add(12 * time.Hour), time.Second},
+	} {
+		if got := nextRotationPass(c.rotating, c.until, now, 10*time.Minute); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
