@@ -657,17 +657,17 @@ func (h *Host) stopLocked() error {
 	}
 	err := h.proc.kill()
 	h.proc, h.init = nil, 0
-	// The kernel empties the cgroups once the namespace's processes are reaped.
+	// The kernel empties the cgroups once the namespace's processes are reaped: on a loaded
+	// machine a large process (an API server) may take seconds to go.
 	var rmErr error
-	for range 100 {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		rmErr = nil
 		for _, d := range h.cgroupDirs() {
 			rmErr = errors.Join(rmErr, removeCgroupTree(d))
 		}
-		if rmErr == nil {
+		if rmErr == nil || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	if rmErr != nil {
 		err = errors.Join(err, fmt.Errorf("test host %s: remove cgroup: %w", h.Name, rmErr))

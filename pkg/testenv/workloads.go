@@ -124,8 +124,8 @@ func (l *hostLoop) stop() []string {
 // stopped: a client of a Service through a patch, say.
 type Requests struct{ loop *hostLoop }
 
-// StartRequests starts requesting url from host h: curl writes each answer's status code; a
-// request not answered 200 is preceded by the time it was made and followed by curl's error.
+// StartRequests starts requesting url from host h: curl writes each answer's status code; for a
+// request not answered 200, the time it was made comes first, then curl's error, then the code.
 func StartRequests(t testing.TB, h *Host, url string) *Requests {
 	const script = `rm -f "$1"
 while [ ! -e "$1" ]; do
