@@ -22,6 +22,10 @@ func main() {
 		siteInit(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "pack-import" {
+		packImport(os.Args[2:])
+		return
+	}
 	fs := flag.NewFlagSet("local-controller", flag.ExitOnError)
 	opts := setup.DefaultOptions()
 	opts.AddFlags(fs)
@@ -72,4 +76,23 @@ func siteInit(args []string) {
 		fmt.Fprintln(os.Stderr, "local-controller site-init:", err)
 		os.Exit(1)
 	}
+}
+
+// packImport runs `local-controller pack-import`: the air-gapped site pack on the boot medium
+// goes into the site cache before the local controller starts. Its summary line goes to stdout
+// (the console, at boot).
+func packImport(args []string) {
+	fs := flag.NewFlagSet("local-controller pack-import", flag.ExitOnError)
+	opts := setup.DefaultPackImportOptions()
+	opts.AddFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	_ = fs.Parse(args)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	res, err := setup.RunPackImport(ctrl.SetupSignalHandler(), opts)
+	if err != nil {
+		fmt.Println("EDGEFLEET-PACK-ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Println(res)
 }

@@ -2,9 +2,6 @@ package siteimage_test
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,45 +12,12 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
 )
 
-// packFiles writes artifacts of the given sizes (random content) and returns them to pack.
-func packFiles(t *testing.T, sizes ...int) []siteimage.PackFile {
-	t.Helper()
-	dir := t.TempDir()
-	var files []siteimage.PackFile
-	for i, n := range sizes {
-		b := make([]byte, n)
-		_, _ = rand.Read(b)
-		sum := sha256.Sum256(b)
-		p := filepath.Join(dir, hex.EncodeToString(sum[:]))
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, siteimage.PackFile{Name: "artifact-" + string(rune('a'+i)), SHA256: hex.EncodeToString(sum[:]), Path: p})
-	}
-	return files
-}
-
-// packedImage is a site image (base with an identity) with a pack of files.
-func packedImage(t *testing.T, files []siteimage.PackFile) (string, siteimage.PackManifest) {
-	t.Helper()
-	img := filepath.Join(t.TempDir(), "site.iso")
-	id := siteimage.Identity{URL: "https://global.example:8443", CA: siteimagetest.CA(t), Site: "stores/store-1", Token: "efs1.abc.def"}
-	if err := siteimage.Inject(siteimagetest.Base(t), img, id, false); err != nil {
-		t.Fatal(err)
-	}
-	m, err := siteimage.AppendPack(img, "stores/edge-1", "v1.36.3", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img, m
-}
-
 // TestPackRoundTrip packs artifacts after a site image's ISO volume and reads each back verified:
 // the identity still reads, the image ends on a sector, an empty pack is refused, a second pack
 // replaces the first, and a base image has none.
 func TestPackRoundTrip(t *testing.T) {
-	files := packFiles(t, 5000, 0, 1<<20+3, 4096)
-	img, m := packedImage(t, files)
+	files := siteimagetest.PackFiles(t, 5000, 0, 1<<20+3, 4096)
+	img, m := siteimagetest.Packed(t, "stores/edge-1", files)
 	if _, err := siteimage.Read(img); err != nil {
 		t.Errorf("the identity after packing: %v", err)
 	}
@@ -115,8 +79,8 @@ func TestPackRoundTrip(t *testing.T) {
 // TestPackRefusesDamage: a packed file that does not match its digest is refused when packing;
 // a damaged header, manifest or artifact is refused when reading, with nothing written.
 func TestPackRefusesDamage(t *testing.T) {
-	files := packFiles(t, 10000, 3000)
-	img, _ := packedImage(t, files)
+	files := siteimagetest.PackFiles(t, 10000, 3000)
+	img, _ := siteimagetest.Packed(t, "stores/edge-1", files)
 	good, err := os.ReadFile(img)
 	if err != nil {
 		t.Fatal(err)

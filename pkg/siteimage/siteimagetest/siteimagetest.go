@@ -8,9 +8,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"os/exec"
@@ -77,4 +80,37 @@ func Base(t testing.TB) string {
 		"edgefleet/identity.img":   siteimage.EmptyArea(),
 		"boot/grub/grub.cfg":       []byte("menuentry x {}\n"),
 	})
+}
+
+// PackFiles writes one artifact of random content per size given and returns them to pack.
+func PackFiles(t testing.TB, sizes ...int) []siteimage.PackFile {
+	t.Helper()
+	dir := t.TempDir()
+	var files []siteimage.PackFile
+	for i, n := range sizes {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		sum := sha256.Sum256(b)
+		p := filepath.Join(dir, hex.EncodeToString(sum[:]))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, siteimage.PackFile{Name: fmt.Sprintf("artifact-%d", i), SHA256: hex.EncodeToString(sum[:]), Path: p})
+	}
+	return files
+}
+
+// Packed is a site image (Base with an identity) with a pack of files of release.
+func Packed(t testing.TB, release string, files []siteimage.PackFile) (string, siteimage.PackManifest) {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "site.iso")
+	id := siteimage.Identity{URL: "https://global.example:8443", CA: CA(t), Site: "stores/store-1", Token: "efs1.abc.def"}
+	if err := siteimage.Inject(Base(t), img, id, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := siteimage.AppendPack(img, release, "v1.36.3", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, m
 }
