@@ -22,7 +22,8 @@
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
 # is linked into bin/. So is qemu: Debian's qemu-system-x86 and ovmf (UEFI firmware), which boot
-# the site image in the usb-image boot test.
+# the site image in the usb-image boot test, with xorriso, which makes the small ISO images of
+# tests (pkg/siteimage/siteimagetest).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -148,10 +149,10 @@ for t in "${want[@]}"; do
 		fi
 		echo "tools: chromium $(/usr/bin/chromium --version 2>/dev/null || echo '(version unknown)')" ;;
 	qemu)
-		if [[ ! -x /usr/bin/qemu-system-x86_64 || ! -f /usr/share/OVMF/OVMF_CODE_4M.fd ]]; then
-			echo "tools: installing Debian's qemu-system-x86 and ovmf with apt-get (for the site image's boot test)"
-			apt-get install -y --no-install-recommends qemu-system-x86 ovmf ||
-				{ apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 ovmf; }
+		if [[ ! -x /usr/bin/qemu-system-x86_64 || ! -f /usr/share/OVMF/OVMF_CODE_4M.fd || ! -x /usr/bin/xorriso ]]; then
+			echo "tools: installing Debian's qemu-system-x86, ovmf and xorriso with apt-get (for the site image's boot test and the small site images of tests)"
+			apt-get install -y --no-install-recommends qemu-system-x86 ovmf xorriso ||
+				{ apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 ovmf xorriso; }
 		fi
 		echo "tools: $(/usr/bin/qemu-system-x86_64 --version 2>/dev/null | head -n1 || echo 'qemu (version unknown)')" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;

@@ -74,6 +74,7 @@ current-context: c
 	}{
 		{"no site", []string{"-o", out, "--base", base, "--url", "https://g.example", "--ca-file", caFile}, "accepts 1 arg(s), received 0"},
 		{"bad site name", []string{"Site_A", "-o", out, "--base", base, "--url", "https://g.example", "--ca-file", caFile}, `site name "Site_A"`},
+		{"bad release name", []string{"site-a", "-o", out, "--base", base, "--url", "https://g.example", "--ca-file", caFile, "--with-release", "Edge 1"}, `--with-release "Edge 1"`},
 		{"no output", []string{"site-a", "--base", base, "--url", "https://g.example", "--ca-file", caFile}, "no output: give -o SITE.iso"},
 		{"output exists", []string{"site-a", "-o", existing, "--base", base, "--url", "https://g.example", "--ca-file", caFile}, "exists.iso exists: choose another output or replace it (--force)"},
 		{"output directory missing", []string{"site-a", "-o", filepath.Join(dir, "none", "a.iso"), "--base", base, "--url", "https://g.example", "--ca-file", caFile}, "directory " + filepath.Join(dir, "none") + " does not exist"},

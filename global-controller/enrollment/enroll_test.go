@@ -446,6 +446,69 @@ func TestEnrollment(t *testing.T) {
 		}
 	})
 
+	t.Run("with --with-release the image carries the release's artifacts, verified", func(t *testing.T) {
+		if err := b.f.CreateSimulatedReleases(ctx, ns, map[string]string{"edge-1": "v1.36.3"}); err != nil {
+			t.Fatal(err)
+		}
+		rel := &fleetv1.Release{}
+		if err := b.f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1"}, rel); err != nil {
+			t.Fatal(err)
+		}
+		base := siteimagetest.Base(t)
+		dir := t.TempDir()
+		records := func() int {
+			var list corev1.SecretList
+			if err := b.f.Global.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{enrollment.SiteLabel}); err != nil {
+				t.Fatal(err)
+			}
+			return len(list.Items)
+		}
+		before := records()
+		missing := filepath.Join(dir, "missing.iso")
+		if out, err := b.f.Edgefleet(ctx, "site", "image", "site-b", "-n", ns, "-o", missing, "--base", base, "--with-release", "edge-9"); err == nil || !strings.Contains(string(out), `release fleet/edge-9 for the site pack`) {
+			t.Errorf("a release that does not exist: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Errorf("image written for a missing release (%v)", err)
+		}
+		if n := records(); n != before {
+			t.Errorf("%d enrollment tokens issued for a refused request", n-before)
+		}
+
+		image := filepath.Join(dir, "site-b.iso")
+		out, err := b.f.Edgefleet(ctx, "site", "image", "site-b", "-n", ns, "-o", image, "--base", base, "--with-release", "edge-1")
+		if err != nil {
+			t.Fatalf("site image --with-release: %v\n%s", err, out)
+		}
+		id, err := siteimage.Read(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.issued = append(b.issued, id.Token)
+		p, err := siteimage.OpenPack(image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if p.Manifest.Release != ns+"/edge-1" || p.Manifest.KubernetesVersion != "v1.36.3" {
+			t.Errorf("pack of %q at %q, want %s/edge-1 at v1.36.3", p.Manifest.Release, p.Manifest.KubernetesVersion, ns)
+		}
+		var packed []string
+		for _, a := range p.Manifest.Artifacts {
+			packed = append(packed, a.SHA256)
+			if err := p.Download(ctx, a.SHA256, filepath.Join(dir, a.SHA256), nil); err != nil {
+				t.Errorf("%s from the pack: %v", a.Name, err)
+			}
+		}
+		var want []string
+		for _, a := range rel.Spec.Artifacts() {
+			want = append(want, a.SHA256)
+		}
+		if strings.Join(packed, ",") != strings.Join(want, ",") || len(want) != 4 {
+			t.Errorf("pack holds %v, want the release's %d artifacts %v", packed, len(want), want)
+		}
+	})
+
 	t.Run("no token is found in etcd, logs or events", func(t *testing.T) {
 		if err := b.f.StopController(); err != nil { // flush its log
 			t.Fatal(err)
