@@ -48,7 +48,7 @@ builds its application cluster with no uplink to the artifact API. The Release m
 its artifacts are downloaded before a token is asked for.`,
 		Example: `  edgefleet site image site-a -n fleet -o site-a.iso --base bin/edgefleet-base.iso --ttl 8h
   edgefleet site image site-a -n fleet -o site-a.iso --with-release edge-1.36`,
-		Args:    cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.siteImage(cmd, args[0], f)
 		},
