@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -35,6 +37,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -69,6 +72,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	// The global side: its API over TLS on the hosts' gateway, a Site, and the site's identity
 	// (URL, CA, a fresh enrollment token) on the host's disk, as the image carries it.
 	fleet := installWithIdentity(t, hn, upper)
+	release := writePack(t, fleet, upper)
 	t.Cleanup(func() {
 		if t.Failed() && h.Running() {
 			out, _ := h.Exec(context.Background(), "sh", "-c", "systemctl --no-pager list-units 'edgefleet*' etcd.service 'kube-*' baremetal-operator.service; journalctl --no-pager -u 'edgefleet*' -u etcd -u 'kube-*' -u baremetal-operator | grep -v 'healthz check failed' | tail -n 60")
@@ -169,6 +173,34 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(upper, "var", "lib", "edgefleet", "enrolled")); err != nil {
 			t.Errorf("no done-marker after enrollment: %v", err)
+		}
+	})
+
+	// The air-gapped site pack: the release's artifacts came from the medium at boot, before any
+	// ArtifactSet named them, so a set of the release is complete without one fetch.
+	t.Run("the site pack fills the site cache at first boot", func(t *testing.T) {
+		want := fmt.Sprintf("EDGEFLEET-PACK release=%s/%s artifacts=%d imported=%d ", siteNamespace, release.Name, len(release.Spec.Artifacts()), len(release.Spec.Artifacts()))
+		if out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "edgefleet-pack.service"); err != nil || !strings.Contains(string(out), want) {
+			t.Fatalf("the pack unit's journal: %v\n%s\nwant %q", err, out, want)
+		}
+		set := &sitev1.ArtifactSet{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "air-gapped"},
+			Spec: sitev1.ArtifactSetSpec{Artifacts: release.Spec.Artifacts()}}
+		if err := c.Create(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+		testenv.WaitFor(t, time.Minute, "the release's ArtifactSet Ready", func() (bool, string) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
+				return false, err.Error()
+			}
+			ready := meta.FindStatusCondition(set.Status.Conditions, sitev1.ArtifactSetReadyCondition)
+			return ready != nil && ready.Status == metav1.ConditionTrue && set.Status.ObservedGeneration == set.Generation, fmt.Sprintf("%+v", set.Status)
+		})
+		out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "10", "http://127.0.0.1:8080/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^edgefleet_site_cache_fetches_total 0$`).Match(out) {
+			t.Errorf("the local controller fetched artifacts the pack holds:\n%s", grepLines(out, "edgefleet_site_cache_"))
 		}
 	})
 
@@ -293,6 +325,9 @@ func TestSiteStackOnTestHost(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("after reboot: %q after %s", waitReady(t, h), time.Since(start).Round(time.Second))
+		if out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-b", "0", "-u", "edgefleet-pack.service"); err != nil || !strings.Contains(string(out), "imported at an earlier boot") {
+			t.Errorf("the pack unit after reboot: %v\n%s\nwant it not read again", err, out)
+		}
 		if !bytes.Equal(readFile(t, filepath.Join(site, "pki", "ca.crt")), ca) {
 			t.Error("the site CA changed across a reboot")
 		}
@@ -330,6 +365,44 @@ func installWithIdentity(t testing.TB, hn *testenv.HostNet, upper string) *teste
 		t.Fatalf("install.sh: %v\n%s", err, out)
 	}
 	return fleet
+}
+
+// writePack makes a release of stand-in artifacts on fleet's global cluster and the site's image
+// with it (edgefleet site image --with-release, on a small base) on the host's disk, named by
+// /etc/edgefleet/pack-source as the boot medium would be; it returns the release.
+func writePack(t testing.TB, fleet *testenv.Fleet, upper string) *fleetv1.Release {
+	t.Helper()
+	ctx := t.Context()
+	if err := fleet.CreateSimulatedReleases(ctx, siteNamespace, map[string]string{"edge-1": "v" + testenv.KubernetesVersion}); err != nil {
+		t.Fatal(err)
+	}
+	release := &fleetv1.Release{}
+	if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: siteNamespace, Name: "edge-1"}, release); err != nil {
+		t.Fatal(err)
+	}
+	medium := filepath.Join(upper, "var", "lib", "edgefleet-medium")
+	if err := os.MkdirAll(medium, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fleet.Edgefleet(ctx, "site", "image", siteName, "-n", siteNamespace, "-o", filepath.Join(medium, "site.iso"),
+		"--base", siteimagetest.Base(t), "--with-release", release.Name); err != nil {
+		t.Fatalf("site image --with-release: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(upper, "etc", "edgefleet", "pack-source"), []byte("/var/lib/edgefleet-medium/site.iso\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
+// grepLines are the lines of b that contain s.
+func grepLines(b []byte, s string) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // The Site the test host stands for on the global cluster.
@@ -412,6 +485,9 @@ func clientAs(t *testing.T, ip, site, id string) client.Client {
 		t.Fatal(err)
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := sitev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
