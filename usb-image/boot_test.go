@@ -35,10 +35,12 @@ const (
 	ovmfVars   = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 )
 
-// TestBootImage builds the base image (cached), injects a site identity made here, and boots it
-// in qemu-system-x86_64 -accel tcg twice, concurrently: BIOS with the image as a CD, UEFI (OVMF)
-// with the image as a USB stick. Each boot passes when the marker line comes on the serial
-// console and the identity unit's line shows the identity files as injected (digests and 0600).
+// TestBootImage builds the base image (cached), injects a site identity made here, appends a site
+// pack of two artifacts, and boots it in qemu-system-x86_64 -accel tcg twice, concurrently: BIOS
+// with the image as a CD, UEFI (OVMF) with the image as a USB stick. Each boot passes when the
+// marker line comes on the serial console after the identity unit's line showing the identity
+// files as injected (digests and 0600) and the pack unit's line showing both artifacts imported
+// from the boot medium.
 // Needs root (the build) and qemu-system-x86 and ovmf.
 func TestBootImage(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -66,13 +68,20 @@ func TestBootImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("identity injected in %v", time.Since(start).Round(time.Millisecond))
+	// An air-gapped site pack after the ISO volume: the stack imports it from the boot medium
+	// (/dev/sr0 for the CD, the whole disk for the stick) before the local controller starts.
+	files := siteimagetest.PackFiles(t, 3<<20, 100<<10)
+	if _, err := siteimage.AppendPack(image, "stores/edge-1", "v1.36.3", files); err != nil {
+		t.Fatal(err)
+	}
+	wantPack := fmt.Sprintf("EDGEFLEET-PACK release=stores/edge-1 artifacts=2 imported=2 bytes=%d", 3<<20+100<<10)
 	// The identity line the boot prints (usb-image/boot/edgefleet-identity): digests, never the token.
 	wantIdentity := fmt.Sprintf("EDGEFLEET-IDENTITY url=%s site=%s ca-sha256=%s token-sha256=%s modes=600,600,600,600",
 		id.URL, id.Site, digest(append(bytes.TrimSpace(ca), '\n')), digest([]byte(id.Token)))
 
 	t.Run("BIOS CD", func(t *testing.T) {
 		t.Parallel()
-		boot(t, wantIdentity, "-machine", "pc", "-cdrom", image, "-boot", "d")
+		boot(t, []string{wantIdentity, wantPack}, "-machine", "pc", "-cdrom", image, "-boot", "d")
 	})
 	t.Run("UEFI USB stick", func(t *testing.T) {
 		t.Parallel()
@@ -84,7 +93,7 @@ func TestBootImage(t *testing.T) {
 		if err := os.WriteFile(vars, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		boot(t, wantIdentity, "-machine", "q35",
+		boot(t, []string{wantIdentity, wantPack}, "-machine", "q35",
 			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode,
 			"-drive", "if=pflash,format=raw,file="+vars,
 			"-device", "qemu-xhci",
@@ -119,8 +128,8 @@ func buildBase(t *testing.T, root string) string {
 }
 
 // boot runs qemu with args plus the common ones, its serial console into a file, until the
-// marker line comes (or the deadline), and checks the identity line came before it.
-func boot(t *testing.T, wantIdentity string, args ...string) {
+// marker line comes (or the deadline), and checks the lines wanted came before it.
+func boot(t *testing.T, want []string, args ...string) {
 	console := filepath.Join(t.TempDir(), "console.log")
 	ctx, cancel := context.WithTimeout(t.Context(), bootTimeout)
 	defer cancel()
@@ -150,8 +159,13 @@ func boot(t *testing.T, wantIdentity string, args ...string) {
 		lines := consoleLines(t, console)
 		if has(lines, marker) {
 			t.Logf("%s after %v", marker, time.Since(start).Round(time.Second))
-			if !has(lines, wantIdentity) {
-				t.Fatalf("no identity line %q on the console:\n%s", wantIdentity, strings.Join(lastN(lines, 60), "\n"))
+			for _, w := range want {
+				if !has(lines, w) {
+					t.Errorf("no line %q on the console", w)
+				}
+			}
+			if t.Failed() {
+				t.Fatalf("console:\n%s", strings.Join(lastN(lines, 60), "\n"))
 			}
 			return
 		}

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"maps"
 	mrand "math/rand/v2"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"os"
@@ -63,18 +65,24 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		dir     string // this test's files: packages, chart, manifests
 		root    string // the repository's, with the binaries in bin/
 		siteD   *realSite
+		gap     *airGap // the site's artifact API cut off for its install
 		store   secrets.Store
 		digest  = map[string]string{} // of uploaded artifacts, by name
 	)
 
+	// useRelease makes the Release name the site's.
+	useRelease := func(ctx context.Context, name string) {
+		GinkgoHelper()
+		patch := fmt.Sprintf(`{"spec":{"cluster":{"release":%q}}}`, name)
+		_, err := fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
+		Expect(err).NotTo(HaveOccurred())
+	}
 	// release creates a Release of Kubernetes version kube of the packages (keys of digest,
 	// see stackWith), the images and the chart, and makes it the site's.
 	release := func(ctx context.Context, name, kube string, pkgs ...string) {
 		GinkgoHelper()
 		createRelease(ctx, ns, name, kube, digest, pkgs...)
-		patch := fmt.Sprintf(`{"spec":{"cluster":{"release":%q}}}`, name)
-		_, err := fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", patch)
-		Expect(err).NotTo(HaveOccurred())
+		useRelease(ctx, name)
 	}
 	// installedWith waits for the BPA to report the cluster Installed, running pkg.
 	installedWith := func(ctx context.Context, pkg sitev1.InstalledPackage) {
@@ -211,7 +219,12 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(os.WriteFile(filepath.Join(dir, "manifest.yaml"), bytes.Replace(m, []byte("timeoutSeconds: 120"), []byte("timeoutSeconds: 10"), 1), 0o644)).To(Succeed())
 		}))
 		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
-		release(ctx, "bpa-1", testenv.PreviousKubernetesVersion, stackWith()...)
+		// The site is air-gapped for its install: the release's artifacts come from a site pack
+		// on its bootstrap image, and the only artifact API URL it has closes every connection.
+		// The install spec gives the uplink back once the cluster is built.
+		createRelease(ctx, ns, "bpa-1", testenv.PreviousKubernetesVersion, digest, stackWith()...)
+		gap = siteD.cutOff(ctx, "bpa-1", dir)
+		useRelease(ctx, "bpa-1")
 	})
 
 	ReportAfterEach(func(r SpecReport) {
@@ -255,7 +268,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 	})
 
-	It("builds 3 control-plane and 2 worker nodes, installs the charts, and the global Site shows it", func(ctx context.Context) {
+	It("builds 3 control-plane and 2 worker nodes from the site pack alone, the artifact API cut off, installs the charts, and the global Site shows it", func(ctx context.Context) {
 		s := &fleetv1.Site{}
 		Eventually(func(g Gomega) {
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
@@ -356,6 +369,17 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(json.Unmarshal(out, &list)).To(Succeed(), string(out))
 			Expect(list.Members).To(HaveLen(3), "etcd on %s: %s", h.Name, out)
 		}
+
+		// Air-gapped: all of it came from the site pack, and the site never reached for the
+		// artifact API. The uplink comes back for the specs after (upgrades bring new artifacts).
+		Expect(gap.tries.Load()).To(BeZero(), "connections the air-gapped site opened to its artifact API URL %s", gap.url)
+		resp, err := http.Get(fleet.LocalController(site).MetricsURL)
+		Expect(err).NotTo(HaveOccurred())
+		metrics, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(metrics)).To(MatchRegexp(`(?m)^edgefleet_site_cache_fetches_total 0$`), "the site cache fetched from the artifact API")
+		siteD.uplink(ctx)
 	})
 
 	It("keeps the kubeconfig and keys in Vault and Secrets only", func(ctx context.Context) {

@@ -5,20 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/setup"
+	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -273,4 +279,78 @@ func (s *realSite) crashes(ctx context.Context, cs ...crash) (wait func() ([]str
 		r := <-out
 		return r.done, r.err
 	}
+}
+
+// airGap is a site cut off from the global artifact API: its Site's spec.artifactAPIURL names a
+// loopback port where every connection is closed at once (as a firewall's reject would), and
+// the connections tried are counted.
+type airGap struct {
+	url   string
+	tries atomic.Int32
+}
+
+// cutOff points the site's artifact API URL at a closing port, waits until the site's access
+// Secret holds it, and fills the site's cache from a site pack of release: the image
+// `edgefleet site image --with-release` writes, imported by `local-controller pack-import` as
+// the bootstrap machine's boot does. uplink gives the site its artifact API back.
+func (s *realSite) cutOff(ctx context.Context, release, dir string) *airGap {
+	GinkgoHelper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	gap := &airGap{url: "http://" + l.Addr().String()}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			gap.tries.Add(1)
+			_ = c.Close()
+		}
+	}()
+	DeferCleanup(l.Close)
+
+	Eventually(func(g Gomega) {
+		r := &fleetv1.Release{}
+		g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: release}, r)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(r.Status.Conditions, fleetv1.ReleaseReadyCondition)).To(BeTrue(), "release %s: %+v", release, r.Status.Conditions)
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
+	// The identity (URL, CA, token) is never used here: the pack is the point.
+	ca := filepath.Join(dir, "unused-ca.crt")
+	Expect(os.WriteFile(ca, siteimagetest.CA(GinkgoTB()), 0o600)).To(Succeed())
+	image := filepath.Join(dir, s.name+".iso")
+	out, err := fleet.Edgefleet(ctx, "site", "image", s.name, "-n", s.ns, "-o", image, "--base", siteimagetest.Base(GinkgoTB()),
+		"--url", "https://global.invalid:8443", "--ca-file", ca, "--with-release", release)
+	Expect(err).NotTo(HaveOccurred(), "site image --with-release: %s", out)
+	root, err := testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	start := time.Now()
+	out, err = exec.CommandContext(ctx, filepath.Join(root, "bin", "local-controller"), "pack-import",
+		"--from", image, "--cache-dir", fleet.LocalController(s.name).CacheDir).Output()
+	Expect(err).NotTo(HaveOccurred(), "pack-import: %s", out)
+	GinkgoWriter.Printf("site pack of %s imported into %s's cache in %s: %s", release, s.name, time.Since(start).Round(time.Millisecond), out)
+	Expect(string(out)).To(MatchRegexp(`^EDGEFLEET-PACK release=%s/%s artifacts=(\d+) imported=\d+ `, s.ns, release))
+	Expect(os.Remove(image)).To(Succeed())
+
+	s.setArtifactAPI(ctx, gap.url)
+	return gap
+}
+
+// uplink gives the site the fleet's artifact API back (its URL in the Site, as registered).
+func (s *realSite) uplink(ctx context.Context) {
+	GinkgoHelper()
+	s.setArtifactAPI(ctx, fleet.APIURL)
+}
+
+// setArtifactAPI sets the Site's spec.artifactAPIURL and waits until the global controller has
+// pushed it to the site.
+func (s *realSite) setArtifactAPI(ctx context.Context, url string) {
+	GinkgoHelper()
+	_, err := fleet.Kubectl(ctx, "patch", "site", s.name, "-n", s.ns, "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"artifactAPIURL":%q}}`, url))
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		secret := &corev1.Secret{}
+		g.Expect(s.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}, secret)).To(Succeed())
+		g.Expect(string(secret.Data[sitev1.GlobalAPIURLKey])).To(Equal(url), "the artifact API URL pushed to the site")
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250 * time.Millisecond).Should(Succeed())
 }

@@ -41,16 +41,21 @@ type LocalController struct {
 }
 
 // LocalController returns where the site's local controller runs, as StartLocalController
-// would start it.
+// would start it; the URLs once it has been started (its ports are kept across restarts).
 func (f *Fleet) LocalController(site string) LocalController {
 	pki := filepath.Join(f.Dir, site+"-cache-pki")
-	return LocalController{
+	lc := LocalController{
 		CacheDir:      filepath.Join(f.Dir, site+"-cache"),
 		CacheCAFile:   filepath.Join(pki, "ca.crt"),
 		CacheCertFile: filepath.Join(pki, "tls.crt"),
 		CacheKeyFile:  filepath.Join(pki, "tls.key"),
 		Log:           filepath.Join(f.Dir, site+"-local-controller.log"),
 	}
+	if ports := f.localPorts[site]; ports != nil {
+		lc.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
+		lc.CacheURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	}
+	return lc
 }
 
 // SiteCacheClient is an HTTP client of the site's cache as the site's admin: the admin
@@ -152,23 +157,21 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 	if err := f.StopLocalController(site); err != nil {
 		return LocalController{}, err
 	}
-	lc := f.LocalController(site)
 	for _, ns := range []string{sitev1.InfoNamespace, sitev1.HostsNamespace} {
 		if err := client.IgnoreAlreadyExists(cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			return lc, fmt.Errorf("create namespace %s on %s: %w", ns, site, err)
+			return LocalController{}, fmt.Errorf("create namespace %s on %s: %w", ns, site, err)
 		}
 	}
 	ports := f.localPorts[site]
 	if ports == nil {
 		var err error
 		if ports, err = freePorts(3); err != nil {
-			return lc, err
+			return LocalController{}, err
 		}
 		f.localPorts[site] = ports
 	}
-	lc.MetricsURL = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
+	lc := f.LocalController(site)
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	lc.CacheURL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 	if err := f.ensureSiteCacheCertificate(site); err != nil {
 		return lc, err
 	}
