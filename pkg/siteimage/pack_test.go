@@ -2,7 +2,9 @@ package siteimage_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,4 +146,68 @@ func TestPackRefusesDamage(t *testing.T) {
 		return b
 	}, "the stick is damaged")
 	damage("header line garbled", func(b []byte) []byte { copy(b[base:], "EDGEFLEET-PACK v1 x\n"); return b }, "header")
+}
+
+// BenchmarkPack measures the site pack's two passes over a release of 256 MiB (four artifacts)
+// against an anchor run here: copying the same files once while hashing them (what a pack's
+// write and read each must do at least). "append" is AppendPack onto a small site image,
+// "import" reads every artifact back verified (Pack.Download, as local-controller pack-import).
+func BenchmarkPack(b *testing.B) {
+	files := siteimagetest.PackFiles(b, 96<<20, 96<<20, 48<<20, 16<<20)
+	img, _ := siteimagetest.Packed(b, "stores/edge-1", files[:1])
+	dir := b.TempDir()
+	var total int64
+	for _, f := range files {
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += st.Size()
+	}
+	b.Run("anchor-copy-and-hash", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			for _, f := range files {
+				in, err := os.Open(f.Path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				out, err := os.Create(filepath.Join(dir, "copy"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := sha256.New()
+				if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
+					b.Fatal(err)
+				}
+				in.Close()
+				if err := out.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.SetBytes(total)
+		for b.Loop() {
+			if _, err := siteimage.AppendPack(img, "stores/edge-1", "v1.36.3", files); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("import", func(b *testing.B) {
+		p, err := siteimage.OpenPack(img)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		b.SetBytes(total)
+		for b.Loop() {
+			for _, f := range files {
+				if err := p.Download(b.Context(), f.SHA256, filepath.Join(dir, "imported"), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
