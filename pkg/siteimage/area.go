@@ -128,7 +128,8 @@ func Read(image string) (Identity, error) {
 }
 
 // Inject writes a copy of base to out (mode 0600: it holds a token) with id in its identity area.
-// base is left as it is; it may be a base image or another site's image. out must not exist
+// base is left as it is; it may be a base image or another site's image (whose site pack, if
+// any, is not copied). out must not exist
 // unless replace is set. On any error out is not created (nor replaced): the copy is made in a
 // temporary file next to it and renamed at the end.
 func Inject(base, out string, id Identity, replace bool) error {
@@ -174,12 +175,17 @@ func Inject(base, out string, id Identity, replace bool) error {
 	return os.Rename(tmp.Name(), out)
 }
 
-// write copies src into dst (0600, os.CreateTemp's mode) and overwrites the area at off.
+// write copies src's ISO volume into dst (0600, os.CreateTemp's mode) and overwrites the area at
+// off. What follows the volume (another site's pack) is not copied.
 func write(dst *os.File, src *os.File, off int64, a []byte) error {
+	size, err := volumeSize(src)
+	if err != nil {
+		return err
+	}
 	if _, err := src.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	if _, err := io.Copy(dst, src); err != nil {
+	if _, err := io.CopyN(dst, src, size); err != nil {
 		return err
 	}
 	if _, err := dst.WriteAt(a, off); err != nil {

@@ -76,6 +76,14 @@ func TestPackRoundTrip(t *testing.T) {
 	if _, err := siteimage.OpenPack(siteimagetest.Base(t)); !errors.Is(err, siteimage.ErrNoPack) {
 		t.Errorf("OpenPack(base) = %v, want ErrNoPack", err)
 	}
+	// Another site's image made from this one does not inherit its pack.
+	other := filepath.Join(t.TempDir(), "other.iso")
+	if err := siteimage.Inject(img, other, siteimage.Identity{URL: "https://g.example", CA: siteimagetest.CA(t), Site: "stores/store-2", Token: "efs1.x.y"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := siteimage.OpenPack(other); !errors.Is(err, siteimage.ErrNoPack) {
+		t.Errorf("OpenPack(an image injected from a packed one) = %v, want ErrNoPack", err)
+	}
 }
 
 // TestPackRefusesDamage: a packed file that does not match its digest is refused when packing;
