@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +77,7 @@ func (r *Reconciler) reconcileFetch(ctx context.Context, set *sitev1.ArtifactSet
 		}
 		e, err := r.Cache.Fetch(ctx, digest, fetcher)
 		if err != nil {
-			set.Status.Artifacts[i].Phase, set.Status.Artifacts[i].Message = sitev1.ArtifactFailed, err.Error()
+			set.Status.Artifacts[i].Phase, set.Status.Artifacts[i].Message = sitev1.ArtifactFailed, explainFetchError(err)
 			errs = append(errs, err)
 			continue
 		}
@@ -87,6 +89,22 @@ func (r *Reconciler) reconcileFetch(ctx context.Context, set *sitev1.ArtifactSet
 		return fmt.Errorf("fetch %d artifacts of ArtifactSet %s: %w", len(errs), client.ObjectKeyFromObject(set), errors.Join(errs...))
 	}
 	return nil
+}
+
+// unreachableHint is added to a fetch error that says the artifact API could not be reached.
+const unreachableHint = "the site cannot reach the global artifact API: check the site's uplink and the URL the Site names (spec.artifactAPIURL); " +
+	"a site without an uplink gets a release's artifacts from the site pack on its bootstrap image (edgefleet site image --with-release)"
+
+// explainFetchError is a fetch error as the status says it: when the artifact API could not be
+// reached at all (no route, refused, a name that does not resolve, a connection closed before
+// an answer), with what to do about it.
+func explainFetchError(err error) string {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return err.Error() + "; " + unreachableHint
+	}
+	return err.Error()
 }
 
 // collectGarbage removes from the cache every artifact that no ArtifactSet lists.
@@ -114,13 +132,18 @@ func (r *Reconciler) collectGarbage(ctx context.Context) error {
 // summarize counts the cached artifacts and sets the Ready condition.
 func summarize(set *sitev1.ArtifactSet) {
 	var fetching, failed []string
+	hint := "" // said once, not for every artifact
 	set.Status.Cached, set.Status.Total = 0, int32(len(set.Spec.Artifacts))
 	for _, a := range set.Status.Artifacts {
 		switch a.Phase {
 		case sitev1.ArtifactCached:
 			set.Status.Cached++
 		case sitev1.ArtifactFailed:
-			failed = append(failed, "sha256:"+a.SHA256+": "+a.Message)
+			msg, unreachable := strings.CutSuffix(a.Message, "; "+unreachableHint)
+			if unreachable {
+				hint = "; " + unreachableHint
+			}
+			failed = append(failed, "sha256:"+a.SHA256+": "+msg)
 		default:
 			fetching = append(fetching, "sha256:"+a.SHA256)
 		}
@@ -128,7 +151,7 @@ func summarize(set *sitev1.ArtifactSet) {
 	switch {
 	case len(failed) > 0:
 		conditions.Set(&set.Status.Conditions, set.Generation, sitev1.ArtifactSetReadyCondition, metav1.ConditionFalse, sitev1.ReasonFetchFailed,
-			fmt.Sprintf("%d of %d cached; %d failed, retried with a growing delay: %s", set.Status.Cached, set.Status.Total, len(failed), strings.Join(failed, "; ")))
+			fmt.Sprintf("%d of %d cached; %d failed, retried with a growing delay: %s%s", set.Status.Cached, set.Status.Total, len(failed), strings.Join(failed, "; "), hint))
 	case len(fetching) > 0:
 		conditions.Set(&set.Status.Conditions, set.Generation, sitev1.ArtifactSetReadyCondition, metav1.ConditionFalse, sitev1.ReasonFetching,
 			fmt.Sprintf("%d of %d cached; fetching %s", set.Status.Cached, set.Status.Total, strings.Join(fetching, ", ")))
