@@ -46,16 +46,22 @@ func main() {
 	}
 }
 
-// enroll runs `local-controller enroll`: the site's first boot hands the global controller its
-// credential in exchange for the enrollment token.
-func enroll(args []string) {
-	fs := flag.NewFlagSet("local-controller enroll", flag.ExitOnError)
-	opts := setup.DefaultEnrollOptions()
-	opts.AddFlags(fs)
+// subcommand parses the arguments of `local-controller NAME` into the flags bind binds (and
+// the logging flags), and sets up logging.
+func subcommand(name string, args []string, bind func(*flag.FlagSet)) {
+	fs := flag.NewFlagSet("local-controller "+name, flag.ExitOnError)
+	bind(fs)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	_ = fs.Parse(args)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+}
+
+// enroll runs `local-controller enroll`: the site's first boot hands the global controller its
+// credential in exchange for the enrollment token.
+func enroll(args []string) {
+	opts := setup.DefaultEnrollOptions()
+	subcommand("enroll", args, opts.AddFlags)
 	if err := setup.RunEnroll(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller enroll:", err)
 		os.Exit(1)
@@ -65,13 +71,8 @@ func enroll(args []string) {
 // siteInit runs `local-controller site-init`: the bootstrap machine's site control plane files
 // (PKI, kubeconfigs, encryption configuration), made once and kept right at every boot.
 func siteInit(args []string) {
-	fs := flag.NewFlagSet("local-controller site-init", flag.ExitOnError)
 	opts := setup.DefaultSiteInitOptions()
-	opts.AddFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	_ = fs.Parse(args)
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	subcommand("site-init", args, opts.AddFlags)
 	if err := setup.RunSiteInit(ctrl.SetupSignalHandler(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller site-init:", err)
 		os.Exit(1)
@@ -82,13 +83,8 @@ func siteInit(args []string) {
 // goes into the site cache before the local controller starts. Its summary line goes to stdout
 // (the console, at boot).
 func packImport(args []string) {
-	fs := flag.NewFlagSet("local-controller pack-import", flag.ExitOnError)
 	opts := setup.DefaultPackImportOptions()
-	opts.AddFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	_ = fs.Parse(args)
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	subcommand("pack-import", args, opts.AddFlags)
 	res, err := setup.RunPackImport(ctrl.SetupSignalHandler(), opts)
 	if err != nil {
 		fmt.Println("EDGEFLEET-PACK-ERROR", err)
