@@ -123,7 +123,7 @@ func (g *globals) downloadRelease(cmd *cobra.Command, cl *artifactclient.Client,
 		return nil, err
 	}
 	rel := &fleetv1.Release{}
-	if err := k.Client.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, rel); err != nil {
+	if err := k.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, rel); err != nil {
 		return nil, fmt.Errorf("release %s/%s for the site pack: %w", ns, name, err)
 	}
 	if c := meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rel.Generation {
