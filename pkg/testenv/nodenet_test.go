@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/netip"
@@ -191,12 +192,22 @@ func (c *nodeCluster) requestFrom(pod *corev1.Pod, url string, n int) []string {
 		c.t.Fatalf("pod %s: no container on a host (%s)", pod.Name, PodState(pod))
 	}
 	container := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	c.mu.Lock()
-	c.execs++
-	execID := fmt.Sprintf("get-%d", c.execs)
-	c.mu.Unlock()
-	out := c.exec(h, "ctr", "-n", "k8s.io", "task", "exec", "--exec-id", execID, container,
-		"/webapp", "-get", url, "-count", fmt.Sprint(n))
+	// webapp -get prints a line for every request, an answer or an error. An exec whose output
+	// is empty lost it on the way back through ctr (seen once under load, right after the pod
+	// started): the requests are made again, at most twice more.
+	var out []byte
+	for attempt := range 3 {
+		c.mu.Lock()
+		c.execs++
+		execID := fmt.Sprintf("get-%d", c.execs)
+		c.mu.Unlock()
+		out = c.exec(h, "ctr", "-n", "k8s.io", "task", "exec", "--exec-id", execID, container,
+			"/webapp", "-get", url, "-count", fmt.Sprint(n))
+		if len(bytes.TrimSpace(out)) > 0 {
+			break
+		}
+		c.t.Logf("pod %s: ctr task exec %s gave no output (attempt %d of 3)", pod.Name, execID, attempt+1)
+	}
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
