@@ -97,11 +97,12 @@ const unreachableHint = "the site cannot reach the global artifact API: check th
 
 // explainFetchError is a fetch error as the status says it: when the artifact API could not be
 // reached at all (no route, refused, a name that does not resolve, a connection closed before
-// an answer), with what to do about it.
+// an answer), with what to do about it. A transfer cut midway (io.ErrUnexpectedEOF) reached the
+// API and gets no such hint.
 func explainFetchError(err error) string {
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, io.EOF) {
 		return err.Error() + "; " + unreachableHint
 	}
 	return err.Error()

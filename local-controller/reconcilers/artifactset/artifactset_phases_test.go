@@ -3,6 +3,8 @@ package artifactset
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -57,6 +59,7 @@ func TestExplainFetchError(t *testing.T) {
 		{"name does not resolve", download("http://artifacts.invalid"), true},
 		{"the API answered 404", &artifactclient.APIError{Status: http.StatusNotFound}, false},
 		{"digest mismatch", errors.New("downloaded content has sha256 b, want a"), false},
+		{"a transfer cut midway", fmt.Errorf("download sha256:a: %w", io.ErrUnexpectedEOF), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.err == nil {
