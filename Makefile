@@ -49,12 +49,13 @@ verify-gen: generate manifests ## Fail when generated files are stale.
 		git status --porcelain -- api deploy; git --no-pager diff --stat -- api deploy; exit 1; fi
 
 .PHONY: build
-build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefleet-kms (the KMS v2 plugin) and bin/edgefleet (the CLI).
+build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefleet-kms (the KMS v2 plugin), bin/edgefleet-apiproxy (a host's endpoint of its cluster's API servers) and bin/edgefleet (the CLI).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/global-controller ./global-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller ./local-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/bpa ./bpa
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet-kms ./kms
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet-apiproxy ./apiproxy
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
 .PHONY: usb-image

@@ -30,7 +30,7 @@ func TestSiteBasesServerDryRun(t *testing.T) {
 	}
 	// A dry run creates nothing, so the namespaced objects would find no namespace: they are made
 	// for real first (dry-run of the Namespaces themselves is still checked below).
-	for _, ns := range []string{"edgefleet-system", "edgefleet-hosts"} {
+	for _, ns := range []string{"edgefleet-system", "edgefleet-hosts", "edgefleet-kms"} {
 		if err := cp.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -57,10 +57,13 @@ func TestSiteBasesServerDryRun(t *testing.T) {
 		}},
 		{"deploy/bpa", []string{
 			"namespace/edgefleet-system",
+			"namespace/edgefleet-kms",
 			"customresourcedefinition.apiextensions.k8s.io/clustercredentialrequests.site.edgefleet.io",
 			"serviceaccount/edgefleet-bpa",
 			"clusterrole.rbac.authorization.k8s.io/edgefleet-bpa",
+			"role.rbac.authorization.k8s.io/edgefleet-bpa",
 			"clusterrolebinding.rbac.authorization.k8s.io/edgefleet-bpa",
+			"rolebinding.rbac.authorization.k8s.io/edgefleet-bpa",
 			"deployment.apps/edgefleet-bpa",
 		}},
 		{"deploy/rbac/site", []string{

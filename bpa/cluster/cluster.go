@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +93,22 @@ type Spec struct {
 	// BPA's --max-credential-ttl): during a roll-over the old CAs stay trusted that long after
 	// the new cluster CA began signing them, so that those signed before keep working.
 	ClientCertificateMaxTTL time.Duration
+	// KMS, when set, has the API servers encrypt Secrets through Vault: the packages that
+	// require packages.RequiresKMS (the KMS plugin on each control-plane host) run, and the
+	// encryption configuration names the plugin (pki.KMSSocket). Without it those packages are
+	// left out and Secrets are encrypted with a secretbox key of the PKI. A cluster keeps the
+	// one it was built with (pki.Spec.SecretEncryptionKMS).
+	KMS *KMS
+}
+
+// KMS is how a cluster's KMS plugin reaches Vault.
+type KMS struct {
+	packages.KMSValues
+	// VaultCA is the PEM bundle of the CAs the plugin trusts for Vault's certificate.
+	VaultCA []byte
+	// Token is the ServiceAccount token of the site's cluster the plugin logs in to Vault
+	// with. Each Run writes the current one; the plugin reads it again when it changes.
+	Token []byte
 }
 
 // PKISecret is the name of the secret holding the PKI of cluster name.
@@ -595,6 +612,9 @@ type file struct {
 	path string
 	data []byte
 	mode uint32
+	// renewed files are replaced while the package runs, which reads them again: they do not
+	// count in the configuration digest (the KMS plugin's token).
+	renewed bool
 }
 
 // configFiles renders the configuration files of m for host h, sorted by path.
@@ -624,7 +644,15 @@ func configFiles(spec Spec, bundle *pki.Bundle, h Host, m *packages.Manifest) ([
 				}
 				return nil, fmt.Errorf("config[%d] (%s): the cluster's PKI has no %q for %s (docs/packages.md lists the names)", i, c.Path, c.PKI, what)
 			}
-			f.data = data
+			if f.data = data; c.Server != "" {
+				if f.data, err = pki.WithServer(data, c.Server); err != nil {
+					return nil, fmt.Errorf("config[%d] (%s): %w", i, c.Path, err)
+				}
+			}
+		} else if c.KMS != "" {
+			if f.data, f.renewed, err = kmsFile(spec.KMS, c.KMS); err != nil {
+				return nil, fmt.Errorf("config[%d] (%s): %w", i, c.Path, err)
+			}
 		} else if f.data, err = c.Render(vals); err != nil {
 			return nil, fmt.Errorf("config[%d] (%s): %w", i, c.Path, err)
 		}
@@ -634,13 +662,33 @@ func configFiles(spec Spec, bundle *pki.Bundle, h Host, m *packages.Manifest) ([
 	return out, nil
 }
 
-// configDigest identifies a set of configuration files: their paths, modes and contents.
+// kmsFile is the KMS plugin's file name (packages.ConfigFile.KMS) of kms, and whether it is
+// renewed while the plugin runs.
+func kmsFile(kms *KMS, name string) ([]byte, bool, error) {
+	if kms == nil {
+		return nil, false, errors.New("the cluster has no KMS") // Spec.withDefaults left the package out
+	}
+	switch name {
+	case packages.KMSVaultCA:
+		return kms.VaultCA, false, nil
+	case packages.KMSToken:
+		return kms.Token, true, nil
+	}
+	return nil, false, fmt.Errorf("no KMS file %q", name)
+}
+
+// configDigest identifies a set of configuration files: their paths, modes and contents, but
+// for the files renewed while the package runs (their paths and modes count).
 func configDigest(files []file) string {
 	if len(files) == 0 {
 		return ""
 	}
 	h := sha256.New()
 	for _, f := range files {
+		if f.renewed {
+			fmt.Fprintf(h, "%s\x00%o\x00renewed\n", f.path, f.mode)
+			continue
+		}
 		sum := sha256.Sum256(f.data)
 		fmt.Fprintf(h, "%s\x00%o\x00%x\n", f.path, f.mode, sum)
 	}
@@ -685,11 +733,15 @@ func (s Spec) ClusterValues() (packages.ClusterValues, error) {
 	if err != nil {
 		return packages.ClusterValues{}, err
 	}
-	return packages.ClusterValues{
+	c := packages.ClusterValues{
 		Name: s.Name, KubernetesVersion: s.KubernetesVersion,
 		APIServer:   "https://" + hostPortString(s.APIEndpoint, APIPort),
 		ServiceCIDR: s.ServiceCIDR, PodCIDR: s.PodCIDR, DNSServiceIP: dns.String(), DNSDomain: DNSDomain, Workers: s.Workers,
-	}, nil
+	}
+	if s.KMS != nil {
+		c.KMS = &s.KMS.KMSValues
+	}
+	return c, nil
 }
 
 // NodePodCIDR is the part of the cluster's pod CIDR (IPv4) whose pods run on the host at ip: the
@@ -783,6 +835,10 @@ func (s Spec) withDefaults() Spec {
 	if s.PodCIDR == "" {
 		s.PodCIDR = DefaultPodCIDR
 	}
+	// The packages the cluster runs: those whose requirement it meets.
+	s.Packages = slices.DeleteFunc(slices.Clone(s.Packages), func(p install.Package) bool {
+		return p.Manifest != nil && !p.Manifest.Requires.Met(s.KMS != nil)
+	})
 	return s
 }
 
@@ -790,7 +846,7 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) PKISpec() pki.Spec {
 	s = s.withDefaults()
 	ps := pki.Spec{ClusterName: s.Name, APIEndpoint: s.APIEndpoint, APIPort: APIPort, ServiceCIDR: s.ServiceCIDR, Lifetime: s.Certificates,
-		SecretEncryptionKeyRotations: s.SecretEncryptionKeyRotations, CARotations: s.CARotations}
+		SecretEncryptionKeyRotations: s.SecretEncryptionKeyRotations, CARotations: s.CARotations, SecretEncryptionKMS: s.KMS != nil}
 	for _, h := range s.Hosts {
 		m := pki.Member{Name: h.Name, IP: h.IP}
 		if h.ControlPlane {
@@ -835,6 +891,9 @@ func (s Spec) validate() error {
 	if len(s.Packages) == 0 {
 		errs = append(errs, errors.New("packages: none"))
 	}
+	if s.KMS != nil {
+		errs = append(errs, s.KMS.validate())
+	}
 	importers := slices.ContainsFunc(s.Packages, func(p install.Package) bool { return p.Manifest != nil && p.Manifest.Hooks.ImportImage != "" })
 	if len(s.Images) > 0 && !importers {
 		errs = append(errs, fmt.Errorf("images: %d container images, but no package imports images (an importImage hook in its manifest, as a container runtime's has)", len(s.Images)))
@@ -855,6 +914,26 @@ func (s Spec) validate() error {
 			}
 			writers[c.Path] = writer{p.Manifest.Name, c.PKI}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks what the KMS plugin needs to reach Vault; every error names the field.
+func (k *KMS) validate() error {
+	var errs []error
+	if u, err := url.Parse(k.VaultAddr); err != nil || u.Scheme != "https" || u.Host == "" {
+		errs = append(errs, fmt.Errorf("kms.vaultAddr %q: want an https URL (the control-plane hosts reach Vault over TLS)", k.VaultAddr))
+	}
+	for _, f := range []struct{ name, v string }{{"authMount", k.AuthMount}, {"role", k.Role}, {"transitMount", k.TransitMount}, {"transitKey", k.TransitKey}} {
+		if name, v := f.name, f.v; v == "" || strings.ContainsAny(v, " \t\n\"'$`\\") {
+			errs = append(errs, fmt.Errorf("kms.%s %q: required, without spaces, quotes, '$' or '\\'", name, v))
+		}
+	}
+	if len(k.VaultCA) == 0 {
+		errs = append(errs, errors.New("kms.vaultCA: required (the CAs the plugin trusts for Vault's certificate)"))
+	}
+	if len(bytes.TrimSpace(k.Token)) == 0 {
+		errs = append(errs, errors.New("kms.token: required (a ServiceAccount token of the site's cluster for Vault's Kubernetes auth method)"))
 	}
 	return errors.Join(errs...)
 }

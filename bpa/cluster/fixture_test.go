@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
@@ -52,7 +53,8 @@ func fakeSpec() cluster.Spec {
 		fakePkg("agent", "1", packages.HostsAll, []string{"api"},
 			packages.ConfigFile{Path: "/etc/agent/env", Template: "NODE={{.Node.Name}} VERSION={{.Cluster.KubernetesVersion}} PODS={{.Node.PodCIDR}}"},
 			packages.ConfigFile{Path: "/etc/agent/control-plane", Template: "{{range .ControlPlane}}{{.Name}} {{end}}"},
-			packages.ConfigFile{Path: "/etc/agent/kubeconfig", PKI: "kubelet.conf"}),
+			packages.ConfigFile{Path: "/etc/agent/kubeconfig", PKI: "kubelet.conf"},
+			packages.ConfigFile{Path: "/etc/agent/local.conf", PKI: "kubelet.conf", Server: "https://127.0.0.1:6444"}),
 	}
 	return s
 }
@@ -140,6 +142,17 @@ func TestBringUpOnFakeHosts(t *testing.T) {
 		for _, p := range []struct{ host, path string }{{"cp-0", "/etc/db/server.key"}, {"w-0", "/etc/agent/kubeconfig"}} {
 			if f, ok := hosts.File(p.host, p.path); !ok || f.Mode != 0o600 || len(f.Data) == 0 {
 				t.Errorf("%s:%s: mode %o, %d bytes (%v); want a key written 0600", p.host, p.path, f.Mode, len(f.Data), ok)
+			}
+		}
+		// The same credentials, the cluster's endpoint or the one the manifest names.
+		for _, kc := range []struct{ path, server string }{{"/etc/agent/kubeconfig", "https://10.0.0.10:6443"}, {"/etc/agent/local.conf", "https://127.0.0.1:6444"}} {
+			f, _ := hosts.File("w-0", kc.path)
+			cfg, err := clientcmd.RESTConfigFromKubeConfig(f.Data)
+			if err != nil {
+				t.Fatalf("w-0's %s: %v", kc.path, err)
+			}
+			if cfg.Host != kc.server || !strings.Contains(string(cfg.CertData), "BEGIN CERTIFICATE") || len(cfg.KeyData) == 0 {
+				t.Errorf("w-0's %s: server %q, %d bytes of certificate and %d of key; want server %q and the node's credentials", kc.path, cfg.Host, len(cfg.CertData), len(cfg.KeyData), kc.server)
 			}
 		}
 		if _, ok := hosts.File("w-0", "/etc/db/env"); ok {

@@ -27,7 +27,9 @@ type LeaveResult struct {
 // it in its quorum. Then the packages are deactivated on h (bpa/install.Installer.Deactivate),
 // in the same order, so that nothing on h runs for the cluster any more — a kubelet left running
 // would register its node again on a host kept as it is; their files stay. Each step is
-// idempotent, so Leave resumes after a crash. The error names the host and the package.
+// idempotent, so Leave resumes after a crash. spec.Packages are all the cluster's, those its
+// requirements leave out too (spec.KMS need not be set): deactivating a package never installed
+// changes nothing. The error names the host and the package.
 func (b *BringUp) Leave(ctx context.Context, spec Spec, h Host) (LeaveResult, error) {
 	var res LeaveResult
 	levels, err := Levels(spec.Packages)

@@ -26,13 +26,13 @@ import (
 
 // nodeStackUnits are the units of the real node stack's packages, whose journals a failed test
 // logs.
-var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"}
+var nodeStackUnits = []string{"etcd", "edgefleet-kms", "kube-apiserver", "edgefleet-apiproxy", "kube-controller-manager", "kube-scheduler", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"}
 
 // TestRealNodeStack brings up a real cluster on three real hosts from packages only (needs
 // root): the BPA, unchanged, installs what the manifests say — etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler on the control-plane host; containerd (Debian 12's
-// containerd, runc and CNI plugins, repackaged), the pod network, kubelet and kube-proxy on
-// every host — and the cluster's images (pause, webapp, coredns of hack/images), imported by the
+// kube-controller-manager and kube-scheduler on the control-plane host; the host's endpoint of
+// the API servers (api-proxy), containerd (Debian 12's containerd, runc and CNI plugins,
+// repackaged), the pod network, kubelet and kube-proxy on every host — and the cluster's images (pause, webapp, coredns of hack/images), imported by the
 // containerd package. Real kubelets report the Nodes Ready; the real scheduler puts a
 // Deployment's two replicas on the two workers; a pod on one worker reaches the pod on the
 // other by its address and both through a ClusterIP Service (kube-proxy), and its logs come back
@@ -42,11 +42,13 @@ var nodeStackUnits = []string{"etcd", "kube-apiserver", "kube-controller-manager
 // while webapp answers every request.
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
-	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 	signer, authorizedKey := testenv.SSHKey(t)
 	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
+	// Vault serves the BPA's secrets and the cluster's KMS plugin, over TLS on the hosts' gateway.
+	vault := testenv.StartVaultWith(t, testenv.VaultOptions{Host: hn.Gateway.String()})
+	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
+	kms := clusterKMS(t, vault, "real")
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
 	// pause is the sandbox image the containerd recipe's configuration names.
@@ -58,22 +60,15 @@ func TestRealNodeStack(t *testing.T) {
 		clusterImages = append(clusterImages, install.Image{Name: img.Tag, Digest: img.Digest, Archive: sshexec.Bytes(img.Archive)})
 	}
 	webapp := images["webapp"].Tag
-	containerd := testenv.BuildPackage(t, "containerd", "1.6.20~ds1-1+deb12u3", nil)
 	spec := cluster.Spec{
 		Name:              "real",
 		KubernetesVersion: kubernetesVersion,
 		Workers:           2,
-		Packages: []install.Package{
-			pkg(testenv.BuildPackage(t, "etcd", "3.6.16", nil)),
-			pkg(testenv.BuildPackage(t, "kube-apiserver", "1.36.3", nil)),
-			pkg(testenv.BuildPackage(t, "kube-controller-manager", "1.36.3", nil)),
-			pkg(testenv.BuildPackage(t, "kube-scheduler", "1.36.3", nil)),
-			pkg(containerd),
-			pkg(testenv.BuildPackage(t, "pod-network", "0.1.0", nil)),
-			pkg(testenv.BuildPackage(t, "kubelet", "1.36.3", nil)),
-			pkg(testenv.BuildPackage(t, "kube-proxy", "1.36.3", nil)),
-		},
-		Images: clusterImages,
+		Images:            clusterImages,
+		KMS:               kms.spec,
+	}
+	for _, p := range append(testenv.StackPackages(testenv.KubernetesVersion), testenv.PackageVersion{Name: "kms-plugin", Version: "0.1.0"}) {
+		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
 	}
 	hosts := map[string]*testenv.Host{}
 	for i, h := range hn.Hosts {
@@ -173,6 +168,17 @@ func TestRealNodeStack(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
+
+	// Secrets are encrypted through Vault: etcd on the control-plane host holds a new Secret
+	// under the plugin's provider, its value nowhere in clear, and it reads back.
+	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the bring-up")
+
+	// A new token of the plugin's ServiceAccount reaches the host at the next run and the
+	// plugin logs in with it, unrestarted (the token does not count in the package's
+	// configuration digest): Vault's log-ins of its role count one more.
+	bu := cluster.New(install.New(exec), store)
+	kms.renewToken(t, bu, &spec, hn.Hosts[0])
+	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the token's renewal")
 
 	// A namespace of the test; the controller manager gives it its default service account.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodestack"}}
@@ -416,7 +422,7 @@ func TestRealNodeStack(t *testing.T) {
 	})
 	t.Logf("%s booted to its pod running again: %s (pod IP %s, was %s)", rebooted.Name, time.Since(start).Round(time.Millisecond), byName[before.Name].Status.PodIP, before.Status.PodIP)
 	for _, check := range [][]string{
-		{"systemctl", "is-active", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"},
+		{"systemctl", "is-active", "edgefleet-apiproxy", "containerd", "edgefleet-pod-network", "kubelet", "kube-proxy"},
 		{"sh", "-c", "iptables -t nat -S POSTROUTING | grep -- '--comment edgefleet-pod-network'"},
 		{"ip", "-4", "route", "show", "exact", mustPodCIDR(t, hn.Hosts[1].IP)},
 	} {
@@ -449,7 +455,6 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := testenv.StartRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
-	bu := cluster.New(install.New(exec), store)
 	start = time.Now()
 	pres, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
 	if err != nil {

@@ -59,6 +59,21 @@ func TestRunRefusesABadSpec(t *testing.T) {
 		{"two writers of a file", func(s *cluster.Spec) {
 			s.Packages = append(s.Packages, writes("a", "/etc/x", "pki/ca.crt"), writes("b", "/etc/x", "pki/sa.pub"))
 		}, "a and b both write /etc/x"},
+		{"KMS over plain HTTP, without a CA or a token", func(s *cluster.Spec) {
+			s.KMS = &cluster.KMS{KMSValues: packages.KMSValues{VaultAddr: "http://vault:8200", AuthMount: "kubernetes", Role: "edgefleet-kms", TransitMount: "transit", TransitKey: "k"}}
+		}, `kms.vaultAddr "http://vault:8200": want an https URL`},
+		{"KMS without a CA", func(s *cluster.Spec) {
+			s.KMS = &cluster.KMS{KMSValues: packages.KMSValues{VaultAddr: "https://vault:8200", AuthMount: "kubernetes", Role: "edgefleet-kms", TransitMount: "transit", TransitKey: "k"}, Token: []byte("t")}
+		}, "kms.vaultCA: required"},
+		{"KMS with a quote in a name", func(s *cluster.Spec) {
+			s.KMS = &cluster.KMS{KMSValues: packages.KMSValues{VaultAddr: "https://vault:8200", AuthMount: "kubernetes", Role: `x" --vault-auth=token`, TransitMount: "transit", TransitKey: "k"},
+				VaultCA: []byte("CA"), Token: []byte("t")}
+		}, `kms.role "x\" --vault-auth=token": required, without spaces, quotes`},
+		{"a package that requires the KMS, left out, the one after it missing it", func(s *cluster.Spec) {
+			plugin := manifestPkg("kms-plugin")
+			plugin.Manifest.Requires = packages.RequiresKMS
+			s.Packages = append(s.Packages, plugin, manifestPkg("needs-plugin", "kms-plugin"))
+		}, "needs-plugin comes after kms-plugin, which the cluster's packages do not include"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := good()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 
 	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 
@@ -32,6 +33,24 @@ const (
 	encryptionRotationPhase = "secretbox.rotation"
 	// encryptionReencrypted is the name of the key every Secret was last stored again under.
 	encryptionReencrypted = "secretbox.reencrypted"
+	// encryptionProvider is "kms" when the API servers encrypt through the KMS plugin
+	// (Spec.SecretEncryptionKMS); absent, with a secretbox key.
+	encryptionProvider = "encryption.provider"
+	providerKMS        = "kms"
+)
+
+// The API servers' KMS v2 provider of a cluster whose Secrets are encrypted through Vault
+// (Spec.SecretEncryptionKMS): the kms-plugin package runs edgefleet-kms on each control-plane
+// host, listening on KMSSocket (its default).
+const (
+	// KMSProviderName names the provider, and what the API servers store with it
+	// ("k8s:enc:kms:v2:edgefleet-vault:").
+	KMSProviderName = "edgefleet-vault"
+	// KMSSocket is the plugin's Unix socket.
+	KMSSocket = "/run/edgefleet-kms/kms.sock"
+	// KMSTimeout bounds each of the API server's calls to the plugin; the plugin's own Vault
+	// calls are bounded below it (edgefleet-kms --vault-timeout, 4s).
+	KMSTimeout = 10 * time.Second
 )
 
 // RotationPhase is where a rotation of the Secret encryption key stands. Each phase's
@@ -61,6 +80,9 @@ type SecretEncryption struct {
 	// Reencrypted is the name of the key every Secret was last stored again under; "" before
 	// the first time.
 	Reencrypted string
+	// KMS is true when the API servers encrypt through the KMS plugin (Key is then
+	// KMSProviderName, and the transit key's rotations are Vault's).
+	KMS bool
 }
 
 // keyName is the name of the key of generation g.
@@ -69,6 +91,9 @@ func keyName(g int64) string { return "bpa-" + strconv.FormatInt(g+1, 10) }
 // secretEncryptionOf reads the key's state from a stored PKI, checking what Ensure stored.
 func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
 	var st SecretEncryption
+	if string(data[encryptionProvider]) == providerKMS {
+		return SecretEncryption{KMS: true, Key: KMSProviderName, Reencrypted: string(data[encryptionReencrypted])}, nil
+	}
 	g, err := generationOf(data, encryptionKeyGeneration, "the key's name, and so the Secrets' readability,")
 	if err != nil {
 		return st, err
@@ -89,7 +114,23 @@ func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
 // place, while its sha256 is recorded, is an error naming what to restore. When rotations asks
 // for more rotations than the key has had and none runs, a rotation starts: a new key is made
 // and the phase is AddNew (AdvanceSecretEncryption takes it on from there).
-func (e *ensurer) secretEncryption(rotations int64) error {
+func (e *ensurer) secretEncryption(rotations int64, kms bool) error {
+	_, secretbox := e.old[encryptionKeySum]
+	wasKMS := string(e.old[encryptionProvider]) == providerKMS
+	switch {
+	case kms && secretbox:
+		return errors.New("the cluster's Secrets are encrypted with a secretbox key of the BPA's; moving a cluster's Secret encryption to the KMS plugin is not supported yet: remove the BPA's --cluster-kms-vault-addr for this site, or build the cluster again")
+	case !kms && wasKMS:
+		return errors.New("the cluster's Secrets are encrypted through the KMS plugin (Vault), but the BPA has no KMS configured: give it --cluster-kms-vault-addr (and the other --cluster-kms flags) again; a secretbox key would leave the Secrets unreadable")
+	case kms && rotations > 0:
+		return errors.New("a cluster whose Secrets are encrypted through the KMS plugin rotates its Vault transit key in Vault (vault write -f transit/keys/<key>/rotate), not through secretEncryption.keyRotations")
+	case kms:
+		e.data[encryptionProvider] = []byte(providerKMS)
+		if v, ok := e.old[encryptionReencrypted]; ok {
+			e.data[encryptionReencrypted] = v
+		}
+		return nil
+	}
 	key, err := e.keepKey(encryptionKey, encryptionKeySum, true)
 	if err != nil {
 		return err
@@ -162,6 +203,9 @@ func (b *Bundle) SecretEncryption() SecretEncryption {
 // key that encrypts first.
 func (b *Bundle) encryptionConfig() ([]byte, error) {
 	st := b.SecretEncryption()
+	if st.KMS {
+		return encryption.Marshal(encryption.KMSProvider(KMSProviderName, KMSSocket, KMSTimeout))
+	}
 	current := apiserverv1.Key{Name: keyName(st.Generation), Secret: string(b.get(encryptionKey))}
 	next := apiserverv1.Key{Name: keyName(st.Generation + 1), Secret: string(b.get(nextEncryptionKey))}
 	keys := []apiserverv1.Key{current}
@@ -210,6 +254,20 @@ func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reen
 		res, st.Reencrypted = &r, st.Key
 		data[encryptionReencrypted] = []byte(st.Key)
 	}
+	if !st.KMS { // a KMS provider has no rotation here (Vault rotates the transit key)
+		st = nextPhase(st, data)
+	}
+	if !maps.EqualFunc(old, data, func(a, b []byte) bool { return string(a) == string(b) }) {
+		if err := store.Put(ctx, name, data); err != nil {
+			return st, res, fmt.Errorf("pki %s: save to the secret store: %w", name, err)
+		}
+	}
+	return st, res, nil
+}
+
+// nextPhase takes a secretbox key's rotation under way to its next phase in data, and after
+// DropOld makes the new key the key; it returns the new state.
+func nextPhase(st SecretEncryption, data map[string][]byte) SecretEncryption {
 	if st.Phase == RotationDropOld {
 		st.Generation++
 		data[encryptionKey], data[encryptionKeySum] = data[nextEncryptionKey], data[nextEncryptionKeySum]
@@ -226,10 +284,5 @@ func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reen
 	if st.Phase.usesNew() {
 		st.Key = keyName(st.Generation + 1)
 	}
-	if !maps.EqualFunc(old, data, func(a, b []byte) bool { return string(a) == string(b) }) {
-		if err := store.Put(ctx, name, data); err != nil {
-			return st, res, fmt.Errorf("pki %s: save to the secret store: %w", name, err)
-		}
-	}
-	return st, res, nil
+	return st
 }

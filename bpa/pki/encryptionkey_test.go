@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -214,4 +215,71 @@ func TestSecretEncryptionKeyRotationRefusesDamage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSecretEncryptionKMS: a PKI made for a cluster whose Secrets are encrypted through the KMS
+// plugin names the plugin's provider alone and holds no secretbox key; re-encryption runs once;
+// the provider never changes silently either way, and rotations are Vault's.
+func TestSecretEncryptionKMS(t *testing.T) {
+	ctx := context.Background()
+	spy := newSpy()
+	spec := testSpec()
+	spec.SecretEncryptionKMS = true
+	b := ensure(t, spy, spec, t0)
+	if got := b.SecretEncryption(); got != (pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName}) {
+		t.Errorf("new KMS cluster: %+v", got)
+	}
+	files, err := b.ControlPlaneFiles("cp-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enc apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
+		t.Fatal(err)
+	}
+	p := enc.Resources[0].Providers
+	if len(p) != 2 || p[0].KMS == nil || p[0].KMS.APIVersion != "v2" || p[0].KMS.Name != pki.KMSProviderName ||
+		p[0].KMS.Endpoint != "unix://"+pki.KMSSocket || p[1].Identity == nil {
+		t.Errorf("providers %+v, want the KMS v2 plugin on %s, then identity", p, pki.KMSSocket)
+	}
+	stored, err := spy.Get(ctx, secretName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored["secretbox.key"]; ok {
+		t.Error("a KMS cluster's PKI holds a secretbox key")
+	}
+
+	r := &reencryptSpy{}
+	for range 2 {
+		st, _, err := pki.AdvanceSecretEncryption(ctx, spy, secretName, r.reencrypt)
+		if err != nil || st != (pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}) {
+			t.Fatalf("advance: %+v, %v", st, err)
+		}
+	}
+	if r.calls != 1 {
+		t.Errorf("%d re-encryptions, want 1", r.calls)
+	}
+
+	refused := func(what string, spec pki.Spec, store pki.Store, want string) {
+		t.Helper()
+		before, _ := store.Get(ctx, secretName)
+		_, err := pki.Ensure(ctx, store, secretName, spec, clock(t0))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", what, err, want)
+		}
+		if after, _ := store.Get(ctx, secretName); !maps.EqualFunc(before, after, bytes.Equal) {
+			t.Errorf("%s changed the stored PKI", what)
+		}
+	}
+	noKMS := spec
+	noKMS.SecretEncryptionKMS = false
+	refused("the KMS switched off", noKMS, spy, "give it --cluster-kms-vault-addr")
+	rotate := spec
+	rotate.SecretEncryptionKeyRotations = 1
+	refused("a rotation asked of a KMS cluster", rotate, spy, "rotates its Vault transit key in Vault")
+
+	secretbox := newSpy()
+	ensure(t, secretbox, testSpec(), t0)
+	refused("a secretbox cluster given the KMS", spec, secretbox, "not supported yet")
 }

@@ -108,7 +108,7 @@ func Ensure(ctx context.Context, store Store, name string, spec Spec, opts ...Op
 	if err := e.serviceAccount(); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
-	if err := e.secretEncryption(spec.SecretEncryptionKeyRotations); err != nil {
+	if err := e.secretEncryption(spec.SecretEncryptionKeyRotations, spec.SecretEncryptionKMS); err != nil {
 		return nil, fmt.Errorf("pki %s: %w", name, err)
 	}
 	leaves, err := leavesOf(spec)

@@ -156,6 +156,24 @@ func (b *Bundle) kubeconfig(user, base string) ([]byte, error) {
 	return out, nil
 }
 
+// WithServer returns kubeconfig with every cluster's server set to server: a host's own
+// clients of the cluster reach the API servers through the host's endpoint of them
+// (packages.ConfigFile.Server) rather than the cluster's.
+func WithServer(kubeconfig []byte, server string) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("pki: kubeconfig: %w", err)
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = server
+	}
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pki: kubeconfig: %w", err)
+	}
+	return out, nil
+}
+
 // get returns a copy of a stored value; Ensure stored every key the accessors ask for.
 func (b *Bundle) get(key string) []byte {
 	return bytes.Clone(b.data[key])

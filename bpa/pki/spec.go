@@ -42,6 +42,10 @@ type Spec struct {
 	// CARotations is how many roll-overs of the cluster's CAs are asked for: when more than the
 	// CAs have had, Ensure starts one (see AdvanceCARotation).
 	CARotations int64
+	// SecretEncryptionKMS has the API servers encrypt Secrets through the KMS plugin on each
+	// control-plane host (KMSSocket) instead of with a secretbox key of the PKI. It is recorded
+	// when the PKI is made and never changes silently: a PKI made with the other is an error.
+	SecretEncryptionKMS bool
 }
 
 // Member is one host of the cluster.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	vaultapi "github.com/hashicorp/vault/api"
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
@@ -33,6 +34,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/charts"
+	"github.com/edgefleet/edgefleet/bpa/clusterkms"
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
@@ -89,6 +91,11 @@ type Options struct {
 	// Logs is the ring the process's logger is teed into (main sets it): the BPA answers the
 	// global controller's LogRequests from it. Nil answers none.
 	Logs *sitelogs.Ring
+	// ClusterKMS is where the application clusters' KMS plugins reach Vault; an empty
+	// ClusterKMS.VaultAddr encrypts their Secrets with a secretbox key of each cluster's PKI.
+	ClusterKMS clusterkms.Options
+	// ClusterKMSCAFile holds ClusterKMS.VaultCA.
+	ClusterKMSCAFile string
 }
 
 // DefaultOptions returns safe production defaults.
@@ -110,6 +117,8 @@ func DefaultOptions() Options {
 
 		MaxCredentialTTL: clustercred.DefaultMaxTTL,
 		Certificates:     certs.Lifetime{Validity: certs.LeafValidity, RenewBefore: certs.RenewBefore},
+		ClusterKMS: clusterkms.Options{AuthMount: "kubernetes", Role: "edgefleet-kms", TransitMount: "transit",
+			KeyPrefix: "edgefleet-kms-", TokenTTL: time.Hour},
 	}
 }
 
@@ -133,6 +142,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Certificates.Validity, "certificate-validity", o.Certificates.Validity, "Lifetime of the application clusters' leaf certificates (etcd, API server, components, nodes; the CAs live ten years).")
 	fs.DurationVar(&o.Certificates.RenewBefore, "certificate-renew-before", o.Certificates.RenewBefore, "A leaf certificate with less than this left is issued again, and reaches its services at the next pass over the cluster (--resync-interval), one host at a time. Shorter than --certificate-validity.")
 	fs.DurationVar(&o.MaxCredentialTTL, "max-credential-ttl", o.MaxCredentialTTL, "Longest lifetime of a cluster user's client certificate; longer requests get this.")
+	fs.StringVar(&o.ClusterKMS.VaultAddr, "cluster-kms-vault-addr", o.ClusterKMS.VaultAddr, "Vault's https URL as the application clusters' control-plane hosts reach it: their API servers then encrypt Secrets through the KMS plugin (the kms-plugin package) with a transit key per cluster. Needs --vault-addr (the BPA makes the keys). Empty: a secretbox key per cluster, kept in the BPA's secret store. A cluster keeps the one it was built with.")
+	fs.StringVar(&o.ClusterKMSCAFile, "cluster-kms-vault-ca-file", o.ClusterKMSCAFile, "PEM file of the CAs of Vault's certificate, written to the control-plane hosts for the KMS plugin.")
+	fs.StringVar(&o.ClusterKMS.AuthMount, "cluster-kms-auth-mount", o.ClusterKMS.AuthMount, "Mount of the Vault Kubernetes auth method that reviews this site cluster's ServiceAccount tokens (the plugins log in there).")
+	fs.StringVar(&o.ClusterKMS.Role, "cluster-kms-role", o.ClusterKMS.Role, "Vault role of the KMS plugins, bound to the ServiceAccounts edgefleet-kms-* of namespace "+clusterkms.Namespace+" (docs/security.md).")
+	fs.StringVar(&o.ClusterKMS.TransitMount, "cluster-kms-transit-mount", o.ClusterKMS.TransitMount, "Mount of Vault's transit engine.")
+	fs.StringVar(&o.ClusterKMS.KeyPrefix, "cluster-kms-key-prefix", o.ClusterKMS.KeyPrefix, "Each cluster's transit key is this prefix and the cluster's name; make it unique to the site when sites share a Vault.")
+	fs.DurationVar(&o.ClusterKMS.TokenTTL, "cluster-kms-token-ttl", o.ClusterKMS.TokenTTL, "Lifetime of the KMS plugins' ServiceAccount tokens; a new one is written to the hosts once half of it is gone.")
 }
 
 // Validate names the first bad option.
@@ -158,6 +174,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--certificate-renew-before must be positive and shorter than --certificate-validity (%s), got %s", o.Certificates.Validity, o.Certificates.RenewBefore)
 	case o.Certificates.RenewBefore <= o.Resync:
 		return fmt.Errorf("--certificate-renew-before (%s) must be longer than --resync-interval (%s): a certificate could expire before the pass that renews it", o.Certificates.RenewBefore, o.Resync)
+	case o.ClusterKMS.VaultAddr != "" && o.Vault.Addr == "":
+		return errors.New("--cluster-kms-vault-addr needs --vault-addr: the BPA makes each cluster's transit key in Vault")
+	case o.ClusterKMS.VaultAddr != "" && o.ClusterKMSCAFile == "":
+		return errors.New("--cluster-kms-vault-ca-file is required with --cluster-kms-vault-addr")
 	case o.Vault.Addr != "":
 		return o.Vault.Validate()
 	}
@@ -223,7 +243,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err != nil {
 		return nil, fmt.Errorf("site client: %w", err)
 	}
-	store, err := secretStore(ctx, opts, direct)
+	store, vault, err := secretStore(ctx, opts, direct)
+	if err != nil {
+		return nil, err
+	}
+	kms, err := clusterKMS(opts, cfg, vault)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +283,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		// they signed (creds, below) have expired.
 		ClientCertificateMaxTTL: opts.MaxCredentialTTL,
 	}
+	if kms != nil {
+		r.KMS = kms
+	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)
 	}
@@ -286,17 +313,41 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=logrequests,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=logrequests/status,verbs=get;update;patch
 
-// secretStore is Vault when an address is set, else Kubernetes Secrets in the namespace. The
-// Vault token is kept alive until ctx ends.
-func secretStore(ctx context.Context, opts Options, direct client.Client) (secrets.Store, error) {
+// secretStore is Vault when an address is set (its client returned too), else Kubernetes
+// Secrets in the namespace. The Vault token is kept alive until ctx ends.
+func secretStore(ctx context.Context, opts Options, direct client.Client) (secrets.Store, *vaultapi.Client, error) {
 	if opts.Vault.Addr == "" {
-		return secrets.NewKubernetes(direct, opts.Namespace), nil
+		return secrets.NewKubernetes(direct, opts.Namespace), nil, nil
 	}
 	vault, err := vaultauth.Connect(ctx, opts.Vault, ctrl.Log.WithName("vault"))
 	if err != nil {
+		return nil, nil, err
+	}
+	return secrets.NewVault(vault.Client, opts.VaultMount, opts.VaultPrefix), vault.Client, nil
+}
+
+// clusterKMS is the clusters' KMS source when --cluster-kms-vault-addr is set, else nil.
+func clusterKMS(opts Options, cfg *rest.Config, vault *vaultapi.Client) (*clusterkms.Source, error) {
+	if opts.ClusterKMS.VaultAddr == "" {
+		return nil, nil
+	}
+	ca, err := os.ReadFile(opts.ClusterKMSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-kms-vault-ca-file: %w", err)
+	}
+	o := opts.ClusterKMS
+	o.VaultCA = ca
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	return secrets.NewVault(vault.Client, opts.VaultMount, opts.VaultPrefix), nil
+	// Each ServiceAccount create and TokenRequest is bounded: a reconcile waits on them.
+	bounded := rest.CopyConfig(cfg)
+	bounded.Timeout = 30 * time.Second
+	kube, err := kubernetes.NewForConfig(bounded)
+	if err != nil {
+		return nil, fmt.Errorf("site clientset: %w", err)
+	}
+	return clusterkms.New(o, vault.Logical(), kube, clusterkms.Namespace, time.Now), nil
 }
 
 // ensureSSHKey reads the BPA's SSH key from the store, making one the first time.

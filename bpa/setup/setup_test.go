@@ -23,6 +23,17 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"Vault without a mount", func(o *Options) {
 			o.Vault.Addr, o.Vault.Role, o.VaultMount = "https://vault.site:8200", "bpa-site-a", ""
 		}, "--vault-mount"},
+		{"cluster KMS", func(o *Options) {
+			o.Vault.Addr, o.Vault.Role = "https://vault.site:8200", "bpa-site-a"
+			o.ClusterKMS.VaultAddr, o.ClusterKMSCAFile = "https://10.0.0.1:8200", "/etc/edgefleet/vault-ca.crt"
+		}, ""},
+		{"cluster KMS without Vault", func(o *Options) {
+			o.ClusterKMS.VaultAddr, o.ClusterKMSCAFile = "https://10.0.0.1:8200", "/etc/edgefleet/vault-ca.crt"
+		}, "--cluster-kms-vault-addr needs --vault-addr"},
+		{"cluster KMS without a CA", func(o *Options) {
+			o.Vault.Addr, o.Vault.Role = "https://vault.site:8200", "bpa-site-a"
+			o.ClusterKMS.VaultAddr = "https://10.0.0.1:8200"
+		}, "--cluster-kms-vault-ca-file"},
 		{"no SSH parallelism", func(o *Options) { o.SSHParallelism = 0 }, "--ssh-parallelism"},
 		{"zero SSH timeout", func(o *Options) { o.SSHTimeout = 0 }, "--ssh-timeout"},
 		{"zero retry", func(o *Options) { o.Retry = 0 }, "--retry-interval"},

@@ -34,7 +34,7 @@ func TestSecretStoreWithKubernetesAuth(t *testing.T) {
 	opts := DefaultOptions()
 	opts.VaultPrefix = "edgefleet/site-a"
 	opts.Vault.Addr, opts.Vault.Role, opts.Vault.ServiceAccountTokenFile = v.Addr, "bpa-site-a", saFile
-	store, err := secretStore(ctx, opts, nil)
+	store, _, err := secretStore(ctx, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestSecretStoreWithKubernetesAuth(t *testing.T) {
 	}
 
 	opts.VaultPrefix = "edgefleet/site-b"
-	other, err := secretStore(ctx, opts, nil)
+	other, _, err := secretStore(ctx, opts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"io"
 	"maps"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -94,18 +95,24 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(b.Packages).To(ContainElement(pkg))
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	}
-	// appClient is a client of the application cluster through the kubeconfig the BPA gave
-	// Cluster-API, held in memory only.
-	appClient := func(ctx context.Context) kubernetes.Interface {
+	// appClientVia is a client of the application cluster through the kubeconfig the BPA gave
+	// Cluster-API, held in memory only: through the cluster's endpoint (host-0), or through
+	// control-plane host h's API server.
+	appClientVia := func(ctx context.Context, h *testenv.Host) kubernetes.Interface {
 		GinkgoHelper()
 		secret := &corev1.Secret{}
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, secret)).To(Succeed())
 		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
 		Expect(err).NotTo(HaveOccurred())
+		if h != nil {
+			cfg.Host = "https://" + net.JoinHostPort(h.IP.String(), "6443")
+		}
+		cfg.Timeout = 20 * time.Second
 		cs, err := kubernetes.NewForConfig(cfg)
 		Expect(err).NotTo(HaveOccurred())
 		return cs
 	}
+	appClient := func(ctx context.Context) kubernetes.Interface { return appClientVia(ctx, nil) }
 
 	// webappPods are the test application's pods, by name, once its 3 replicas are Ready.
 	webappPods := func(ctx context.Context, cs kubernetes.Interface) map[string]*corev1.Pod {
@@ -382,6 +389,76 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		siteD.uplink(ctx)
 	})
 
+	It("keeps every node Ready with the endpoint's API server stopped past the node monitor's grace period: each host reaches another API server through its own endpoint (api-proxy)", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		via := appClientVia(ctx, hn.Hosts[1])
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		endpoint := hn.Hosts[0]
+		DeferCleanup(func(ctx context.Context) {
+			if out, err := endpoint.Exec(ctx, "systemctl", "start", "kube-apiserver"); err != nil {
+				GinkgoWriter.Printf("start kube-apiserver on %s again: %v: %s\n", endpoint.Name, err, out)
+			}
+		})
+		out, err := endpoint.Exec(ctx, "systemctl", "stop", "kube-apiserver")
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		stopped := time.Now()
+		_, err = cs.Discovery().ServerVersion()
+		Expect(err).To(HaveOccurred(), "the endpoint's API server answers, stopped")
+		// Every kubelet renews its lease (every 10 s) after the stop: through its host's
+		// endpoint, another API server.
+		Eventually(func(g Gomega) {
+			leases, err := via.CoordinationV1().Leases("kube-node-lease").List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			renewed := map[string]string{}
+			for _, l := range leases.Items {
+				if l.Spec.RenewTime != nil {
+					renewed[l.Name] = fmt.Sprint(l.Spec.RenewTime.After(stopped))
+				}
+			}
+			want := map[string]string{}
+			for _, h := range members {
+				want[h.Name] = "true"
+			}
+			g.Expect(renewed).To(Equal(want), "each node's lease renewed after the endpoint's API server stopped")
+		}).WithContext(ctx).WithTimeout(40 * time.Second).WithPolling(time.Second).Should(Succeed())
+		// Past the node monitor's grace period (50 s), no node is marked anything but Ready.
+		Consistently(func(g Gomega) {
+			nodes, err := via.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(nodes.Items).To(HaveLen(len(members)))
+			for _, n := range nodes.Items {
+				for _, c := range n.Status.Conditions {
+					if c.Type == corev1.NodeReady {
+						g.Expect(c.Status).To(Equal(corev1.ConditionTrue), "node %s: %s %s", n.Name, c.Reason, c.Message)
+					}
+				}
+			}
+		}).WithContext(ctx).WithTimeout(time.Until(stopped.Add(65 * time.Second))).WithPolling(time.Second).Should(Succeed())
+		GinkgoWriter.Printf("%s's kube-apiserver stopped for %s, every node Ready\n", endpoint.Name, time.Since(stopped).Round(time.Second))
+		out, err = endpoint.Exec(ctx, "systemctl", "start", "kube-apiserver")
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Eventually(func() error {
+			_, err := cs.Discovery().ServerVersion()
+			return err
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("requests to webapp with the endpoint's API server stopped: %d answered, %d failed\n", answered, len(failed))
+		noFailedRequests(ctx, answered, failed)
+		// The site sees its nodes Ready again through the endpoint, and the BPA its cluster
+		// installed (a pass during the stop waits, then passes again).
+		Eventually(func(g Gomega) {
+			s := &fleetv1.Site{}
+			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+			g.Expect(s.Status.Cluster).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
+			g.Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", s.Status.Cluster.Bootstrap.Message)
+			g.Expect(s.Status.Cluster.ControlPlane).To(Equal(sitev1.NodeCounts{Ready: 3, Total: 3}), "site says: %s", s.Status.Cluster.Message)
+			g.Expect(s.Status.Cluster.Workers).To(Equal(sitev1.NodeCounts{Ready: 2, Total: 2}), "site says: %s", s.Status.Cluster.Message)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	})
+
 	It("keeps the kubeconfig and keys in Vault and Secrets only", func(ctx context.Context) {
 		key, err := store.Get(ctx, "bpa-ssh-key")
 		Expect(err).NotTo(HaveOccurred())
@@ -446,8 +523,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		_, err = chromedp.Run(tab, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS("#sign-in"))))
 		Expect(err).NotTo(HaveOccurred())
 		button := fmt.Sprintf(`tr.cluster[data-name=%q] button[data-kubeconfig]`, site)
-		Expect(chromedp.Do(tab, chromedp.Navigate(fleet.APIURL+"/ui/clusters?namespace="+ns), chromedp.WaitVisible(chromedp.CSS(button)),
-			chromedp.Click(chromedp.CSS(button)))).To(Succeed())
+		Expect(chromedp.Do(tab, chromedp.Navigate(fleet.APIURL+"/ui/clusters?namespace="+ns))).To(Succeed())
+		// The cluster list redraws with live updates: a row replaced between finding and
+		// clicking its button is found again.
+		_, err = testenv.RunReplaced(tab, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(button)), chromedp.Click(chromedp.CSS(button))))
+		Expect(err).NotTo(HaveOccurred())
 		_, err = chromedp.Run(tab, chromedp.Poll[bool](`document.getElementById('kubeconfig-status').textContent.startsWith('Saved')`,
 			chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
 		status, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.getElementById('kubeconfig-status').textContent`))
@@ -677,7 +757,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 				g.Expect(b.SecretEncryption.Since).NotTo(BeNil())
 				g.Expect(b.Message).To(ContainSubstring("rotating the Secret encryption key (0 of 1 rotations done)"))
 			}
-			g.Expect(*b.SecretEncryption).To(Equal(sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}), "bootstrap says: %s", b.Message)
+			g.Expect(*b.SecretEncryption).To(Equal(sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}), "bootstrap says: %s", b.Message)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		answered, failed := requests.Stop()
@@ -706,7 +786,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
 			g.Expect(s.Status.Cluster).NotTo(BeNil())
 			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
-			g.Expect(s.Status.Cluster.Bootstrap.SecretEncryption).To(Equal(&sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}))
+			g.Expect(s.Status.Cluster.Bootstrap.SecretEncryption).To(Equal(&sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 

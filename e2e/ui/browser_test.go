@@ -82,20 +82,25 @@ func (u *user) open(baseURL, path string) {
 }
 
 // click clicks the element sel matches, a link or a form's button, and waits until the page
-// it leads to has loaded.
+// it leads to has loaded. A live update may replace the element between finding and clicking
+// it (the site list's pager is redrawn with the table): the click is then tried again, on the
+// new element, within the same deadline.
 func (u *user) click(sel string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(u.tab, pollTimeout)
 	defer cancel()
-	_, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel))))
+	_, err := testenv.RunReplaced(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel))))
 	Expect(err).NotTo(HaveOccurred(), "browser of %s: click %s", u.name, sel)
 }
 
 // click0 clicks the element sel matches that changes the page without loading another (a
-// script's button or checkbox).
+// script's button or checkbox), again on the new element when a live update replaced it.
 func (u *user) click0(sel string) {
 	GinkgoHelper()
-	u.do(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel)))
+	ctx, cancel := context.WithTimeout(u.tab, pollTimeout)
+	defer cancel()
+	_, err := testenv.RunReplaced(ctx, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))))
+	Expect(err).NotTo(HaveOccurred(), "browser of %s: click %s", u.name, sel)
 }
 
 // httpsClient is an HTTP client that trusts the artifact API's certificate and does not

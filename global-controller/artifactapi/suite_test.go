@@ -17,10 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
-	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -52,18 +50,6 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer func() { _ = global.Stop() }()
-	// Releases reference artifacts: the store asks the release cache before a delete, as in
-	// the global controller.
-	releases, err := cache.New(global.Config, cache.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		return fail(err)
-	}
-	if err := index.Setup(ctx, releases); err != nil {
-		return fail(err)
-	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	go func() { _ = releases.Start(cacheCtx) }()
 	dir, err := os.MkdirTemp("", "edgefleet-artifactapi-test-")
 	if err != nil {
 		return fail(err)
@@ -80,7 +66,7 @@ func run(m *testing.M) int {
 	}
 	defer func() { _ = mc.Disconnect(ctx) }()
 	database = mc.Database("edgefleet")
-	if store, err = artifacts.Open(ctx, database, artifacts.Options{References: release.References{Reader: releases}}); err != nil {
+	if store, err = artifacts.Open(ctx, database, artifacts.Options{References: release.References{Reader: global.Client}}); err != nil {
 		return fail(err)
 	}
 	cs, err := kubernetes.NewForConfig(global.Config)

@@ -22,8 +22,6 @@ const (
 	HostBMCSecret = "spec.bmc.credentialsSecretRef"
 	// SiteRelease indexes Sites by "namespace/release" of their spec.cluster.release.
 	SiteRelease = "spec.cluster.release"
-	// ReleaseDigest indexes Releases by the sha256 of every artifact they name.
-	ReleaseDigest = "spec.digests"
 	// CampaignBlockedBy indexes Campaigns by "namespace/campaign" of each campaign in their
 	// spec.blockedBy.
 	CampaignBlockedBy = "spec.blockedBy"
@@ -69,9 +67,6 @@ func Setup(ctx context.Context, indexer client.FieldIndexer) error {
 				return nil
 			}
 			return []string{Key(s.Namespace, s.Spec.Cluster.Release)}
-		}},
-		{&fleetv1.Release{}, ReleaseDigest, func(o client.Object) []string {
-			return ReleaseDigests(o.(*fleetv1.Release))
 		}},
 		{&fleetv1.Campaign{}, CampaignBlockedBy, func(o client.Object) []string {
 			c := o.(*fleetv1.Campaign)

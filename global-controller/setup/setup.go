@@ -440,7 +440,7 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("client for token and access reviews: %w", err)
 		}
 		auth := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: "fleet.edgefleet.io", Resource: "artifacts"})
-		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetClient()}, auth, deps)
+		store, stop, err := setupArtifactAPI(ctx, mgr, opts, release.References{Reader: mgr.GetAPIReader()}, auth, deps)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,7 @@
 // Debian hosts (test hosts: systemd and sshd in namespaces of their own; needs root) stand for
 // site-a's bare metal, Metal3 (fixture provisioner) provisions them and the harness boots them
 // with their first-boot data as Ironic would, and site-a's BPA installs the real node stack
-// (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, the pod network,
+// (etcd, kube-apiserver, the API server proxy, kube-controller-manager, kube-scheduler, containerd, the pod network,
 // kubelet, kube-proxy) over SSH from a Release uploaded to the artifact store, imports the
 // release's images into containerd and installs its chart. It ends with kubectl get nodes and
 // get pods on that cluster, keeps everything running until Ctrl-C and stops all it started. Run it with `make demo`.

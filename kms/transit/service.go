@@ -12,20 +12,16 @@ import (
 
 	vaultapi "github.com/hashicorp/vault/api"
 	"k8s.io/kms/pkg/service"
+
+	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 )
 
 // APIVersion is the KMS API version the service speaks.
 const APIVersion = "v2"
 
-// Vault is the part of Vault's logical API the service calls; *vaultapi.Logical is one.
-type Vault interface {
-	ReadWithContext(ctx context.Context, path string) (*vaultapi.Secret, error)
-	WriteWithContext(ctx context.Context, path string, data map[string]any) (*vaultapi.Secret, error)
-}
-
 // Service wraps and unwraps the API server's data encryption keys with one transit key.
 type Service struct {
-	vault   Vault
+	vault   vaultauth.Logical
 	mount   string
 	key     string
 	timeout time.Duration
@@ -35,7 +31,7 @@ var _ service.Service = (*Service)(nil)
 
 // New returns a service over the transit key named key of the transit engine mounted at mount,
 // each Vault call bounded by timeout (and by the caller's deadline, when that is sooner).
-func New(vault Vault, mount, key string, timeout time.Duration) *Service {
+func New(vault vaultauth.Logical, mount, key string, timeout time.Duration) *Service {
 	return &Service{vault: vault, mount: mount, key: key, timeout: timeout}
 }
 

@@ -2,8 +2,10 @@ package packages
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"path"
 	"strconv"
 	"strings"
@@ -34,8 +36,36 @@ func (s HostSelector) Selects(controlPlane bool) bool {
 	return true
 }
 
+// Requirement is what a cluster must have for a package to run there.
+type Requirement string
+
+// RequiresKMS: the cluster's API servers encrypt Secrets through a KMS plugin backed by Vault
+// (ClusterValues.KMS is set).
+const RequiresKMS Requirement = "kms"
+
+// Met reports whether a cluster meets r; kms: whether its API servers encrypt Secrets
+// through a KMS plugin.
+func (r Requirement) Met(kms bool) bool {
+	switch r {
+	case RequiresKMS:
+		return kms
+	}
+	return true
+}
+
+// The files of a cluster's KMS plugin, for ConfigFile.KMS.
+const (
+	// KMSVaultCA is the PEM bundle of the CAs the plugin trusts for Vault's certificate.
+	KMSVaultCA = "vault-ca.crt"
+	// KMSToken is the ServiceAccount token the plugin logs in to Vault with. The BPA replaces
+	// it before it expires; the plugin reads it again when it changes, so a new token is
+	// written without the package being restarted (it does not count in the package's
+	// configuration digest).
+	KMSToken = "token"
+)
+
 // ConfigFile is a file the BPA writes on each host that runs the package, before activating it.
-// Exactly one of Template and PKI gives its content.
+// Exactly one of Template, PKI and KMS gives its content.
 type ConfigFile struct {
 	// Path on the host: absolute and clean, outside the package directory (which the package's
 	// own files fill), e.g. /etc/edgefleet/<package>/env.
@@ -51,12 +81,20 @@ type ConfigFile struct {
 	// layout, e.g. "pki/ca.crt", "pki/etcd/server.key", "kubelet.conf" (docs/packages.md lists
 	// them).
 	PKI string `json:"pki,omitempty"`
+	// KMS names a file of the cluster's KMS plugin: KMSVaultCA or KMSToken (a package that
+	// Requires RequiresKMS only).
+	KMS string `json:"kms,omitempty"`
+	// Server is, for a kubeconfig of the PKI (a ".conf"), the API server URL it names instead of
+	// the cluster's endpoint: "https://127.0.0.1:6444", the host's own endpoint of the API
+	// servers (the api-proxy package), for the host's own clients of the cluster.
+	Server string `json:"server,omitempty"`
 }
 
-// Secret reports whether the file holds a private key: a PKI key, a kubeconfig or the API
-// server's encryption configuration.
+// Secret reports whether the file holds a private key or a credential: a PKI key, a
+// kubeconfig, the API server's encryption configuration or the KMS plugin's token.
 func (c ConfigFile) Secret() bool {
-	return c.PKI != "" && (strings.HasSuffix(c.PKI, ".key") || strings.HasSuffix(c.PKI, ".conf") || c.PKI == "encryption-config.yaml")
+	return c.PKI != "" && (strings.HasSuffix(c.PKI, ".key") || strings.HasSuffix(c.PKI, ".conf") || c.PKI == "encryption-config.yaml") ||
+		c.KMS == KMSToken
 }
 
 // Perm is the file's permission bits, defaulted.
@@ -111,6 +149,23 @@ type ClusterValues struct {
 	// only the provisioned ones): a cluster of control-plane hosts only runs its workloads
 	// there.
 	Workers int
+	// KMS is the Vault the cluster's KMS plugin wraps its API servers' data encryption keys
+	// with; nil when the cluster's Secrets are encrypted with a key of the BPA's (secretbox).
+	KMS *KMSValues
+}
+
+// KMSValues say how a cluster's KMS plugin reaches Vault: the plugin on each control-plane host
+// logs in with Vault's Kubernetes auth method (Mount, Role) with a ServiceAccount token of the
+// site's cluster the BPA writes (ConfigFile.KMS KMSToken), and wraps keys with the transit key
+// TransitKey of the engine at TransitMount.
+type KMSValues struct {
+	// VaultAddr is Vault's URL as the control-plane hosts reach it (https).
+	VaultAddr string
+	// AuthMount is the mount of the Kubernetes auth method that reviews the site cluster's
+	// tokens; Role the role there.
+	AuthMount, Role string
+	// TransitMount is the transit engine's mount; TransitKey the cluster's key there.
+	TransitMount, TransitKey string
 }
 
 // NodeValues describe one host.
@@ -136,7 +191,7 @@ var templateFuncs = template.FuncMap{
 }
 
 // Render is the content of c for a host with values v: its template executed, or nil for a PKI
-// file (the BPA fills those in).
+// or KMS file (the BPA fills those in).
 func (c ConfigFile) Render(v Values) ([]byte, error) {
 	if c.Template == "" {
 		return nil, nil
@@ -163,6 +218,8 @@ func sampleValues() Values {
 		Cluster: ClusterValues{
 			Name: "sample", KubernetesVersion: "v1.36.3", APIServer: "https://10.0.0.10:6443",
 			ServiceCIDR: "10.96.0.0/12", PodCIDR: "10.244.0.0/16", DNSServiceIP: "10.96.0.10", DNSDomain: "cluster.local", Workers: 1,
+			KMS: &KMSValues{VaultAddr: "https://vault.example:8200", AuthMount: "kubernetes-site", Role: "edgefleet-kms",
+				TransitMount: "transit", TransitKey: "edgefleet-kms-sample"},
 		},
 		Node:         worker,
 		Nodes:        append(cp, worker),
@@ -176,6 +233,11 @@ func (m *Manifest) validateCluster() error {
 	case "", HostsAll, HostsControlPlane, HostsWorker:
 	default:
 		return fmt.Errorf("manifest: hosts %q: want %q, %q or %q", m.Hosts, HostsAll, HostsControlPlane, HostsWorker)
+	}
+	switch m.Requires {
+	case "", RequiresKMS:
+	default:
+		return fmt.Errorf("manifest: requires %q: want %q or nothing", m.Requires, RequiresKMS)
 	}
 	after := map[string]bool{}
 	for i, a := range m.After {
@@ -200,8 +262,12 @@ func (m *Manifest) validateCluster() error {
 			return fmt.Errorf("%s.path %q: inside the packages' directory; write configuration elsewhere (e.g. /etc/edgefleet/%s/)", at, c.Path, m.Name)
 		case paths[c.Path]:
 			return fmt.Errorf("%s.path %q: listed twice", at, c.Path)
-		case (c.Template == "") == (c.PKI == ""):
-			return fmt.Errorf("%s (%s): want exactly one of template and pki", at, c.Path)
+		case sources(c) != 1:
+			return fmt.Errorf("%s (%s): want exactly one of template, pki and kms", at, c.Path)
+		case c.KMS != "" && c.KMS != KMSVaultCA && c.KMS != KMSToken:
+			return fmt.Errorf("%s.kms %q: want %q or %q", at, c.KMS, KMSVaultCA, KMSToken)
+		case c.KMS != "" && m.Requires != RequiresKMS:
+			return fmt.Errorf("%s.kms (%s): only a package that requires %q has the KMS plugin's files", at, c.Path, RequiresKMS)
 		}
 		paths[c.Path] = true
 		if c.Mode != "" {
@@ -210,7 +276,12 @@ func (m *Manifest) validateCluster() error {
 				return fmt.Errorf("%s.mode: %w", at, err)
 			}
 			if c.Secret() && perm != 0o600 {
-				return fmt.Errorf("%s.mode %q: %s holds a private key and is written 0600", at, c.Mode, c.PKI)
+				return fmt.Errorf("%s.mode %q: %s holds a private key or a credential and is written 0600", at, c.Mode, c.PKI+c.KMS)
+			}
+		}
+		if c.Server != "" {
+			if err := validServer(c); err != nil {
+				return fmt.Errorf("%s.server %q: %w", at, c.Server, err)
 			}
 		}
 		if c.PKI != "" {
@@ -219,9 +290,35 @@ func (m *Manifest) validateCluster() error {
 			}
 			continue
 		}
+		if c.KMS != "" {
+			continue
+		}
 		if _, err := c.Render(sample); err != nil {
 			return fmt.Errorf("%s.template (%s): %w", at, c.Path, err)
 		}
+	}
+	return nil
+}
+
+// sources counts the fields of c that give its content: Template, PKI and KMS.
+func sources(c ConfigFile) int {
+	n := 0
+	for _, s := range []string{c.Template, c.PKI, c.KMS} {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// validServer checks a configuration file's server: an https URL of a kubeconfig of the PKI.
+func validServer(c ConfigFile) error {
+	if !strings.HasSuffix(c.PKI, ".conf") {
+		return errors.New("only a kubeconfig of the PKI (pki: <name>.conf) names a server")
+	}
+	u, err := url.Parse(c.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return errors.New("want https://host:port and nothing more")
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ type Manifest struct {
 
 	// Hosts selects the hosts of a cluster that run the package; HostsAll when empty.
 	Hosts HostSelector `json:"hosts,omitempty"`
+	// Requires names what a cluster must have for the package to run there at all: RequiresKMS
+	// (the cluster's API servers encrypt Secrets through a KMS plugin). A cluster without it
+	// leaves the package out, so one Release serves sites with and without a Vault.
+	Requires Requirement `json:"requires,omitempty"`
 	// After names the packages this one is installed after, cluster-wide: each of them is
 	// installed and healthy on all of its hosts first. A cluster whose packages do not
 	// include one of them is refused.

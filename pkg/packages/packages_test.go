@@ -96,13 +96,41 @@ func TestBuildRefuses(t *testing.T) {
 		"config twice": {func(m *packages.Manifest, _ string) {
 			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x"}, {Path: "/etc/x", PKI: "pki/ca.crt"}}
 		}, `config[1].path "/etc/x": listed twice`},
+		"server of a certificate": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", PKI: "pki/ca.crt", Server: "https://127.0.0.1:6444"}}
+		}, `config[0].server "https://127.0.0.1:6444": only a kubeconfig of the PKI`},
+		"server of a template": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x", Server: "https://127.0.0.1:6444"}}
+		}, `config[0].server "https://127.0.0.1:6444": only a kubeconfig of the PKI`},
+		"server not https": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x.conf", PKI: "kubelet.conf", Server: "http://127.0.0.1:6444"}}
+		}, `config[0].server "http://127.0.0.1:6444": want https://host:port`},
+		"server with a path": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/x.conf", PKI: "kubelet.conf", Server: "https://127.0.0.1:6444/api"}}
+		}, `want https://host:port and nothing more`},
 		"config of two sources": {func(m *packages.Manifest, _ string) {
 			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x", PKI: "pki/ca.crt"}}
-		}, "config[0] (/etc/x): want exactly one of template and pki"},
+		}, "config[0] (/etc/x): want exactly one of template, pki and kms"},
+		"config of a template and a KMS file": {func(m *packages.Manifest, _ string) {
+			m.Requires = packages.RequiresKMS
+			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "x", KMS: packages.KMSToken}}
+		}, "config[0] (/etc/x): want exactly one of template, pki and kms"},
+		"a KMS file of a package that does not require KMS": {func(m *packages.Manifest, _ string) {
+			m.Config = []packages.ConfigFile{{Path: "/etc/t", KMS: packages.KMSToken}}
+		}, `config[0].kms (/etc/t): only a package that requires "kms"`},
+		"an unknown KMS file": {func(m *packages.Manifest, _ string) {
+			m.Requires = packages.RequiresKMS
+			m.Config = []packages.ConfigFile{{Path: "/etc/t", KMS: "key"}}
+		}, `config[0].kms "key": want "vault-ca.crt" or "token"`},
+		"the KMS token readable by all": {func(m *packages.Manifest, _ string) {
+			m.Requires = packages.RequiresKMS
+			m.Config = []packages.ConfigFile{{Path: "/etc/t", KMS: packages.KMSToken, Mode: "0644"}}
+		}, `config[0].mode "0644": token holds a private key or a credential`},
+		"an unknown requirement":  {func(m *packages.Manifest, _ string) { m.Requires = "vault" }, `requires "vault": want "kms" or nothing`},
 		"config without a source": {func(m *packages.Manifest, _ string) { m.Config = []packages.ConfigFile{{Path: "/etc/x"}} }, "want exactly one"},
 		"a key readable by all": {func(m *packages.Manifest, _ string) {
 			m.Config = []packages.ConfigFile{{Path: "/etc/k", PKI: "pki/sa.key", Mode: "0644"}}
-		}, `config[0].mode "0644": pki/sa.key holds a private key`},
+		}, `config[0].mode "0644": pki/sa.key holds a private key or a credential`},
 		"a template that does not parse": {func(m *packages.Manifest, _ string) {
 			m.Config = []packages.ConfigFile{{Path: "/etc/x", Template: "{{.Node.Name"}}
 		}, "config[0].template (/etc/x)"},

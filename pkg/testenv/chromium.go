@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -75,4 +77,22 @@ func SPKIHash(certFile string) (string, error) {
 	}
 	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 	return base64.StdEncoding.EncodeToString(sum[:]), nil
+}
+
+// RunReplaced runs action in the browser tab ctx (chromedp.Steps joins several), and again
+// while it met an element the page's live updates replaced after it was found (chromedp: "Could
+// not find node with given id"): the next try finds the new element. It gives up when ctx is
+// done.
+func RunReplaced[T any](ctx context.Context, action chromedp.Action[T]) (T, error) {
+	for {
+		v, err := chromedp.Run(ctx, action)
+		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

@@ -72,7 +72,11 @@ func startProcessFiltered(name, bin string, args, env []string, logPath string, 
 // waitReady polls readyURL until it answers 200, the process exits, or a minute passes; the
 // errors carry the end of the log.
 func (p *process) waitReady(ctx context.Context, readyURL string) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
+	return p.waitReadyWith(ctx, readyURL, &http.Client{Timeout: 2 * time.Second})
+}
+
+// waitReadyWith is waitReady asking with hc (an https URL's CA).
+func (p *process) waitReadyWith(ctx context.Context, readyURL string, hc *http.Client) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -119,7 +123,50 @@ func (p *process) pause() error {
 	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		return fmt.Errorf("pause %s: %w", p.name, err)
 	}
-	return nil
+	// The signal is delivered asynchronously: a thread running on another CPU can still
+	// answer a request after kill returns. Paused means every thread has stopped.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(p.cmd.Process.Pid)
+		if err != nil {
+			return fmt.Errorf("pause %s: %w", p.name, err)
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pause %s: %d threads still not stopped 10s after SIGSTOP", p.name, running)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of pid not in the stopped state ('T' in /proc's stat).
+func runningThreads(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, t := range tasks {
+		stat, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended
+		}
+		if err != nil {
+			return 0, err
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) {
+			return 0, fmt.Errorf("%s/%s/stat: unexpected %q", dir, t.Name(), stat)
+		}
+		if stat[i+2] != 'T' {
+			running++
+		}
+	}
+	return running, nil
 }
 
 // resume lets a paused process go on (SIGCONT).

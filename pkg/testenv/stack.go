@@ -6,6 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
 
 // PackageVersion names a test-bed package (hack/packages) at a version.
@@ -27,11 +31,11 @@ func KubernetesPackages() []string {
 
 // StackPackages are the packages of the real node stack at their versions, Kubernetes' own at
 // kube (KubernetesVersion, PreviousKubernetesVersion), in the order a Release lists them: etcd,
-// kube-apiserver, kube-controller-manager, kube-scheduler (control plane), containerd,
-// pod-network, kubelet, kube-proxy (every host).
+// kube-apiserver (control plane), api-proxy (every host), kube-controller-manager,
+// kube-scheduler (control plane), containerd, pod-network, kubelet, kube-proxy (every host).
 func StackPackages(kube string) []PackageVersion {
 	return []PackageVersion{
-		{"etcd", "3.6.16"}, {"kube-apiserver", kube}, {"kube-controller-manager", kube}, {"kube-scheduler", kube},
+		{"etcd", "3.6.16"}, {"kube-apiserver", kube}, {"api-proxy", "0.1.0"}, {"kube-controller-manager", kube}, {"kube-scheduler", kube},
 		{"containerd", "1.6.20~ds1-1+deb12u3"}, {"pod-network", "0.1.0"}, {"kubelet", kube}, {"kube-proxy", kube},
 	}
 }
@@ -93,4 +97,40 @@ func BuildStack(ctx context.Context, dir, kube string) ([]StackArtifact, error) 
 		out = append(out, StackArtifact{Path: path, Kind: "helm-chart", Name: chart.Name, Version: chart.Version})
 	}
 	return out, nil
+}
+
+// CreateStackRelease makes a Release name in namespace ns of the real node stack at Kubernetes
+// version kube the way an operator does with bin/edgefleet: it builds the stack into dir
+// (BuildStack), uploads it with an OS image of random bytes (edge-os 1.0, 1 MiB: the test hosts
+// boot their own root filesystem), then runs `edgefleet release create … --wait`; it returns
+// the Release.
+func (f *Fleet) CreateStackRelease(ctx context.Context, ns, name, dir, kube string) (*fleetv1.Release, error) {
+	image, _ := RandomContent(1<<20, 1)
+	imagePath := filepath.Join(dir, "edge-os-1.0.img")
+	if err := os.WriteFile(imagePath, image, 0o600); err != nil {
+		return nil, err
+	}
+	if _, err := f.Upload(ctx, imagePath, "os-image", "edge-os", "1.0"); err != nil {
+		return nil, fmt.Errorf("stack release %s: %w", name, err)
+	}
+	built, err := BuildStack(ctx, dir, kube)
+	if err != nil {
+		return nil, fmt.Errorf("stack release %s: %w", name, err)
+	}
+	args := []string{"release", "create", name, "-n", ns, "--kubernetes-version", "v" + kube, "--os-image", "edge-os@1.0", "--wait"}
+	flag := map[string]string{"binary-package": "--package", "container-image-archive": "--image", "helm-chart": "--chart"}
+	for _, a := range built {
+		if _, err := f.Upload(ctx, a.Path, a.Kind, a.Name, a.Version); err != nil {
+			return nil, fmt.Errorf("stack release %s: %w", name, err)
+		}
+		args = append(args, flag[a.Kind], a.Name+"@"+a.Version)
+	}
+	if out, err := f.Edgefleet(ctx, args...); err != nil {
+		return nil, fmt.Errorf("stack release %s: %w: %s", name, err, out)
+	}
+	release := &fleetv1.Release{}
+	if err := f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, release); err != nil {
+		return nil, err
+	}
+	return release, nil
 }

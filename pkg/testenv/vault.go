@@ -4,22 +4,31 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	vaultapi "github.com/hashicorp/vault/api"
 )
 
 // Vault is a Vault dev server (bin/vault, built by hack/tools.sh vault) for one test: in-memory
-// storage, unsealed, KV version 2 mounted at "secret", listening on a free port of 127.0.0.1.
+// storage, unsealed, KV version 2 mounted at "secret", listening on a free port of 127.0.0.1,
+// or over TLS on another address (VaultOptions.Host).
 type Vault struct {
-	// Addr is the server's URL (http://127.0.0.1:PORT).
+	// Addr is the server's URL (http://127.0.0.1:PORT, or https://HOST:PORT).
 	Addr string
+	// CAFile is, with VaultOptions.Host, the PEM file of the CA of the server's certificate
+	// (made by the dev server for the run, in the test's directory); "" otherwise.
+	CAFile string
 	// Client is a client of the server holding the root token. The token is made at random for
 	// each server; it reaches the server through its environment (not its command line) and is
 	// cut out of the server's log.
@@ -30,10 +39,24 @@ type Vault struct {
 	proc *process
 }
 
-// StartVault starts a Vault dev server and stops it in the test's cleanup.
+// VaultOptions say where a Vault dev server listens.
+type VaultOptions struct {
+	// Host, when set, is the address the server listens on (a free port of it) over TLS, with a
+	// certificate for that address and 127.0.0.1 signed by a CA of the run: for clients off
+	// loopback, such as test hosts on their bridge's gateway (HostNet.Gateway).
+	Host string
+}
+
+// StartVault starts a Vault dev server on 127.0.0.1 and stops it in the test's cleanup.
 func StartVault(t testing.TB) *Vault {
 	t.Helper()
-	v, err := StartVaultIn(t.Context(), t.TempDir())
+	return StartVaultWith(t, VaultOptions{})
+}
+
+// StartVaultWith starts a Vault dev server as opts say and stops it in the test's cleanup.
+func StartVaultWith(t testing.TB, opts VaultOptions) *Vault {
+	t.Helper()
+	v, err := startVault(t.Context(), t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +82,10 @@ func (v *Vault) Resume() error { return v.proc.resume() }
 // StartVaultIn starts a Vault dev server keeping its log (and HOME) in dir, for programs that
 // are not tests (the demo); Stop stops it.
 func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {
+	return startVault(ctx, dir, VaultOptions{})
+}
+
+func startVault(ctx context.Context, dir string, opts VaultOptions) (*Vault, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
@@ -76,28 +103,54 @@ func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {
 	}
 	// Not "hvs.": Vault refuses custom token IDs with the prefixes of the tokens it makes.
 	token := "edgefleet-test-" + hex.EncodeToString(raw)
-	addr, err := freeLocalAddr()
+	host := "127.0.0.1"
+	if opts.Host != "" {
+		host = opts.Host
+	}
+	addr, err := freeAddr(host)
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	v := &Vault{Addr: "http://" + addr, Log: filepath.Join(dir, "vault.log")}
+	args := []string{"server", "-dev", "-dev-listen-address=" + addr, "-dev-no-store-token"}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	if opts.Host != "" {
+		// The dev server makes a CA and a certificate for the listen address (and 127.0.0.1)
+		// into the directory; only the CA is kept once it answers.
+		tlsDir := filepath.Join(dir, "tls")
+		if err := os.MkdirAll(tlsDir, 0o700); err != nil {
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+		args = append(args, "-dev-tls", "-dev-tls-cert-dir="+tlsDir)
+		v.Addr, v.CAFile = "https://"+addr, filepath.Join(tlsDir, "vault-ca.pem")
+	}
 	// HOME in the test's directory, and -dev-no-store-token: the dev server would otherwise
 	// write the token to ~/.vault-token.
 	env := []string{"HOME=" + dir, "PATH=/usr/bin:/bin", "VAULT_DEV_ROOT_TOKEN_ID=" + token}
-	v.proc, err = startProcessFiltered("vault", bin, []string{
-		"server", "-dev", "-dev-listen-address=" + addr, "-dev-no-store-token",
-	}, env, v.Log, func(w io.Writer) io.WriteCloser {
+	v.proc, err = startProcessFiltered("vault", bin, args, env, v.Log, func(w io.Writer) io.WriteCloser {
 		return &redactor{w: w, secrets: [][]byte{[]byte(token)}, linePrefixes: [][]byte{[]byte("Unseal Key:")}}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vault: %w", err)
 	}
-	if err := v.proc.waitReady(ctx, v.Addr+"/v1/sys/health"); err != nil {
+	if v.CAFile != "" {
+		if hc, err = caClient(ctx, v.CAFile); err != nil {
+			_ = v.proc.kill()
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
+	if err := v.proc.waitReadyWith(ctx, v.Addr+"/v1/sys/health", hc); err != nil {
 		_ = v.proc.kill()
 		return nil, fmt.Errorf("vault: %w", err)
 	}
 	cfg := vaultapi.DefaultConfig()
 	cfg.Address = v.Addr
+	if v.CAFile != "" {
+		if err := cfg.ConfigureTLS(&vaultapi.TLSConfig{CACert: v.CAFile}); err != nil {
+			_ = v.proc.kill()
+			return nil, fmt.Errorf("vault: %w", err)
+		}
+	}
 	if v.Client, err = vaultapi.NewClient(cfg); err != nil {
 		_ = v.proc.kill()
 		return nil, fmt.Errorf("vault: client: %w", err)
@@ -107,13 +160,43 @@ func StartVaultIn(ctx context.Context, dir string) (*Vault, error) {
 }
 
 // freeLocalAddr returns an address of 127.0.0.1 with a port free a moment ago.
-func freeLocalAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeLocalAddr() (string, error) { return freeAddr("127.0.0.1") }
+
+// freeAddr returns an address of host with a port free a moment ago.
+func freeAddr(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// caClient is an HTTP client trusting the CA of the PEM file caFile, written by a server that
+// is starting: until the file is there, it waits (up to a minute).
+func caClient(ctx context.Context, caFile string) (*http.Client, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pem, err := os.ReadFile(caFile)
+		if err == nil && len(pem) > 0 {
+			roots := x509.NewCertPool()
+			if !roots.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%s holds no certificate", caFile)
+			}
+			return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("the file is empty")
+			}
+			return nil, fmt.Errorf("no CA in %s a minute after the start: %w", caFile, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // redactor passes output on line by line, with every occurrence of a secret replaced and the

@@ -73,11 +73,7 @@ func (v *Vault) KubernetesRole(ctx context.Context, role, ns, serviceAccount, po
 // token of it made by the TokenRequest API (1 hour) to the file name+".token" (mode 0600) in
 // dir, as Kubernetes projects one into a pod; it returns the file.
 func (cp *ControlPlane) ServiceAccountTokenFile(ctx context.Context, ns, name, dir string) (string, error) {
-	kube, err := kubernetes.NewForConfig(cp.Config)
-	if err != nil {
-		return "", fmt.Errorf("testenv %s: %w", cp.Name, err)
-	}
-	token, err := serviceAccountToken(ctx, kube, ns, name)
+	token, err := cp.ServiceAccountToken(ctx, ns, name)
 	if err != nil {
 		return "", err
 	}
@@ -86,6 +82,16 @@ func (cp *ControlPlane) ServiceAccountTokenFile(ctx context.Context, ns, name, d
 		return "", fmt.Errorf("testenv %s: %w", cp.Name, err)
 	}
 	return file, nil
+}
+
+// ServiceAccountToken creates the ServiceAccount ns/name unless it exists and returns a token
+// of it made by the TokenRequest API (1 hour).
+func (cp *ControlPlane) ServiceAccountToken(ctx context.Context, ns, name string) (string, error) {
+	kube, err := kubernetes.NewForConfig(cp.Config)
+	if err != nil {
+		return "", fmt.Errorf("testenv %s: %w", cp.Name, err)
+	}
+	return serviceAccountToken(ctx, kube, ns, name)
 }
 
 // serviceAccountToken creates the ServiceAccount ns/name unless it exists and returns a token

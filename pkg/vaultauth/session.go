@@ -153,3 +153,10 @@ func readTokenFile(file, flag string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Logical is the part of Vault's logical API components call with their client: reads and
+// writes by path. *vaultapi.Logical is one; tests give a fake.
+type Logical interface {
+	ReadWithContext(ctx context.Context, path string) (*vaultapi.Secret, error)
+	WriteWithContext(ctx context.Context, path string, data map[string]any) (*vaultapi.Secret, error)
+}

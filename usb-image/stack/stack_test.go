@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -53,8 +54,11 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // the global controller (edgefleet site logs); a Secret not in clear in the host's etcd
 // files; systemd restarting a killed service; and after a power cut and boot, ready again with
 // the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
+// The site's two other hosts start powered off; once the site is Ready, they are registered
+// on the global cluster and the stack builds the application cluster on them from the
+// stick's pack alone.
 func TestSiteStackOnTestHost(t *testing.T) {
-	hn := testenv.NewHosts(t, 1, testenv.HostOptions{Names: []string{"site-0"}})
+	hn := testenv.NewHosts(t, 3, testenv.HostOptions{Names: []string{"site-0", "node-0", "node-1"}})
 	h := hn.Hosts[0]
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -73,6 +77,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	// (URL, CA, a fresh enrollment token) on the host's disk, as the image carries it.
 	fleet := installWithIdentity(t, hn, upper)
 	release := writePack(t, fleet, upper)
+	fixtureProvisioner(t, upper)
 	t.Cleanup(func() {
 		if t.Failed() && h.Running() {
 			out, _ := h.Exec(context.Background(), "sh", "-c", "systemctl --no-pager list-units 'edgefleet*' etcd.service 'kube-*' baremetal-operator.service; journalctl --no-pager -u 'edgefleet*' -u etcd -u 'kube-*' -u baremetal-operator | grep -v 'healthz check failed' | tail -n 60")
@@ -201,6 +206,97 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(?m)^edgefleet_site_cache_fetches_total 0$`).Match(out) {
 			t.Errorf("the local controller fetched artifacts the pack holds:\n%s", grepLines(out, "edgefleet_site_cache_"))
+		}
+	})
+
+	// The whole path from the stick: the global controller pushes the site's Hosts and cluster
+	// through the credential enrollment handed over; the stack's Metal3 provisions the hosts
+	// (its fixture provisioner: the harness plays Ironic's deploy, booting each host with the
+	// first-boot data the BareMetalHost carries); the stack's BPA, its keys in the Kubernetes
+	// Secret store, installs over SSH what the site cache holds, all of it from the pack.
+	t.Run("builds the application cluster on the site's other hosts from the stick alone", func(t *testing.T) {
+		metal3Client, err := client.New(restConfigAs(t, h.IP.String(), site, "admin"), client.Options{Scheme: testenv.Metal3Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopIronic := hn.PlayIronic(context.Background(), metal3Client, sitev1.HostsNamespace, func(err error) { t.Logf("ironic: %v", err) })
+		defer stopIronic()
+		opts := testenv.RealSiteOptions{Name: siteName, Namespace: siteNamespace, Hosts: hn}
+		for i, role := range map[int]fleetv1.HostRole{1: fleetv1.RoleControlPlane, 2: fleetv1.RoleWorker} {
+			if err := fleet.RegisterRealHost(ctx, opts, i, role); err != nil {
+				t.Fatal(err)
+			}
+		}
+		network := hn.ClusterNetwork()
+		network.ControlPlaneEndpoint.Host = hn.Hosts[1].IP.String()
+		s := &fleetv1.Site{}
+		if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: siteNamespace, Name: siteName}, s); err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Cluster = &fleetv1.SiteCluster{Release: release.Name, Network: network}
+		if err := fleet.Global.Client.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		testenv.WaitFor(t, 15*time.Minute, "the site's cluster Provisioned and Installed, its charts' pods ready", func() (bool, string) {
+			if err := fleet.Global.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+				return false, err.Error()
+			}
+			c := s.Status.Cluster
+			if c == nil {
+				return false, "no cluster status"
+			}
+			state := fmt.Sprintf("%s (%s %s), control plane %d/%d, workers %d/%d", c.Phase, c.Message, c.LastError, c.ControlPlane.Ready, c.ControlPlane.Total, c.Workers.Ready, c.Workers.Total)
+			if c.Bootstrap == nil {
+				return false, state + ", no bootstrap status"
+			}
+			state += fmt.Sprintf(", bootstrap %s: %s", c.Bootstrap.Phase, c.Bootstrap.Message)
+			return c.Phase == sitev1.ClusterProvisioned && c.ControlPlane == (sitev1.NodeCounts{Ready: 1, Total: 1}) &&
+				c.Workers == (sitev1.NodeCounts{Ready: 1, Total: 1}) && c.Bootstrap.Phase == sitev1.BootstrapInstalled &&
+				strings.HasSuffix(c.Bootstrap.Message, "2 charts deployed, their pods 5/5 ready"), state
+		})
+		t.Logf("registered to installed, charts' pods ready: %s", time.Since(start).Round(time.Second))
+		var installed []string
+		for _, p := range s.Status.Cluster.Bootstrap.Packages {
+			installed = append(installed, p.Name+" "+p.Version)
+		}
+		var want []string
+		for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
+			want = append(want, p.Name+" "+p.Version)
+		}
+		slices.Sort(installed)
+		slices.Sort(want)
+		if !slices.Equal(installed, want) {
+			t.Errorf("installed packages %v, want the release's %v", installed, want)
+		}
+		// The test application answers at its Service's address, from a node (kube-proxy).
+		kubeconfig := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: siteName + "-kubeconfig"}, kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+		appConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig.Data["value"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		appConfig.Timeout = 15 * time.Second
+		appClient, err := client.New(appConfig, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := appClient.Get(ctx, client.ObjectKey{Namespace: "webapp", Name: "webapp"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := hn.Hosts[2].Exec(ctx, "curl", "-fsS", "--max-time", "10", "http://"+svc.Spec.ClusterIP+"/"); err != nil || !strings.HasPrefix(string(out), "hello from webapp-") {
+			t.Errorf("the test application at %s: %v %q", svc.Spec.ClusterIP, err, out)
+		}
+		// All of it from the stick: the site cache never fetched.
+		out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "10", "http://127.0.0.1:8080/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^edgefleet_site_cache_fetches_total 0$`).Match(out) {
+			t.Errorf("the site cache fetched artifacts during the install:\n%s", grepLines(out, "edgefleet_site_cache_"))
 		}
 	})
 
@@ -367,17 +463,14 @@ func installWithIdentity(t testing.TB, hn *testenv.HostNet, upper string) *teste
 	return fleet
 }
 
-// writePack makes a release of stand-in artifacts on fleet's global cluster and the site's image
+// writePack makes a release of the real node stack on fleet's global cluster and the site's image
 // with it (edgefleet site image --with-release, on a small base) on the host's disk, named by
 // /etc/edgefleet/pack-source as the boot medium would be; it returns the release.
 func writePack(t testing.TB, fleet *testenv.Fleet, upper string) *fleetv1.Release {
 	t.Helper()
 	ctx := t.Context()
-	if err := fleet.CreateSimulatedReleases(ctx, siteNamespace, map[string]string{"edge-1": "v" + testenv.KubernetesVersion}); err != nil {
-		t.Fatal(err)
-	}
-	release := &fleetv1.Release{}
-	if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: siteNamespace, Name: "edge-1"}, release); err != nil {
+	release, err := fleet.CreateStackRelease(ctx, siteNamespace, "edge-1", t.TempDir(), testenv.KubernetesVersion)
+	if err != nil {
 		t.Fatal(err)
 	}
 	medium := filepath.Join(upper, "var", "lib", "edgefleet-medium")
@@ -392,6 +485,27 @@ func writePack(t testing.TB, fleet *testenv.Fleet, upper string) *fleetv1.Releas
 		t.Fatal(err)
 	}
 	return release
+}
+
+// fixtureProvisioner has the stack's Metal3 on the host's disk upper run with its fixture
+// provisioner (a drop-in): no Ironic runs on the stack (see baremetal-operator.service), so the
+// test harness plays Ironic's part (HostNet.PlayIronic).
+func fixtureProvisioner(t testing.TB, upper string) {
+	t.Helper()
+	unit := readFile(t, filepath.Join(upper, "usr", "lib", "systemd", "system", "baremetal-operator.service"))
+	exec := regexp.MustCompile(`(?m)^ExecStart=/usr/local/bin/bmo `).FindIndex(unit)
+	if exec == nil {
+		t.Fatalf("baremetal-operator.service starts no /usr/local/bin/bmo:\n%s", unit)
+	}
+	line, _, _ := strings.Cut(string(unit[exec[0]:]), "\n")
+	dir := filepath.Join(upper, "etc", "systemd", "system", "baremetal-operator.service.d")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dropIn := "[Service]\nExecStart=\n" + strings.Replace(line, "/usr/local/bin/bmo ", "/usr/local/bin/bmo -test-mode ", 1) + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "fixture-provisioner.conf"), []byte(dropIn), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // grepLines are the lines of b that contain s.
@@ -471,15 +585,6 @@ func siteClient(t *testing.T, ip, site string) client.Client {
 // (pki/<id>.crt) made by site-init.
 func clientAs(t *testing.T, ip, site, id string) client.Client {
 	t.Helper()
-	cfg := &rest.Config{
-		Host:    "https://" + ip + ":6443",
-		Timeout: 15 * time.Second,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   readFile(t, filepath.Join(site, "pki", "ca.crt")),
-			CertData: readFile(t, filepath.Join(site, "pki", id+".crt")),
-			KeyData:  readFile(t, filepath.Join(site, "pki", id+".key")),
-		},
-	}
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -490,11 +595,26 @@ func clientAs(t *testing.T, ip, site, id string) client.Client {
 	if err := sitev1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	c, err := client.New(restConfigAs(t, ip, site, id), client.Options{Scheme: s})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// restConfigAs is the configuration of a client of the host's site API server with the
+// certificate of identity id.
+func restConfigAs(t *testing.T, ip, site, id string) *rest.Config {
+	t.Helper()
+	return &rest.Config{
+		Host:    "https://" + ip + ":6443",
+		Timeout: 15 * time.Second,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   readFile(t, filepath.Join(site, "pki", "ca.crt")),
+			CertData: readFile(t, filepath.Join(site, "pki", id+".crt")),
+			KeyData:  readFile(t, filepath.Join(site, "pki", id+".key")),
+		},
+	}
 }
 
 // unitProps are a unit's MainPID, NRestarts, ActiveState and SubState.

@@ -434,8 +434,13 @@ const (
 
 // SecretEncryptionStatus is where the cluster's Secret encryption key stands.
 type SecretEncryptionStatus struct {
+	// Provider is what the API servers encrypt Secrets with: Secretbox, a key of the BPA's,
+	// or KMS, the KMS plugin on each control-plane host with the cluster's Vault transit key.
+	// +optional
+	// +kubebuilder:validation:Enum=Secretbox;KMS
+	Provider SecretEncryptionProvider `json:"provider,omitempty"`
 	// Key is the name of the key the API servers write Secrets with (etcd's values start
-	// "k8s:enc:secretbox:v1:<key>:").
+	// "k8s:enc:secretbox:v1:<key>:"), or of the KMS provider ("k8s:enc:kms:v2:<key>:").
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Key string `json:"key,omitempty"`
@@ -455,6 +460,17 @@ type SecretEncryptionStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	Reencrypted string `json:"reencrypted,omitempty"`
 }
+
+// SecretEncryptionProvider is what a cluster's API servers encrypt Secrets with.
+type SecretEncryptionProvider string
+
+// Secret encryption providers.
+const (
+	// SecretEncryptionSecretbox: a secretbox key the BPA keeps (where no Vault is configured).
+	SecretEncryptionSecretbox SecretEncryptionProvider = "Secretbox"
+	// SecretEncryptionKMS: the KMS plugin (edgefleet-kms) with the cluster's Vault transit key.
+	SecretEncryptionKMS SecretEncryptionProvider = "KMS"
+)
 
 // CARotationStatus is where a roll-over of the cluster's CAs stands.
 type CARotationStatus struct {

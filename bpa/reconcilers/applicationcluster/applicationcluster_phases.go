@@ -101,6 +101,12 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		spec.SecretEncryptionKeyRotations = w.ac.Spec.Rotations.SecretEncryptionKey
 		spec.CARotations = w.ac.Spec.Rotations.CertificateAuthorities
 	}
+	var kmsRenew time.Time // when the KMS plugin's token is due again
+	if w.r.KMS != nil {
+		if spec.KMS, kmsRenew, err = w.r.KMS.For(ctx, w.ac); err != nil {
+			return ctrl.Result{}, fmt.Errorf("the cluster's KMS (Vault): %w", err)
+		}
+	}
 	if w.st.FailedPackage != "" && !slices.ContainsFunc(w.ac.Spec.Packages, func(a sitev1.ArtifactRef) bool { return a.SHA256 == w.st.FailedPackage }) {
 		w.st.FailedPackage = "" // the packages changed since: try again
 	}
@@ -178,6 +184,9 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if w.caRotation(res, spec.CARotations) || rotating {
 		requeue = min(requeue, nextRotationPass(rotating, res.CAs.Until, time.Now(), w.r.Resync))
 	}
+	if !kmsRenew.IsZero() {
+		requeue = min(requeue, max(time.Until(kmsRenew), time.Second)) // the next run writes the new token
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -200,7 +209,10 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 		return false
 	}
 	was := w.st.SecretEncryption
-	st := &sitev1.SecretEncryptionStatus{Key: now.Key, Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Reencrypted: now.Reencrypted}
+	st := &sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: now.Key, Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Reencrypted: now.Reencrypted}
+	if now.KMS {
+		st.Provider = sitev1.SecretEncryptionKMS
+	}
 	if was != nil {
 		st.Since = phaseSince(was.Phase, was.Since, st.Phase)
 	} else {

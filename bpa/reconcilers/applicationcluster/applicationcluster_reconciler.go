@@ -60,11 +60,23 @@ type Reconciler struct {
 	// ClientCertificateMaxTTL is the longest a cluster user's certificate lives: a CA
 	// roll-over keeps the old CAs trusted that long after the new one began signing them.
 	ClientCertificateMaxTTL time.Duration
+	// KMS, when set, has the clusters' API servers encrypt Secrets through Vault
+	// (bpa/clusterkms); nil: with a secretbox key of each cluster's PKI.
+	KMS KMSSource
 
 	cache *siteCache
 }
 
+// KMSSource gives a cluster what its KMS plugin needs (clusterkms.Source), and when to ask
+// again for a new token.
+type KMSSource interface {
+	For(ctx context.Context, ac *sitev1.ApplicationCluster) (*cluster.KMS, time.Time, error)
+}
+
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters,verbs=get;list;watch
+// The KMS plugins' ServiceAccounts and their tokens (bpa/clusterkms), in their own namespace.
+// +kubebuilder:rbac:groups="",namespace=edgefleet-kms,resources=serviceaccounts,verbs=get;create
+// +kubebuilder:rbac:groups="",namespace=edgefleet-kms,resources=serviceaccounts/token,verbs=create
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=applicationclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=site.edgefleet.io,resources=artifactsets,verbs=get;list;watch
 // The site cache's content (sitecache.ReadersResource, a virtual resource checked by the local

@@ -80,7 +80,7 @@ func (w *work) leave(ctx context.Context, pkgs []install.Package) error {
 			continue
 		}
 		if ep := w.ac.Spec.Network.ControlPlaneEndpoint.Host; h.ControlPlane && ep == h.IP.String() {
-			errs = append(errs, fmt.Errorf("control-plane host %s cannot leave the cluster: it is the cluster's API endpoint (spec.network.controlPlaneEndpoint.host %s), which every node and client reaches the cluster through; its Machine %s waits on annotation %s. Point the endpoint at another control-plane host first, or put the endpoint on a virtual address",
+			errs = append(errs, fmt.Errorf("control-plane host %s cannot leave the cluster: it is the cluster's API endpoint (spec.network.controlPlaneEndpoint.host %s), which the BPA and the cluster's users reach it through; its Machine %s waits on annotation %s. Point the endpoint at another control-plane host first, or put the endpoint on a virtual address",
 				h.Name, ep, m.Name, LeaveHookAnnotation))
 			continue
 		}

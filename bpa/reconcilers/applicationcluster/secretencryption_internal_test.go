@@ -33,15 +33,17 @@ func TestSecretEncryptionStatus(t *testing.T) {
 	}{
 		{name: "no API server", run: pki.SecretEncryption{}},
 		{name: "installed, Secrets stored under the key", run: pki.SecretEncryption{Key: "bpa-1", Reencrypted: "bpa-1"}, reenc: &encryption.Result{Rewritten: 4},
-			want: sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", wantEvent: true},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", wantEvent: true},
 		{name: "rotation asked, not started yet", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, run: pki.SecretEncryption{Key: "bpa-1", Reencrypted: "bpa-1"}, asked: 1,
-			want: sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", again: true, message: "(0 of 1 rotations done): the next rotation starts"},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-1", Reencrypted: "bpa-1"}, since: "none", again: true, message: "(0 of 1 rotations done): the next rotation starts"},
 		{name: "phase begins", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, run: pki.SecretEncryption{Key: "bpa-2", Phase: pki.RotationUseNew, Reencrypted: "bpa-1"}, asked: 1,
-			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationUseNew, Reencrypted: "bpa-1"}, since: "new", again: true, message: "key bpa-2 encrypts; every Secret is stored again under it"},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Phase: sitev1.RotationUseNew, Reencrypted: "bpa-1"}, since: "new", again: true, message: "key bpa-2 encrypts; every Secret is stored again under it"},
 		{name: "phase goes on", was: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Since: &earlier}, run: pki.SecretEncryption{Key: "bpa-2", Phase: pki.RotationDropOld, Reencrypted: "bpa-2"}, asked: 1,
-			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Reencrypted: "bpa-2"}, since: "kept", again: true, message: "the old key goes from every API server"},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Phase: sitev1.RotationDropOld, Reencrypted: "bpa-2"}, since: "kept", again: true, message: "the old key goes from every API server"},
 		{name: "rotation done", was: &sitev1.SecretEncryptionStatus{Key: "bpa-2", Phase: sitev1.RotationDropOld, Since: &earlier}, run: pki.SecretEncryption{Key: "bpa-2", Generation: 1, Reencrypted: "bpa-2"}, asked: 1,
-			want: sitev1.SecretEncryptionStatus{Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}, since: "none"},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}, since: "none"},
+		{name: "through the KMS plugin", run: pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, reenc: &encryption.Result{Rewritten: 2},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, since: "none", wantEvent: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := events.NewFakeRecorder(4)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -120,21 +121,32 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, rel *fleetv1.Relea
 }
 
 // References answers the artifact store's question "what references this content?" with the
-// Releases that name it, through the ReleaseDigest cache index.
+// Releases that name it, read from the API server itself: a cache could still miss a Release
+// created just before the question, and its artifact would go. Deletes are rare; each lists
+// the Releases a page at a time.
 type References struct {
-	// Reader reads Releases, from a cache with the index package's indexes.
+	// Reader reads Releases from the API server (a manager's APIReader), not from a cache.
 	Reader client.Reader
 }
 
+// referencesPage is how many Releases one list call of ReferencesTo returns.
+const referencesPage = 500
+
 // ReferencesTo lists, as "Release/namespace/name", the Releases that name sha256.
 func (r References) ReferencesTo(ctx context.Context, sha256 string) ([]string, error) {
+	var out []string
 	list := &fleetv1.ReleaseList{}
-	if err := r.Reader.List(ctx, list, client.MatchingFields{index.ReleaseDigest: sha256}); err != nil {
-		return nil, fmt.Errorf("list releases naming sha256:%s: %w", sha256, err)
+	for {
+		if err := r.Reader.List(ctx, list, client.Limit(referencesPage), client.Continue(list.Continue)); err != nil {
+			return nil, fmt.Errorf("list releases naming sha256:%s: %w", sha256, err)
+		}
+		for i := range list.Items {
+			if slices.Contains(index.ReleaseDigests(&list.Items[i]), sha256) {
+				out = append(out, "Release/"+list.Items[i].Namespace+"/"+list.Items[i].Name)
+			}
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
 	}
-	out := make([]string, 0, len(list.Items))
-	for _, rel := range list.Items {
-		out = append(out, "Release/"+rel.Namespace+"/"+rel.Name)
-	}
-	return out, nil
 }

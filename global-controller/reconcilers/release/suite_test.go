@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 			if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 				return err
 			}
-			refs = release.References{Reader: mgr.GetClient()}
+			refs = release.References{Reader: mgr.GetAPIReader()}
 			r := &release.Reconciler{
 				Client:          mgr.GetClient(),
 				Artifacts:       store,

@@ -1,6 +1,6 @@
 // Command site10 is the Site-10 harness of DESIGN.md (needs root): the first install of a site of
 // 3 control-plane and 7 worker hosts — real test hosts (systemd, sshd) with the real node stack
-// (testenv.BuildStack: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd,
+// (testenv.BuildStack: etcd, kube-apiserver, the API server proxy, kube-controller-manager, kube-scheduler, containerd,
 // the pod network, kubelet, kube-proxy, the stack's images and chart) — timed from setting the
 // Site's spec.cluster (release and network) on the global cluster until all 10 nodes are Ready
 // and the test application serves.
