@@ -229,14 +229,12 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 		network := hn.ClusterNetwork()
 		network.ControlPlaneEndpoint.Host = hn.Hosts[1].IP.String()
-		s := &fleetv1.Site{}
-		if err := fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: siteNamespace, Name: siteName}, s); err != nil {
-			t.Fatal(err)
-		}
-		s.Spec.Cluster = &fleetv1.SiteCluster{Release: release.Name, Network: network}
-		if err := fleet.Global.Client.Update(ctx, s); err != nil {
-			t.Fatal(err)
-		}
+		// testenv.Update retries on a conflict: the global controller writes the Site's status as
+		// the Hosts register.
+		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: siteName}}
+		testenv.Update(t, fleet.Global.Client, s, func(s *fleetv1.Site) {
+			s.Spec.Cluster = &fleetv1.SiteCluster{Release: release.Name, Network: network}
+		})
 		start := time.Now()
 		testenv.WaitFor(t, 15*time.Minute, "the site's cluster Provisioned and Installed, its charts' pods ready", func() (bool, string) {
 			if err := fleet.Global.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
