@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
@@ -29,8 +31,16 @@ const Namespace = "edgefleet-kms"
 // (edgefleet-kms-<cluster>).
 const ServiceAccountPrefix = "edgefleet-kms-"
 
-// ClusterLabel names, on a plugin's ServiceAccount, the ApplicationCluster it is for.
-const ClusterLabel = "site.edgefleet.io/application-cluster"
+// ClusterNamespaceLabel and sitev1.ClusterLabel name, on a plugin's ServiceAccount, the
+// ApplicationCluster it is for.
+const ClusterNamespaceLabel = "site.edgefleet.io/cluster-namespace"
+
+// ClusterOf is the ApplicationCluster whose plugin's ServiceAccount sa is, as its labels say;
+// false for another ServiceAccount.
+func ClusterOf(sa metav1.Object) (types.NamespacedName, bool) {
+	key := types.NamespacedName{Namespace: sa.GetLabels()[ClusterNamespaceLabel], Name: sa.GetLabels()[sitev1.ClusterLabel]}
+	return key, key.Namespace != "" && key.Name != "" && sa.GetName() == ServiceAccountPrefix+key.Name
+}
 
 // Options say where the clusters' KMS plugins reach Vault.
 type Options struct {
@@ -77,7 +87,7 @@ type Source struct {
 	now       func() time.Time
 
 	mu     sync.Mutex
-	tokens map[string]token // by cluster
+	tokens map[types.NamespacedName]token // by ApplicationCluster
 }
 
 type token struct {
@@ -88,7 +98,7 @@ type token struct {
 // New returns a Source making keys in vault and tokens of ServiceAccounts of namespace
 // (Namespace) through kube.
 func New(opts Options, vault vaultauth.Logical, kube kubernetes.Interface, namespace string, now func() time.Time) *Source {
-	return &Source{opts: opts, vault: vault, kube: kube, namespace: namespace, now: now, tokens: map[string]token{}}
+	return &Source{opts: opts, vault: vault, kube: kube, namespace: namespace, now: now, tokens: map[types.NamespacedName]token{}}
 }
 
 // For is the KMS of the cluster of ApplicationCluster ac: its transit key made when missing,
@@ -111,11 +121,12 @@ func (s *Source) For(ctx context.Context, ac *sitev1.ApplicationCluster) (kms *c
 	}, tok.minted.Add(tok.expires.Sub(tok.minted) / 2), nil
 }
 
-// Forget drops what the source keeps of a cluster (its token), once the cluster is gone.
-func (s *Source) Forget(name string) {
+// Forget drops what the source keeps of a cluster (its token), once the cluster is gone
+// (bpa/reconcilers/kmsaccount).
+func (s *Source) Forget(cluster types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.tokens, name)
+	delete(s.tokens, cluster)
 }
 
 // ensureKey makes the transit key unless it exists. A key is never deleted here: what it
@@ -139,7 +150,7 @@ func (s *Source) ensureKey(ctx context.Context, key string) error {
 func (s *Source) token(ctx context.Context, ac *sitev1.ApplicationCluster) (token, error) {
 	now := s.now()
 	s.mu.Lock()
-	t, ok := s.tokens[ac.Name]
+	t, ok := s.tokens[client.ObjectKeyFromObject(ac)]
 	s.mu.Unlock()
 	if ok && now.Before(t.minted.Add(t.expires.Sub(t.minted)/2)) {
 		return t, nil
@@ -147,7 +158,7 @@ func (s *Source) token(ctx context.Context, ac *sitev1.ApplicationCluster) (toke
 	name := ServiceAccountPrefix + ac.Name
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: s.namespace,
-		Labels: map[string]string{"app.kubernetes.io/managed-by": "edgefleet-bpa", "app.kubernetes.io/component": "kms-plugin", ClusterLabel: ac.Name},
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "edgefleet-bpa", "app.kubernetes.io/component": "kms-plugin", sitev1.ClusterLabel: ac.Name, ClusterNamespaceLabel: ac.Namespace},
 	}}
 	if _, err := s.kube.CoreV1().ServiceAccounts(s.namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return token{}, fmt.Errorf("ServiceAccount %s/%s of the cluster's KMS plugin: %w", s.namespace, name, err)
@@ -164,7 +175,7 @@ func (s *Source) token(ctx context.Context, ac *sitev1.ApplicationCluster) (toke
 		return token{}, fmt.Errorf("token of ServiceAccount %s/%s: it expires at %s, already past", s.namespace, name, t.expires)
 	}
 	s.mu.Lock()
-	s.tokens[ac.Name] = t
+	s.tokens[client.ObjectKeyFromObject(ac)] = t
 	s.mu.Unlock()
 	return t, nil
 }

@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/clusterkms"
@@ -87,8 +88,8 @@ func TestSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sa.Labels[clusterkms.ClusterLabel] != "edge" {
-		t.Errorf("the ServiceAccount's labels %v, want %s=edge", sa.Labels, clusterkms.ClusterLabel)
+	if key, ok := clusterkms.ClusterOf(sa); !ok || key != client.ObjectKeyFromObject(ac) {
+		t.Errorf("the ServiceAccount's labels %v name cluster %v (%v), want %v", sa.Labels, key, ok, client.ObjectKeyFromObject(ac))
 	}
 	review, err := kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: string(kms.Token)}}, metav1.CreateOptions{})
 	if err != nil {
@@ -119,6 +120,20 @@ func TestSource(t *testing.T) {
 		}
 		if string(again.Token) == string(kms.Token) || !renew.After(now) {
 			t.Errorf("token changed %v, renew at %s (now %s)", string(again.Token) != string(kms.Token), renew, now)
+		}
+	})
+	t.Run("a new token once the cluster is forgotten", func(t *testing.T) {
+		before, _, err := src.For(ctx, ac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Forget(client.ObjectKeyFromObject(ac))
+		again, _, err := src.For(ctx, ac)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(again.Token) == string(before.Token) {
+			t.Error("the same token after Forget")
 		}
 	})
 	t.Run("an existing key is kept", func(t *testing.T) {

@@ -38,6 +38,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/applicationcluster"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
+	"github.com/edgefleet/edgefleet/bpa/reconcilers/kmsaccount"
 	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
@@ -228,8 +229,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "edgefleet-bpa",
 		LeaderElectionNamespace: opts.Namespace,
-		// The BPA serves the ApplicationClusters of its own namespace only.
-		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+		// The BPA serves the ApplicationClusters of its own namespace only; the ServiceAccounts
+		// it reads are the KMS plugins', in their namespace (bpa/reconcilers/kmsaccount).
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{clusterkms.Namespace: {}}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -285,6 +288,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	}
 	if kms != nil {
 		r.KMS = kms
+		accounts := &kmsaccount.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Tokens: kms}
+		if err := accounts.SetupWithManager(mgr, controller.Options{}); err != nil {
+			return nil, fmt.Errorf("set up the KMS plugin ServiceAccount reconciler: %w", err)
+		}
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("set up the ApplicationCluster reconciler: %w", err)
