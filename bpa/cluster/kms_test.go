@@ -71,36 +71,86 @@ func (b *kmsBed) token(t *testing.T) string {
 	return token
 }
 
-// secretsEncrypted creates a Secret in the cluster of cs and checks that the etcd of
-// control-plane host h holds it under the KMS plugin's provider, that its value is in no file
-// of the host's disk, and that it reads back.
-func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *testenv.Host, when string) {
+// kmsPrefix starts what the API servers store in etcd through the KMS plugin.
+const kmsPrefix = "k8s:enc:kms:v2:" + pki.KMSProviderName + ":"
+
+// testSecret is a Secret of the test in the cluster of cs, and its value.
+type testSecret struct{ name, value string }
+
+// createSecret creates a Secret with a random value in the cluster of cs.
+func createSecret(t *testing.T, cs kubernetes.Interface, when string) testSecret {
 	t.Helper()
-	ctx := t.Context()
 	raw := make([]byte, 16)
 	if _, err := rand.Read(raw); err != nil {
 		t.Fatal(err)
 	}
 	value := "kms-test-" + hex.EncodeToString(raw)
-	secret, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
+	secret, err := cs.CoreV1().Secrets("default").Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "kms-"}, StringData: map[string]string{"value": value},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("%s: create a Secret: %v", when, err)
 	}
-	stored, err := etcdctl(ctx, h, "get", "/registry/secrets/default/"+secret.Name, "--print-value-only")
+	return testSecret{name: secret.Name, value: value}
+}
+
+// storedUnder checks that the etcd of control-plane host h holds s under prefix, that its
+// value is in no file of the host's disk, and that it reads back.
+func (s testSecret) storedUnder(t *testing.T, cs kubernetes.Interface, h *testenv.Host, prefix, when string) {
+	t.Helper()
+	ctx := t.Context()
+	stored, err := etcdctl(ctx, h, "get", "/registry/secrets/default/"+s.name, "--print-value-only")
 	if err != nil {
 		t.Fatalf("%s: etcdctl get: %v: %s", when, err, stored)
 	}
-	if prefix := "k8s:enc:kms:v2:" + pki.KMSProviderName + ":"; !strings.HasPrefix(stored, prefix) || strings.Contains(stored, value) {
-		t.Errorf("%s: etcd holds %.40q…, want it under %s", when, stored, prefix)
+	if !strings.HasPrefix(stored, prefix) || strings.Contains(stored, s.value) {
+		t.Errorf("%s: etcd holds Secret %s as %.40q…, want it under %s", when, s.name, stored, prefix)
 	}
-	if files, err := testenv.FilesContaining(filepath.Join(h.Dir, "upper"), []byte(value)); err != nil || len(files) > 0 {
+	if files, err := testenv.FilesContaining(filepath.Join(h.Dir, "upper"), []byte(s.value)); err != nil || len(files) > 0 {
 		t.Errorf("%s: the Secret's value in clear in %v (%v)", when, files, err)
 	}
-	got, err := cs.CoreV1().Secrets("default").Get(ctx, secret.Name, metav1.GetOptions{})
-	if err != nil || string(got.Data["value"]) != value {
-		t.Errorf("%s: the Secret reads back %v", when, err)
+	got, err := cs.CoreV1().Secrets("default").Get(ctx, s.name, metav1.GetOptions{})
+	if err != nil || string(got.Data["value"]) != s.value {
+		t.Errorf("%s: Secret %s reads back %v", when, s.name, err)
+	}
+}
+
+// secretsEncrypted creates a Secret in the cluster of cs and checks that the etcd of
+// control-plane host h holds it through the KMS plugin, its value in clear nowhere.
+func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *testenv.Host, when string) {
+	t.Helper()
+	createSecret(t, cs, when).storedUnder(t, cs, h, kmsPrefix, when)
+}
+
+// moveToKMS gives the KMS to spec, a cluster built with a secretbox key, and runs it until its
+// Secrets have moved to the plugin: one run per phase (AddNew, UseNew with the sweep, DropOld).
+// A Secret written before the move is under the secretbox key, then through the plugin once
+// the sweep ran, and reads back at every step.
+func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, cs kubernetes.Interface, h *testenv.Host) {
+	t.Helper()
+	old := createSecret(t, cs, "before the move")
+	old.storedUnder(t, cs, h, "k8s:enc:secretbox:v1:bpa-1:", "before the move")
+	spec.KMS = b.spec
+	for i, want := range []struct {
+		after  pki.SecretEncryption
+		prefix string
+	}{
+		// Each run rolls the phase's configuration out, then moves to the next phase.
+		{pki.SecretEncryption{MovingToKMS: true, Phase: pki.RotationUseNew, Key: pki.KMSProviderName, Reencrypted: "bpa-1"}, "k8s:enc:secretbox:v1:bpa-1:"},
+		{pki.SecretEncryption{MovingToKMS: true, Phase: pki.RotationDropOld, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, kmsPrefix},
+		{pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, kmsPrefix},
+	} {
+		res, err := bu.Run(t.Context(), *spec)
+		if err != nil {
+			t.Fatalf("move run %d: %v", i+1, err)
+		}
+		if res.SecretEncryption != want.after {
+			t.Fatalf("after move run %d: %+v, want %+v", i+1, res.SecretEncryption, want.after)
+		}
+		if swept := res.Reencrypted != nil; swept != (i == 1) {
+			t.Errorf("move run %d: the sweep ran %v, want only in UseNew's run (%+v)", i+1, swept, res.Reencrypted)
+		}
+		old.storedUnder(t, cs, h, want.prefix, fmt.Sprintf("after move run %d", i+1))
 	}
 }
 

@@ -39,7 +39,8 @@ var nodeStackUnits = []string{"etcd", "edgefleet-kms", "kube-apiserver", "edgefl
 // through the API server from its kubelet. The coredns and webapp charts, installed as the BPA
 // installs charts, make the cluster's DNS: a pod on one worker reaches webapp by its name, and
 // a pod on the other worker answers. A worker reboots; a kubelet patch drains node after node
-// while webapp answers every request.
+// while webapp answers every request. The cluster is built with a secretbox key and moved to
+// the KMS plugin (Vault over TLS) in three runs, its Secrets readable at every step.
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
 	signer, authorizedKey := testenv.SSHKey(t)
@@ -65,7 +66,7 @@ func TestRealNodeStack(t *testing.T) {
 		KubernetesVersion: kubernetesVersion,
 		Workers:           2,
 		Images:            clusterImages,
-		KMS:               kms.spec,
+		// Built with a secretbox key; moved to the KMS plugin below (kms.moveToKMS).
 	}
 	for _, p := range append(testenv.StackPackages(testenv.KubernetesVersion), testenv.PackageVersion{Name: "kms-plugin", Version: "0.1.0"}) {
 		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
@@ -169,14 +170,16 @@ func TestRealNodeStack(t *testing.T) {
 		t.FailNow()
 	}
 
-	// Secrets are encrypted through Vault: etcd on the control-plane host holds a new Secret
-	// under the plugin's provider, its value nowhere in clear, and it reads back.
-	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the bring-up")
+	// The running cluster moves from its secretbox key to the KMS plugin (Vault), phase by
+	// phase; then etcd on the control-plane host holds a new Secret through the plugin, its
+	// value nowhere in clear, and it reads back.
+	bu := cluster.New(install.New(exec), store)
+	kms.moveToKMS(t, bu, &spec, cs, hn.Hosts[0])
+	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the move")
 
 	// A new token of the plugin's ServiceAccount reaches the host at the next run and the
 	// plugin logs in with it, unrestarted (the token does not count in the package's
 	// configuration digest): Vault's log-ins of its role count one more.
-	bu := cluster.New(install.New(exec), store)
 	kms.renewToken(t, bu, &spec, hn.Hosts[0])
 	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the token's renewal")
 

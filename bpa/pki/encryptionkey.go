@@ -37,6 +37,10 @@ const (
 	// (Spec.SecretEncryptionKMS); absent, with a secretbox key.
 	encryptionProvider = "encryption.provider"
 	providerKMS        = "kms"
+	// encryptionMove is the RotationPhase of a secretbox cluster's move to the KMS plugin: the
+	// plugin is the "new key" of a rotation's three phases, and after DropOld the secretbox key
+	// is gone and the provider is "kms".
+	encryptionMove = "encryption.move-to-kms"
 )
 
 // The API servers' KMS v2 provider of a cluster whose Secrets are encrypted through Vault
@@ -83,6 +87,10 @@ type SecretEncryption struct {
 	// KMS is true when the API servers encrypt through the KMS plugin (Key is then
 	// KMSProviderName, and the transit key's rotations are Vault's).
 	KMS bool
+	// MovingToKMS is true while a secretbox cluster's Secrets move to the KMS plugin: Phase
+	// says where (AddNew: the plugin decrypts too, UseNew: it encrypts, the secretbox key still
+	// decrypts, DropOld: the plugin alone), and Key is KMSProviderName from UseNew on.
+	MovingToKMS bool
 }
 
 // keyName is the name of the key of generation g.
@@ -91,14 +99,26 @@ func keyName(g int64) string { return "bpa-" + strconv.FormatInt(g+1, 10) }
 // secretEncryptionOf reads the key's state from a stored PKI, checking what Ensure stored.
 func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
 	var st SecretEncryption
-	if string(data[encryptionProvider]) == providerKMS {
-		return SecretEncryption{KMS: true, Key: KMSProviderName, Reencrypted: string(data[encryptionReencrypted])}, nil
-	}
 	g, err := generationOf(data, encryptionKeyGeneration, "the key's name, and so the Secrets' readability,")
 	if err != nil {
 		return st, err
 	}
 	st.Generation, st.Key, st.Reencrypted = g, keyName(g), string(data[encryptionReencrypted])
+	if string(data[encryptionProvider]) == providerKMS {
+		// Generation stays what the secretbox key had reached, when the cluster moved.
+		st.KMS, st.Key = true, KMSProviderName
+		return st, nil
+	}
+	if _, moving := data[encryptionMove]; moving {
+		if st.Phase, err = phaseOf(data, encryptionMove); err != nil {
+			return st, err
+		}
+		st.MovingToKMS = true
+		if st.Phase.usesNew() {
+			st.Key = KMSProviderName
+		}
+		return st, nil
+	}
 	if st.Phase, err = phaseOf(data, encryptionRotationPhase); err != nil {
 		return st, err
 	}
@@ -114,20 +134,30 @@ func secretEncryptionOf(data map[string][]byte) (SecretEncryption, error) {
 // place, while its sha256 is recorded, is an error naming what to restore. When rotations asks
 // for more rotations than the key has had and none runs, a rotation starts: a new key is made
 // and the phase is AddNew (AdvanceSecretEncryption takes it on from there).
+//
+// kms asks for the KMS plugin. A new cluster gets it from the start. A secretbox cluster moves to
+// it in the rotation's three phases, the plugin standing for the new key, once no rotation of
+// its secretbox key runs. A cluster never goes back from the plugin to a secretbox key.
 func (e *ensurer) secretEncryption(rotations int64, kms bool) error {
 	_, secretbox := e.old[encryptionKeySum]
+	_, moving := e.old[encryptionMove]
+	_, rotating := e.old[encryptionRotationPhase]
 	wasKMS := string(e.old[encryptionProvider]) == providerKMS
+	g, err := generationOf(e.old, encryptionKeyGeneration, "the key's name, and so the Secrets' readability,")
+	if err != nil {
+		return err
+	}
 	switch {
-	case kms && secretbox:
-		return errors.New("the cluster's Secrets are encrypted with a secretbox key of the BPA's; moving a cluster's Secret encryption to the KMS plugin is not supported yet: remove the BPA's --cluster-kms-vault-addr for this site, or build the cluster again")
-	case !kms && wasKMS:
-		return errors.New("the cluster's Secrets are encrypted through the KMS plugin (Vault), but the BPA has no KMS configured: give it --cluster-kms-vault-addr (and the other --cluster-kms flags) again; a secretbox key would leave the Secrets unreadable")
-	case kms && rotations > 0:
-		return errors.New("a cluster whose Secrets are encrypted through the KMS plugin rotates its Vault transit key in Vault (vault write -f transit/keys/<key>/rotate), not through secretEncryption.keyRotations")
-	case kms:
+	case !kms && (wasKMS || moving):
+		return errors.New("the cluster's Secrets are encrypted through the KMS plugin (Vault), or moving to it, but the BPA has no KMS configured: give it --cluster-kms-vault-addr (and the other --cluster-kms flags) again; a secretbox key would leave the Secrets unreadable")
+	case kms && (wasKMS || !secretbox) && rotations > g:
+		return fmt.Errorf("a cluster whose Secrets are encrypted through the KMS plugin rotates its Vault transit key in Vault (vault write -f transit/keys/<key>/rotate), not through secretEncryption.keyRotations: ask for %d rotations (what its secretbox key had), not %d", g, rotations)
+	case kms && (wasKMS || !secretbox):
 		e.data[encryptionProvider] = []byte(providerKMS)
-		if v, ok := e.old[encryptionReencrypted]; ok {
-			e.data[encryptionReencrypted] = v
+		for _, k := range []string{encryptionKeyGeneration, encryptionReencrypted} {
+			if v, ok := e.old[k]; ok {
+				e.data[k] = v
+			}
 		}
 		return nil
 	}
@@ -136,14 +166,20 @@ func (e *ensurer) secretEncryption(rotations int64, kms bool) error {
 		return err
 	}
 	e.data[encryptionKey], e.data[encryptionKeySum] = key, sum(key)
-	for _, k := range []string{encryptionKeyGeneration, encryptionRotationPhase, encryptionReencrypted} {
+	for _, k := range []string{encryptionKeyGeneration, encryptionRotationPhase, encryptionReencrypted, encryptionMove} {
 		if v, ok := e.old[k]; ok {
 			e.data[k] = v
 		}
 	}
+	if kms && !rotating && !moving && rotations <= g {
+		e.data[encryptionMove] = []byte(RotationAddNew) // a rotation under way or asked for ends first
+	}
 	st, err := secretEncryptionOf(e.data)
 	if err != nil {
 		return err
+	}
+	if st.MovingToKMS {
+		return nil
 	}
 	if st.Phase == "" && rotations <= st.Generation {
 		if _, ok := e.old[nextEncryptionKey]; ok {
@@ -203,10 +239,24 @@ func (b *Bundle) SecretEncryption() SecretEncryption {
 // key that encrypts first.
 func (b *Bundle) encryptionConfig() ([]byte, error) {
 	st := b.SecretEncryption()
+	plugin := encryption.KMSProvider(KMSProviderName, KMSSocket, KMSTimeout)
 	if st.KMS {
-		return encryption.Marshal(encryption.KMSProvider(KMSProviderName, KMSSocket, KMSTimeout))
+		return encryption.Marshal(plugin)
 	}
 	current := apiserverv1.Key{Name: keyName(st.Generation), Secret: string(b.get(encryptionKey))}
+	if st.MovingToKMS {
+		box, err := encryption.Secretbox(current)
+		if err != nil {
+			return nil, err
+		}
+		switch st.Phase {
+		case RotationAddNew:
+			return encryption.Marshal(box, plugin)
+		case RotationUseNew:
+			return encryption.Marshal(plugin, box)
+		}
+		return encryption.Marshal(plugin)
+	}
 	next := apiserverv1.Key{Name: keyName(st.Generation + 1), Secret: string(b.get(nextEncryptionKey))}
 	keys := []apiserverv1.Key{current}
 	switch st.Phase {
@@ -254,7 +304,10 @@ func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reen
 		res, st.Reencrypted = &r, st.Key
 		data[encryptionReencrypted] = []byte(st.Key)
 	}
-	if !st.KMS { // a KMS provider has no rotation here (Vault rotates the transit key)
+	switch {
+	case st.MovingToKMS:
+		st = nextMovePhase(st, data)
+	case !st.KMS: // a KMS provider has no rotation here (Vault rotates the transit key)
 		st = nextPhase(st, data)
 	}
 	if !maps.EqualFunc(old, data, func(a, b []byte) bool { return string(a) == string(b) }) {
@@ -263,6 +316,23 @@ func AdvanceSecretEncryption(ctx context.Context, store Store, name string, reen
 		}
 	}
 	return st, res, nil
+}
+
+// nextMovePhase takes a move to the KMS plugin to its next phase in data; after DropOld the
+// secretbox key is forgotten (no API server has it any more, and no Secret is under it) and the
+// provider is the plugin. It returns the new state.
+func nextMovePhase(st SecretEncryption, data map[string][]byte) SecretEncryption {
+	if st.Phase = st.Phase.Next(); st.Phase != "" {
+		data[encryptionMove] = []byte(st.Phase)
+		st.Key = KMSProviderName
+		return st
+	}
+	for _, k := range []string{encryptionMove, encryptionKey, encryptionKeySum} {
+		delete(data, k)
+	}
+	data[encryptionProvider] = []byte(providerKMS)
+	st.MovingToKMS, st.KMS, st.Key = false, true, KMSProviderName
+	return st
 }
 
 // nextPhase takes a secretbox key's rotation under way to its next phase in data, and after

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -278,8 +279,134 @@ func TestSecretEncryptionKMS(t *testing.T) {
 	rotate := spec
 	rotate.SecretEncryptionKeyRotations = 1
 	refused("a rotation asked of a KMS cluster", rotate, spy, "rotates its Vault transit key in Vault")
+}
 
-	secretbox := newSpy()
-	ensure(t, secretbox, testSpec(), t0)
-	refused("a secretbox cluster given the KMS", spec, secretbox, "not supported yet")
+// providers are the providers of a control-plane member's encryption configuration, in order
+// (the first encrypts), as "secretbox:<key>,…", "kms:<name>" and "identity".
+func providers(t *testing.T, b *pki.Bundle) []string {
+	t.Helper()
+	files, err := b.ControlPlaneFiles("cp-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enc apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range enc.Resources[0].Providers {
+		switch {
+		case p.Secretbox != nil:
+			out = append(out, "secretbox:"+strings.Join(keyNames(p.Secretbox.Keys), ","))
+		case p.KMS != nil:
+			out = append(out, "kms:"+p.KMS.Name)
+		case p.Identity != nil:
+			out = append(out, "identity")
+		default:
+			out = append(out, "other")
+		}
+	}
+	return out
+}
+
+// TestSecretEncryptionMoveToKMS moves a running secretbox cluster to the KMS plugin as the BPA
+// does (Ensure with the KMS, the phase's configuration rolled out, AdvanceSecretEncryption):
+// the plugin is the new key of a rotation's three phases, so every API server can read what any
+// other wrote at every step; the Secrets are stored again through the plugin once; the
+// secretbox key goes only at the end; a rotation under way finishes first; a move is never
+// undone silently.
+func TestSecretEncryptionMoveToKMS(t *testing.T) {
+	ctx := context.Background()
+	spy := newSpy()
+	spec := testSpec()
+	ensure(t, spy, spec, t0)
+	r := &reencryptSpy{}
+	if _, _, err := pki.AdvanceSecretEncryption(ctx, spy, secretName, r.reencrypt); err != nil { // the first run's sweep
+		t.Fatal(err)
+	}
+	kms := spec
+	kms.SecretEncryptionKMS = true
+	plugin := "kms:" + pki.KMSProviderName
+	for i, want := range []struct {
+		st        pki.SecretEncryption
+		providers []string
+		reenc     int
+	}{
+		{pki.SecretEncryption{MovingToKMS: true, Phase: pki.RotationAddNew, Key: "bpa-1", Reencrypted: "bpa-1"}, []string{"secretbox:bpa-1", plugin, "identity"}, 1},
+		{pki.SecretEncryption{MovingToKMS: true, Phase: pki.RotationUseNew, Key: pki.KMSProviderName, Reencrypted: "bpa-1"}, []string{plugin, "secretbox:bpa-1", "identity"}, 2},
+		{pki.SecretEncryption{MovingToKMS: true, Phase: pki.RotationDropOld, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, []string{plugin, "identity"}, 2},
+		{pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, []string{plugin, "identity"}, 2},
+	} {
+		b := ensure(t, spy, kms, t0)
+		if got := b.SecretEncryption(); got != want.st {
+			t.Fatalf("step %d: %+v, want %+v", i, got, want.st)
+		}
+		if got := providers(t, b); !slices.Equal(got, want.providers) {
+			t.Errorf("step %d (%s): providers %v, want %v", i, want.st.Phase, got, want.providers)
+		}
+		if i == 1 { // a failed sweep holds the move in UseNew
+			r.fail = errors.New("etcd unavailable")
+			if st, _, err := pki.AdvanceSecretEncryption(ctx, spy, secretName, r.reencrypt); err == nil || st.Phase != pki.RotationUseNew {
+				t.Fatalf("advance with the sweep failing: %+v, %v", st, err)
+			}
+			r.fail = nil
+			r.calls--
+		}
+		if _, _, err := pki.AdvanceSecretEncryption(ctx, spy, secretName, r.reencrypt); err != nil {
+			t.Fatal(err)
+		}
+		if r.calls != want.reenc {
+			t.Errorf("step %d: %d sweeps, want %d", i, r.calls, want.reenc)
+		}
+		if i == 0 {
+			noKMS := spec
+			before, _ := spy.Get(ctx, secretName)
+			if _, err := pki.Ensure(ctx, spy, secretName, noKMS, clock(t0)); err == nil || !strings.Contains(err.Error(), "give it --cluster-kms-vault-addr") {
+				t.Errorf("the KMS taken away during the move: %v", err)
+			}
+			if after, _ := spy.Get(ctx, secretName); !maps.EqualFunc(before, after, bytes.Equal) {
+				t.Error("the refused Ensure changed the stored PKI")
+			}
+		}
+	}
+	stored, err := spy.Get(ctx, secretName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"secretbox.key", "secretbox.sha256", "secretbox.next.key", "encryption.move-to-kms"} {
+		if _, ok := stored[k]; ok {
+			t.Errorf("%s still stored after the move", k)
+		}
+	}
+
+	t.Run("a rotation under way finishes first, and its count stays allowed", func(t *testing.T) {
+		spy := newSpy()
+		ensure(t, spy, spec, t0)
+		rotate := spec
+		rotate.SecretEncryptionKeyRotations = 1
+		ensure(t, spy, rotate, t0) // the rotation starts: AddNew
+		rotate.SecretEncryptionKMS = true
+		var seen []string
+		for range 6 {
+			st := ensure(t, spy, rotate, t0).SecretEncryption()
+			seen = append(seen, fmt.Sprintf("%s%s %s", map[bool]string{true: "move "}[st.MovingToKMS], st.Phase, st.Key))
+			if st.KMS {
+				break
+			}
+			if _, _, err := pki.AdvanceSecretEncryption(ctx, spy, secretName, (&reencryptSpy{}).reencrypt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := []string{"AddNew bpa-1", "UseNew bpa-2", "DropOld bpa-2", "move AddNew bpa-2", "move UseNew edgefleet-vault", "move DropOld edgefleet-vault"}
+		if !slices.Equal(seen, want) {
+			t.Errorf("phases %q, want %q", seen, want)
+		}
+		if st := ensure(t, spy, rotate, t0).SecretEncryption(); !st.KMS || st.Generation != 1 {
+			t.Errorf("after the move: %+v, want KMS with the secretbox key's generation 1", st)
+		}
+		rotate.SecretEncryptionKeyRotations = 2
+		if _, err := pki.Ensure(ctx, spy, secretName, rotate, clock(t0)); err == nil || !strings.Contains(err.Error(), "ask for 1 rotations") {
+			t.Errorf("a rotation asked after the move: %v", err)
+		}
+	})
 }

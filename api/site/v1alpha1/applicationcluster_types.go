@@ -451,6 +451,11 @@ type SecretEncryptionStatus struct {
 	// Phase of the rotation under way; empty when none is.
 	// +optional
 	Phase KeyRotationPhase `json:"phase,omitempty"`
+	// To is KMS while the Secrets move from the secretbox key to the KMS plugin, in a
+	// rotation's three phases (Phase) with the plugin as the new key; empty otherwise.
+	// +optional
+	// +kubebuilder:validation:Enum=KMS
+	To SecretEncryptionProvider `json:"to,omitempty"`
 	// Since is when Phase began.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`

@@ -27,6 +27,7 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
 )
@@ -210,8 +211,11 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 	}
 	was := w.st.SecretEncryption
 	st := &sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: now.Key, Rotations: now.Generation, Phase: sitev1.KeyRotationPhase(now.Phase), Reencrypted: now.Reencrypted}
-	if now.KMS {
+	if now.KMS || now.Key == pki.KMSProviderName { // the plugin encrypts from a move's UseNew on
 		st.Provider = sitev1.SecretEncryptionKMS
+	}
+	if now.MovingToKMS {
+		st.To = sitev1.SecretEncryptionKMS
 	}
 	if was != nil {
 		st.Since = phaseSince(was.Phase, was.Since, st.Phase)
@@ -223,11 +227,26 @@ func (w *work) secretEncryption(res *cluster.Result, asked int64) bool {
 		w.r.Recorder.Eventf(w.ac, nil, corev1.EventTypeNormal, "SecretsReencrypted", "Reencrypt",
 			"%d Secrets stored again under key %s, %d were under it already", res.Reencrypted.Rewritten, now.Key, res.Reencrypted.Current)
 	}
+	if st.To != "" {
+		w.st.Message += "; moving the Secrets to the KMS plugin (Vault): " + moveStep(st)
+		return true
+	}
 	if st.Phase == "" && asked <= st.Rotations {
 		return false
 	}
 	w.st.Message += fmt.Sprintf("; rotating the Secret encryption key (%d of %d rotations done): %s", st.Rotations, asked, rotationStep(st))
 	return true
+}
+
+// moveStep says what the API servers do in a phase of the move to the KMS plugin.
+func moveStep(st *sitev1.SecretEncryptionStatus) string {
+	switch st.Phase {
+	case sitev1.RotationAddNew:
+		return "every API server gets the plugin (one at a time), key " + st.Key + " still encrypts"
+	case sitev1.RotationUseNew:
+		return "the plugin encrypts; every Secret is stored again through it"
+	}
+	return "the secretbox key goes from every API server (one at a time), the plugin alone"
 }
 
 // phaseSince is when a rotation's phase began: kept while the phase lasts (was, since), now

@@ -1,6 +1,7 @@
 package applicationcluster
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ func TestSecretEncryptionStatus(t *testing.T) {
 		since     string                        // "none", "kept" or "new"
 		again     bool
 		message   string
+		lead      string // what the message says is under way; "" for a rotation
 		wantEvent bool
 	}{
 		{name: "no API server", run: pki.SecretEncryption{}},
@@ -44,6 +46,16 @@ func TestSecretEncryptionStatus(t *testing.T) {
 			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, Key: "bpa-2", Rotations: 1, Reencrypted: "bpa-2"}, since: "none"},
 		{name: "through the KMS plugin", run: pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, reenc: &encryption.Result{Rewritten: 2},
 			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, Key: pki.KMSProviderName, Reencrypted: pki.KMSProviderName}, since: "none", wantEvent: true},
+		{name: "moving to the KMS plugin: it decrypts too", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Reencrypted: "bpa-1"}, run: pki.SecretEncryption{MovingToKMS: true, Key: "bpa-1", Phase: pki.RotationAddNew, Reencrypted: "bpa-1"},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionSecretbox, To: sitev1.SecretEncryptionKMS, Key: "bpa-1", Phase: sitev1.RotationAddNew, Reencrypted: "bpa-1"}, since: "new", again: true,
+			lead: "moving the Secrets to the KMS plugin (Vault)", message: "every API server gets the plugin (one at a time), key bpa-1 still encrypts"},
+		{name: "moving to the KMS plugin: it encrypts", was: &sitev1.SecretEncryptionStatus{Key: "bpa-1", Phase: sitev1.RotationAddNew, To: sitev1.SecretEncryptionKMS, Since: &earlier},
+			run: pki.SecretEncryption{MovingToKMS: true, Key: pki.KMSProviderName, Phase: pki.RotationUseNew, Reencrypted: pki.KMSProviderName}, reenc: &encryption.Result{Rewritten: 7},
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, To: sitev1.SecretEncryptionKMS, Key: pki.KMSProviderName, Phase: sitev1.RotationUseNew, Reencrypted: pki.KMSProviderName}, since: "new", again: true,
+			lead: "moving the Secrets to the KMS plugin (Vault)", message: "the plugin encrypts", wantEvent: true},
+		{name: "moved, with the rotations its secretbox key had", was: &sitev1.SecretEncryptionStatus{Key: pki.KMSProviderName, Phase: sitev1.RotationDropOld, To: sitev1.SecretEncryptionKMS, Since: &earlier},
+			run: pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName, Generation: 2, Reencrypted: pki.KMSProviderName}, asked: 2,
+			want: sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, Key: pki.KMSProviderName, Rotations: 2, Reencrypted: pki.KMSProviderName}, since: "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := events.NewFakeRecorder(4)
@@ -81,8 +93,8 @@ func TestSecretEncryptionStatus(t *testing.T) {
 			if tc.message == "" && w.st.Message != "5 nodes run it" {
 				t.Errorf("message %q, want it unchanged", w.st.Message)
 			}
-			if tc.message != "" && (!strings.HasPrefix(w.st.Message, "5 nodes run it; rotating the Secret encryption key") || !strings.Contains(w.st.Message, tc.message)) {
-				t.Errorf("message %q, want the rotation said after the nodes: %q", w.st.Message, tc.message)
+			if lead := "5 nodes run it; " + cmp.Or(tc.lead, "rotating the Secret encryption key"); tc.message != "" && (!strings.HasPrefix(w.st.Message, lead) || !strings.Contains(w.st.Message, tc.message)) {
+				t.Errorf("message %q, want %q said after the nodes: %q", w.st.Message, lead, tc.message)
 			}
 			if got := len(rec.Events); got != map[bool]int{true: 1, false: 0}[tc.wantEvent] {
 				t.Errorf("%d events, want event %v", got, tc.wantEvent)
