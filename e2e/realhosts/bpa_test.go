@@ -46,6 +46,8 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
+	"github.com/edgefleet/edgefleet/bpa/clusterkms"
+	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
@@ -206,7 +208,8 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	BeforeAll(func(ctx context.Context) {
 		hn = testenv.NewHosts(GinkgoTB(), 6, testenv.HostOptions{})
 		members = hn.Hosts[:5]
-		vault = testenv.StartVault(GinkgoTB())
+		// Over TLS on the hosts' gateway: the clusters' KMS plugins reach it (the last spec).
+		vault = testenv.StartVaultWith(GinkgoTB(), testenv.VaultOptions{Host: hn.Gateway.String()})
 		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
 		var err error
@@ -1265,6 +1268,120 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(etcdRun(h)).To(Equal(run), "etcd on %s, which stayed, was restarted", h.Name)
 		}
 		Expect(hostLeft(ctx)).To(ContainElement(ContainSubstring("host " + old.Name + " left the cluster")))
+	})
+
+	// Last: the BPA runs with --cluster-kms-* from here on (a restart without them is refused
+	// for this cluster, as it should be).
+	It("moves the cluster's Secrets to Vault through the KMS plugin once its BPA is given --cluster-kms-*, phase by phase, the application's Service never failing a request; the plugin's token renewed at half its life", func(ctx context.Context) {
+		cs := appClient(ctx)
+		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Vault set up for the site as docs/security.md says: its Kubernetes auth method
+		// reviewing the site cluster's tokens, the plugins' role bound to the cluster's plugin
+		// ServiceAccount with a policy of its transit key, the transit engine (the BPA makes the
+		// key). Vault serves TLS on the hosts' gateway, where the plugins reach it.
+		key := "site-d-" + site
+		Expect(client.IgnoreAlreadyExists(siteD.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterkms.Namespace}}))).To(Succeed())
+		Expect(vault.KubernetesAuth(ctx, fleet.Sites[site], "kube-system")).To(Succeed())
+		Expect(vault.KubernetesRole(ctx, "edgefleet-kms", clusterkms.Namespace, clusterkms.ServiceAccountPrefix+site, "edgefleet-kms-site-d",
+			encryption.TransitPolicy(testenv.TransitMount, key), time.Hour, 24*time.Hour)).To(Succeed())
+		Expect(vault.MountTransit(ctx)).To(Succeed())
+		digest["kms-plugin"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kms-plugin", "0.1.0", nil))
+		release(ctx, "bpa-6-kms", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello", "kms-plugin")...)...)
+
+		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		Expect(siteD.startBPA(ctx, "--cluster-kms-vault-addr", vault.Addr, "--cluster-kms-vault-ca-file", vault.CAFile,
+			"--cluster-kms-key-prefix", "site-d-", "--cluster-kms-token-ttl", "10m")).To(Succeed())
+		seen := map[sitev1.KeyRotationPhase]bool{}
+		Eventually(func(g Gomega) {
+			b := siteD.bootstrap(g, ctx)
+			g.Expect(b).NotTo(BeNil())
+			g.Expect(b.SecretEncryption).NotTo(BeNil())
+			if e := b.SecretEncryption; e.To == sitev1.SecretEncryptionKMS {
+				seen[e.Phase] = true
+				g.Expect(e.Since).NotTo(BeNil())
+				g.Expect(b.Message).To(ContainSubstring("moving the Secrets to the KMS plugin (Vault)"))
+			}
+			g.Expect(*b.SecretEncryption).To(Equal(sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, Key: "edgefleet-vault", Rotations: 1, Reencrypted: "edgefleet-vault"}), "bootstrap says: %s", b.Message)
+			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
+			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kms-plugin", Version: "0.1.0"}))
+		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		answered, failed := requests.Stop()
+		GinkgoWriter.Printf("through the move to the KMS plugin: requests to webapp %d answered, %d failed; phases seen %v\n", answered, len(failed), seen)
+		noFailedRequests(ctx, answered, failed)
+		Expect(answered).To(BeNumerically(">", 20))
+		Expect(seen).To(HaveKey(sitev1.RotationAddNew))
+		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
+
+		// The Secret of the rotation spec, written under a secretbox key, is in etcd through the
+		// plugin now, and reads back; a new one is written through it.
+		for _, name := range []string{"rotation-probe", "kms-probe"} {
+			if name == "kms-probe" {
+				_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": "kms-" + rand.Text()}}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/default/"+name)))
+			out, err := hn.Hosts[0].Exec(ctx, "curl", "-sS", "--max-time", "10", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",
+				"--cert", "/etc/kubernetes/pki/apiserver-etcd-client.crt", "--key", "/etc/kubernetes/pki/apiserver-etcd-client.key",
+				"-X", "POST", "-d", body, "https://127.0.0.1:2379/v3/kv/range")
+			Expect(err).NotTo(HaveOccurred(), string(out))
+			var kv struct {
+				KVs []struct {
+					Value []byte `json:"value"`
+				} `json:"kvs"`
+			}
+			Expect(json.Unmarshal(out, &kv)).To(Succeed(), string(out))
+			Expect(kv.KVs).To(HaveLen(1))
+			Expect(string(kv.KVs[0].Value)).To(HavePrefix("k8s:enc:kms:v2:edgefleet-vault:"), name)
+			_, err = cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		// The plugin runs on the control-plane hosts only; their API servers name it alone; the
+		// secretbox key is gone from the PKI; the BPA made the transit key and the plugin's
+		// ServiceAccount, labeled with its cluster.
+		controlPlanes := []*testenv.Host{hn.Hosts[0], hn.Hosts[1], hn.Hosts[5]}
+		for _, h := range controlPlanes {
+			Expect(installed(ctx, h, "kms-plugin")).To(Equal("0.1.0 0.1.0"), h.Name)
+			out, err := h.Exec(ctx, "cat", "/etc/kubernetes/encryption-config.yaml")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(out)).To(ContainSubstring("name: edgefleet-vault"), h.Name)
+			Expect(string(out)).NotTo(ContainSubstring("secretbox"), h.Name)
+		}
+		for _, worker := range []*testenv.Host{hn.Hosts[3], hn.Hosts[4]} {
+			Expect(installed(ctx, worker, "kms-plugin")).To(BeEmpty(), worker.Name)
+		}
+		pki, err := store.Get(ctx, site+"-pki")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pki).NotTo(HaveKey("secretbox.key"))
+		transitKey, err := vault.Client.Logical().ReadWithContext(ctx, testenv.TransitMount+"/keys/"+key)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(transitKey).NotTo(BeNil(), "transit key %s", key)
+		sa := &corev1.ServiceAccount{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: clusterkms.Namespace, Name: clusterkms.ServiceAccountPrefix + site}, sa)).To(Succeed())
+		Expect(clusterkms.ClusterOf(sa)).To(Equal(client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site}))
+
+		// The token (10 minutes) is minted again once half its life is gone, written to every
+		// control-plane host, and each plugin logs in with it.
+		tokenOn := func(h *testenv.Host) string {
+			out, err := h.Exec(ctx, "cat", "/etc/edgefleet/kms-plugin/token")
+			Expect(err).NotTo(HaveOccurred())
+			return string(out)
+		}
+		logins := func(h *testenv.Host) int {
+			out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "edgefleet-kms.service")
+			Expect(err).NotTo(HaveOccurred())
+			return strings.Count(string(out), "logged in to Vault")
+		}
+		first, loginsBefore := map[*testenv.Host]string{}, map[*testenv.Host]int{}
+		for _, h := range controlPlanes {
+			first[h], loginsBefore[h] = tokenOn(h), logins(h)
+		}
+		Eventually(func(g Gomega) {
+			for _, h := range controlPlanes {
+				g.Expect(tokenOn(h)).NotTo(Equal(first[h]), "%s's token", h.Name)
+				g.Expect(logins(h)).To(BeNumerically(">", loginsBefore[h]), "%s's plugin's log-ins", h.Name)
+			}
+		}).WithContext(ctx).WithTimeout(7 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
 	})
 })
 

@@ -54,7 +54,7 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *Vault, args ..
 		"--vault-addr", vault.Addr,
 		"--vault-auth", "token",
 		"--retry-interval", "2s",
-	}, args...), append(os.Environ(), "VAULT_TOKEN="+vault.Client.Token()), b.Log)
+	}, args...), append(os.Environ(), vault.env()...), b.Log)
 	if err != nil {
 		return b, err
 	}

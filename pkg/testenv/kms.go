@@ -22,9 +22,8 @@ const TransitMount = "transit"
 // calls are bounded by its default --vault-timeout, a little shorter.
 const kmsTimeout = 5 * time.Second
 
-// TransitKey mounts Vault's transit engine at TransitMount, unless it is there already, and
-// creates the key name in it (aes256-gcm96, the engine's default type).
-func (v *Vault) TransitKey(ctx context.Context, name string) error {
+// MountTransit mounts Vault's transit engine at TransitMount, unless it is there already.
+func (v *Vault) MountTransit(ctx context.Context) error {
 	mounts, err := v.Client.Sys().ListMountsWithContext(ctx)
 	if err != nil {
 		return fmt.Errorf("vault: list mounts: %w", err)
@@ -33,6 +32,15 @@ func (v *Vault) TransitKey(ctx context.Context, name string) error {
 		if err := v.Client.Sys().MountWithContext(ctx, TransitMount, &vaultapi.MountInput{Type: "transit"}); err != nil {
 			return fmt.Errorf("vault: mount the transit engine: %w", err)
 		}
+	}
+	return nil
+}
+
+// TransitKey mounts Vault's transit engine (MountTransit) and creates the key name in it
+// (aes256-gcm96, the engine's default type).
+func (v *Vault) TransitKey(ctx context.Context, name string) error {
+	if err := v.MountTransit(ctx); err != nil {
+		return err
 	}
 	if _, err := v.Client.Logical().WriteWithContext(ctx, TransitMount+"/keys/"+name, nil); err != nil {
 		return fmt.Errorf("vault: create transit key %s: %w", name, err)

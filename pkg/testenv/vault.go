@@ -246,3 +246,13 @@ func (r *redactor) redact(line []byte) []byte {
 	}
 	return out
 }
+
+// env is the environment by which a component's Vault client reaches the server: its root token,
+// and the CA of its certificate when it serves TLS.
+func (v *Vault) env() []string {
+	env := []string{"VAULT_TOKEN=" + v.Client.Token()}
+	if v.CAFile != "" {
+		env = append(env, "VAULT_CACERT="+v.CAFile)
+	}
+	return env
+}
