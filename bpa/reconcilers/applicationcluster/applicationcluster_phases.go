@@ -131,7 +131,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	w.st.Nodes = int32(len(hosts))
-	w.st.Packages = installed(pkgs)
+	w.st.Packages = installed(pkgs, spec.KMS != nil)
 	cfg, err := w.publishKubeconfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -600,9 +600,14 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts, new packages and charts on the next pass
 }
 
-func installed(pkgs []install.Package) []sitev1.InstalledPackage {
+// installed is what a run of pkgs installed: the packages whose requirement the cluster meets
+// (kms: it has a KMS), the others left out (cluster.Spec).
+func installed(pkgs []install.Package, kms bool) []sitev1.InstalledPackage {
 	var out []sitev1.InstalledPackage
 	for _, p := range pkgs {
+		if !p.Manifest.Requires.Met(kms) {
+			continue // left out of this cluster (cluster.Spec): not installed
+		}
 		out = append(out, sitev1.InstalledPackage{Name: p.Manifest.Name, Version: p.Manifest.Version, SHA256: p.Digest})
 	}
 	return out

@@ -419,6 +419,23 @@ func TestReconcilerPhases(t *testing.T) {
 		}
 	})
 
+	t.Run("a package whose requirement the cluster does not meet is left out, and not reported installed", func(t *testing.T) {
+		plugin := cache.add(t, packages.Manifest{Name: "plugin", Version: "1", Hosts: packages.HostsControlPlane, Requires: packages.RequiresKMS})
+		before := len(hosts.Log())
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Packages = []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent3, Name: "agent"}, {SHA256: runtime, Name: "runtime"}, {SHA256: plugin, Name: "plugin"}}
+		})
+		st := waitBootstrap(t, ac, "Installed with the package's spec", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
+		if slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "plugin" }) || len(st.Packages) != 3 {
+			t.Errorf("installed packages %+v, want db, agent and runtime: the cluster has no KMS", st.Packages)
+		}
+		for _, l := range hosts.Log()[before:] {
+			if strings.Contains(l, "plugin") {
+				t.Errorf("ran %q for a package left out", l)
+			}
+		}
+	})
+
 	t.Run("charts get the cluster's facts as global values, over the site's", func(t *testing.T) {
 		hello := testenv.BuildChart(t, "hello", "", nil)
 		cache.addBytes(hello.Archive)
