@@ -119,7 +119,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	if patching := w.patches(pkgs); len(patching) > 0 {
 		return w.patch(ctx, bu, spec, patching)
 	}
-	w.progress(ctx, sitev1.BootstrapInstalling, fmt.Sprintf("installing %s on %d hosts", versions(pkgs), len(hosts)))
+	// What the cluster runs: the packages whose requirement it meets (cluster.Spec leaves the
+	// others out).
+	running := slices.DeleteFunc(slices.Clone(pkgs), func(p install.Package) bool { return !p.Manifest.Requires.Met(spec.KMS != nil) })
+	w.progress(ctx, sitev1.BootstrapInstalling, fmt.Sprintf("installing %s on %d hosts", versions(running), len(hosts)))
 	res, err := bu.Run(ctx, spec)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -131,7 +134,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	w.st.Nodes = int32(len(hosts))
-	w.st.Packages = installed(pkgs, spec.KMS != nil)
+	w.st.Packages = installed(running)
 	cfg, err := w.publishKubeconfig(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -146,7 +149,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	w.st.Phase, w.st.Step = sitev1.BootstrapInstalled, nil
-	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(pkgs))
+	w.st.Message = fmt.Sprintf("%d nodes run %s", len(hosts), versions(running))
 	// The cluster serves, but may not be all its spec asks for yet: the status says what is missing.
 	var missing []string
 	if len(set.held) > 0 {
@@ -163,7 +166,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		missing = append(missing, fmt.Sprintf("worker host %s not installed: %v", l.Host, l.Err))
 	}
 	if len(missing) > 0 {
-		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; %s", len(hosts), len(w.ac.Spec.Hosts), versions(pkgs), strings.Join(missing, "; "))
+		w.st.Message = fmt.Sprintf("%d of %d nodes run %s; %s", len(hosts), len(w.ac.Spec.Hosts), versions(running), strings.Join(missing, "; "))
 	}
 	requeue := w.r.Resync
 	if len(w.st.Charts) > 0 {
@@ -600,14 +603,9 @@ func (w *work) patch(ctx context.Context, bu *cluster.BringUp, spec cluster.Spec
 	return ctrl.Result{RequeueAfter: time.Second}, nil // new hosts, new packages and charts on the next pass
 }
 
-// installed is what a run of pkgs installed: the packages whose requirement the cluster meets
-// (kms: it has a KMS), the others left out (cluster.Spec).
-func installed(pkgs []install.Package, kms bool) []sitev1.InstalledPackage {
+func installed(pkgs []install.Package) []sitev1.InstalledPackage {
 	var out []sitev1.InstalledPackage
 	for _, p := range pkgs {
-		if !p.Manifest.Requires.Met(kms) {
-			continue // left out of this cluster (cluster.Spec): not installed
-		}
 		out = append(out, sitev1.InstalledPackage{Name: p.Manifest.Name, Version: p.Manifest.Version, SHA256: p.Digest})
 	}
 	return out

@@ -426,8 +426,8 @@ func TestReconcilerPhases(t *testing.T) {
 			s.Packages = []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: agent3, Name: "agent"}, {SHA256: runtime, Name: "runtime"}, {SHA256: plugin, Name: "plugin"}}
 		})
 		st := waitBootstrap(t, ac, "Installed with the package's spec", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
-		if slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "plugin" }) || len(st.Packages) != 3 {
-			t.Errorf("installed packages %+v, want db, agent and runtime: the cluster has no KMS", st.Packages)
+		if slices.ContainsFunc(st.Packages, func(p sitev1.InstalledPackage) bool { return p.Name == "plugin" }) || len(st.Packages) != 3 || strings.Contains(st.Message, "plugin") {
+			t.Errorf("installed packages %+v (%q), want db, agent and runtime: the cluster has no KMS", st.Packages, st.Message)
 		}
 		for _, l := range hosts.Log()[before:] {
 			if strings.Contains(l, "plugin") {
