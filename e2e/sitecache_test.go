@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -144,7 +145,7 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 				Expect(st.SHA256).To(Equal(a.digest))
 				Expect(st.Phase).To(Equal(sitev1.ArtifactCached))
 				Expect(st.Size).To(Equal(int64(len(a.data))))
-				Expect(st.URL).To(Equal(local[site].CacheURL + "/sha256/" + a.digest))
+				Expect(st.URL).To(MatchRegexp(`^%s/sha256/%s\?signature=[0-9a-f]{64}$`, regexp.QuoteMeta(local[site].CacheURL), a.digest))
 
 				status, body, h := get(site, st.URL)
 				Expect(status).To(Equal(http.StatusOK))
@@ -258,6 +259,33 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 		status, body, _ = get(stranger, u, "")
 		Expect(status).To(Equal(http.StatusForbidden))
 		Expect(body).To(ContainSubstring(`user \"stranger\" may not get artifacts.site.edgefleet.io`))
+
+		By("serving the URL its ArtifactSet status names, signed for the digest, without a credential (Ironic's agent reads the OS image so), and no other content by that signature")
+		var signed string
+		Eventually(func(g Gomega) {
+			sets := &sitev1.ArtifactSetList{}
+			g.Expect(cp.Client.List(ctx, sets, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
+			for _, set := range sets.Items {
+				for _, a := range set.Status.Artifacts {
+					if a.SHA256 == artifacts[1].digest && a.URL != "" {
+						signed = a.URL
+					}
+				}
+			}
+			g.Expect(signed).NotTo(BeEmpty(), "no ArtifactSet of %s names sha256:%s's URL", site, artifacts[1].digest)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(signed).To(HavePrefix(u + "?signature="))
+		status, body, _ = get(anonymous, signed, "")
+		Expect(status).To(Equal(http.StatusOK), body)
+		Expect(sum([]byte(body))).To(Equal(artifacts[1].digest))
+		_, signature, _ := strings.Cut(signed, "?")
+		status, body, _ = get(anonymous, lc.CacheURL+"/sha256/"+artifacts[0].digest+"?"+signature, "")
+		Expect(status).To(Equal(http.StatusForbidden))
+		Expect(body).To(ContainSubstring("is not this site cache's for sha256:" + artifacts[0].digest))
+		tampered := []byte(signed)
+		tampered[len(tampered)-1] ^= 1 // another hex digit
+		status, _, _ = get(anonymous, string(tampered), "")
+		Expect(status).To(Equal(http.StatusForbidden))
 
 		By("serving a ServiceAccount bound to the shipped BPA role, by its bearer token")
 		Expect(cp.ApplyManifest(ctx, "deploy/rbac/bpa/role.yaml")).To(Succeed())

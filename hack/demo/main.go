@@ -164,7 +164,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	fmt.Print(string(out))
-	pkgURL := sitecache.URL(local["site-b"].CacheURL, digest)
+	pkgURL := strings.TrimSuffix(local["site-b"].CacheURL, "/") + sitecache.PathPrefix + digest // unsigned: the reader's credential decides
 	step("GET " + pkgURL + " (site-b's cache over HTTPS, with the site admin's client certificate, as the BPA reads it with its own): the files in the package")
 	cacheClient, err := fleet.SiteCacheClient("site-b")
 	if err != nil {

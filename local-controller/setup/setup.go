@@ -292,10 +292,29 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// The site cache's URL key (sitecache.EnsureURLKey), in the local controller's namespace.
+// +kubebuilder:rbac:groups="",namespace=edgefleet-system,resources=secrets,verbs=get;create
+
 // setupArtifactCache adds the site cache's reconciler, HTTP server and periodic verification.
 func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) error {
 	log := ctrl.Log.WithName("sitecache")
 	sc, err := sitecache.New(opts.CacheDir, log)
+	if err != nil {
+		return err
+	}
+	// The manager's client reads from its cache, which starts with the manager: the key is
+	// read (or made) once, directly.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("site cache URL key: %w", err)
+	}
+	keyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	key, err := sitecache.EnsureURLKey(keyCtx, direct, opts.Namespace)
+	if err != nil {
+		return err
+	}
+	urls, err := sitecache.NewURLs(opts.CacheURL, key)
 	if err != nil {
 		return err
 	}
@@ -307,7 +326,7 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 		Client:   mgr.GetClient(),
 		Cache:    sc,
 		Fetchers: artifactset.GlobalAPIFetchers(mgr.GetAPIReader(), sitev1.HostsNamespace, opts.FetchRetries, time.Second),
-		BaseURL:  opts.CacheURL,
+		URLs:     urls,
 		Recorder: mgr.GetEventRecorder("artifactset-controller"),
 		Metrics:  m,
 	}
@@ -320,7 +339,7 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 		return fmt.Errorf("site cache readers: %w", err)
 	}
 	readers := kubeauth.NewReviewer(kubeauth.Config{Client: siteCS, Group: sitev1.GroupVersion.Group, Resource: sitecache.ReadersResource})
-	srv := &httpserver.Server{Name: "site cache", Addr: opts.CacheAddr, Handler: sc.Handler(readers.Require("get")), Log: log,
+	srv := &httpserver.Server{Name: "site cache", Addr: opts.CacheAddr, Handler: sc.Handler(readers.Require("get"), urls), Log: log,
 		CertFile: opts.CacheTLSCertFile, KeyFile: opts.CacheTLSKeyFile, ClientCAFile: opts.CacheClientCAFile}
 	verify := manager.RunnableFunc(func(ctx context.Context) error {
 		t := time.NewTicker(opts.CacheVerifyInterval)

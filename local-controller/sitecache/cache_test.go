@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +108,16 @@ func fakeReaders(next http.Handler) http.Handler {
 	})
 }
 
+// testURLs are URLs signed with a key made of seed.
+func testURLs(t *testing.T, seed string) URLs {
+	t.Helper()
+	u, err := NewURLs("https://cache.site:8180/", []byte(strings.Repeat(seed, 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // readerGet GETs url as a reader fakeReaders lets through.
 func readerGet(url string) (*http.Response, error) {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
@@ -122,9 +133,16 @@ func TestServe(t *testing.T) {
 	if _, err := c.Fetch(context.Background(), ds[1], f); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler(fakeReaders))
+	urls := testURLs(t, "k")
+	srv := httptest.NewServer(c.Handler(fakeReaders, urls))
 	defer srv.Close()
 	body := f.content[ds[1]]
+	// query is the signature part of a URL signed by u.
+	query := func(u URLs, digest string) string {
+		_, q, _ := strings.Cut(u.URL(digest), "?")
+		return "?" + q
+	}
+	other := testURLs(t, "another site's key")
 	etag := `"sha256:` + ds[1] + `"`
 	tests := []struct {
 		name       string
@@ -133,23 +151,33 @@ func TestServe(t *testing.T) {
 		header     map[string]string
 		wantStatus int
 		wantBody   string
+		query      string // a signed URL's, read without a credential
 	}{
-		{"full", http.MethodGet, ds[1], nil, http.StatusOK, string(body)},
-		{"head", http.MethodHead, ds[1], nil, http.StatusOK, ""},
-		{"range", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9"}, http.StatusPartialContent, string(body[4:10])},
-		{"open range", http.MethodGet, ds[1], map[string]string{"Range": "bytes=20-"}, http.StatusPartialContent, string(body[20:])},
-		{"if-range matching", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9", "If-Range": etag}, http.StatusPartialContent, string(body[4:10])},
-		{"if-range other", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9", "If-Range": `"sha256:other"`}, http.StatusOK, string(body)},
-		{"not modified", http.MethodGet, ds[1], map[string]string{"If-None-Match": etag}, http.StatusNotModified, ""},
-		{"unsatisfiable", http.MethodGet, ds[1], map[string]string{"Range": "bytes=1000-"}, http.StatusRequestedRangeNotSatisfiable, ""},
-		{"not cached", http.MethodGet, ds[2], nil, http.StatusNotFound, ""},
-		{"bad digest", http.MethodGet, "ABC", nil, http.StatusBadRequest, ""},
-		{"not a reader", http.MethodGet, ds[1], map[string]string{"Authorization": "Bearer stranger"}, http.StatusUnauthorized, ""},
+		{"full", http.MethodGet, ds[1], nil, http.StatusOK, string(body), ""},
+		{"head", http.MethodHead, ds[1], nil, http.StatusOK, "", ""},
+		{"range", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9"}, http.StatusPartialContent, string(body[4:10]), ""},
+		{"open range", http.MethodGet, ds[1], map[string]string{"Range": "bytes=20-"}, http.StatusPartialContent, string(body[20:]), ""},
+		{"if-range matching", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9", "If-Range": etag}, http.StatusPartialContent, string(body[4:10]), ""},
+		{"if-range other", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9", "If-Range": `"sha256:other"`}, http.StatusOK, string(body), ""},
+		{"not modified", http.MethodGet, ds[1], map[string]string{"If-None-Match": etag}, http.StatusNotModified, "", ""},
+		{"unsatisfiable", http.MethodGet, ds[1], map[string]string{"Range": "bytes=1000-"}, http.StatusRequestedRangeNotSatisfiable, "", ""},
+		{"not cached", http.MethodGet, ds[2], nil, http.StatusNotFound, "", ""},
+		{"bad digest", http.MethodGet, "ABC", nil, http.StatusBadRequest, "", ""},
+		{"not a reader", http.MethodGet, ds[1], map[string]string{"Authorization": "Bearer stranger"}, http.StatusUnauthorized, "", ""},
+		{"signed, no credential", http.MethodGet, ds[1], nil, http.StatusOK, string(body), query(urls, ds[1])},
+		{"signed, a range", http.MethodGet, ds[1], map[string]string{"Range": "bytes=4-9"}, http.StatusPartialContent, string(body[4:10]), query(urls, ds[1])},
+		{"signed for another digest", http.MethodGet, ds[1], nil, http.StatusForbidden, "", query(urls, ds[2])},
+		{"signed with another key", http.MethodGet, ds[1], nil, http.StatusForbidden, "", query(other, ds[1])},
+		{"signature garbled", http.MethodGet, ds[1], nil, http.StatusForbidden, "", "?signature=zz"},
+		{"signature empty, with a credential", http.MethodGet, ds[1], map[string]string{"Authorization": "Bearer reader"}, http.StatusForbidden, "", "?signature="},
+		{"signed, not cached", http.MethodGet, ds[2], nil, http.StatusNotFound, "", query(urls, ds[2])},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tt.method, srv.URL+PathPrefix+tt.digest, nil)
-			req.Header.Set("Authorization", "Bearer reader")
+			req, _ := http.NewRequest(tt.method, srv.URL+PathPrefix+tt.digest+tt.query, nil)
+			if tt.query == "" {
+				req.Header.Set("Authorization", "Bearer reader")
+			}
 			for k, v := range tt.header {
 				req.Header.Set(k, v)
 			}
@@ -183,7 +211,7 @@ func TestCorruptedFileIsNeverServedAndIsFetchedAgain(t *testing.T) {
 	if _, err := c.Fetch(ctx, ds[1], f); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Handler(fakeReaders))
+	srv := httptest.NewServer(c.Handler(fakeReaders, testURLs(t, "k")))
 	defer srv.Close()
 
 	// Flip bytes in place: same size, new modification time.

@@ -18,21 +18,31 @@ const PathPrefix = "/sha256/"
 // a reader read the site cache (RBAC on the site's API server; no CRD backs it).
 const ReadersResource = "artifacts"
 
-// URL is where a cache served at base (e.g. "http://10.0.0.2:8180") serves digest.
-func URL(base, digest string) string { return strings.TrimSuffix(base, "/") + PathPrefix + digest }
-
 // Handler serves the published artifacts to the readers readers lets through (the local
 // controller gives the kubeauth.Reviewer of the site's API server, Require("get") on
-// artifacts.site.edgefleet.io): GET and HEAD of /sha256/<digest>, with Range requests, ETag
+// artifacts.site.edgefleet.io), and to any request of a URL urls signed (URLs.URL) — a
+// signature that does not match its digest is refused 403: GET and HEAD of /sha256/<digest>, with Range requests, ETag
 // "sha256:<digest>" (If-None-Match, If-Range) and immutable caching. A file whose content no
 // longer matches its digest is never served: it is removed and the request answered 503 with
 // Retry-After, while it is fetched again. /healthz answers anyone.
-func (c *Cache) Handler(readers func(http.Handler) http.Handler) http.Handler {
+func (c *Cache) Handler(readers func(http.Handler) http.Handler, urls URLs) http.Handler {
 	content := http.NewServeMux()
 	content.HandleFunc("GET "+PathPrefix+"{digest}", c.serve)
 	content.HandleFunc("HEAD "+PathPrefix+"{digest}", c.serve)
+	authenticated := readers(content)
 	mux := http.NewServeMux()
-	mux.Handle(PathPrefix, readers(content))
+	mux.HandleFunc(PathPrefix, func(w http.ResponseWriter, r *http.Request) {
+		if !r.URL.Query().Has(SignatureParam) {
+			authenticated.ServeHTTP(w, r)
+			return
+		}
+		digest := strings.TrimPrefix(r.URL.Path, PathPrefix)
+		if !urls.signed(digest, r.URL.Query().Get(SignatureParam)) {
+			writeError(w, http.StatusForbidden, "the URL's "+SignatureParam+" is not this site cache's for sha256:"+digest+": ask the site for the URL again (its key may have been renewed)")
+			return
+		}
+		content.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }

@@ -108,7 +108,9 @@ type CachedArtifact struct {
 	Size int64 `json:"size,omitempty"`
 
 	// URL at which the site cache serves the artifact (HTTP, with Range and an ETag of
-	// "sha256:<digest>"), once cached: what Ironic and the BPA read.
+	// "sha256:<digest>"), once cached: what Ironic and the BPA read. It is signed for this
+	// digest (?signature=), so that a reader without a site credential — Ironic's agent on a
+	// host being provisioned — reads it, and nothing else, with the URL alone.
 	// +optional
 	URL string `json:"url,omitempty"`
 

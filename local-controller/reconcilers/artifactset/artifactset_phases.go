@@ -31,7 +31,7 @@ func (r *Reconciler) reconcileCached(set *sitev1.ArtifactSet) int {
 		e, ok, err := r.Cache.Check(a.SHA256)
 		switch {
 		case ok:
-			set.Status.Artifacts = append(set.Status.Artifacts, cached(r.BaseURL, e))
+			set.Status.Artifacts = append(set.Status.Artifacts, cached(r.URLs, e))
 			continue
 		case errors.Is(err, sitecache.ErrCorrupt):
 			r.Recorder.Eventf(set, nil, corev1.EventTypeWarning, "ArtifactCorrupted", "Verify",
@@ -81,7 +81,7 @@ func (r *Reconciler) reconcileFetch(ctx context.Context, set *sitev1.ArtifactSet
 			errs = append(errs, err)
 			continue
 		}
-		set.Status.Artifacts[i] = cached(r.BaseURL, e)
+		set.Status.Artifacts[i] = cached(r.URLs, e)
 		r.Metrics.fetched(e.Size)
 	}
 	summarize(set)
@@ -162,8 +162,8 @@ func summarize(set *sitev1.ArtifactSet) {
 	}
 }
 
-func cached(baseURL string, e sitecache.Entry) sitev1.CachedArtifact {
-	return sitev1.CachedArtifact{SHA256: e.SHA256, Phase: sitev1.ArtifactCached, Size: e.Size, URL: sitecache.URL(baseURL, e.SHA256)}
+func cached(urls sitecache.URLs, e sitecache.Entry) sitev1.CachedArtifact {
+	return sitev1.CachedArtifact{SHA256: e.SHA256, Phase: sitev1.ArtifactCached, Size: e.Size, URL: urls.URL(e.SHA256)}
 }
 
 func describe(a sitev1.ArtifactRef) string {

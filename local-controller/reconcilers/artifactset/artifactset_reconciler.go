@@ -49,8 +49,8 @@ type Reconciler struct {
 	Cache Cache
 	// Fetchers gives the fetcher from the global artifact API.
 	Fetchers FetcherSource
-	// BaseURL is where the site cache is served on the site network (status URLs start with it).
-	BaseURL string
+	// URLs are the site cache's URLs on the site network, signed (status URLs).
+	URLs sitecache.URLs
 	// Recorder emits an event on every condition change and on corrupted artifacts.
 	Recorder events.EventRecorder
 	// Metrics, when set, count fetched and corrupted artifacts.
