@@ -103,7 +103,7 @@ func run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	defer hosts.PlayIronic(ctx, siteA, sitev1.HostsNamespace, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
+	defer hosts.PlayIronic(ctx, siteA, sitev1.HostsNamespace, fleet.LocalController("site-a").CacheCAFile, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
 
 	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (the global controller gives each its own token for the artifact API once registered)")
 	local := map[string]testenv.LocalController{}

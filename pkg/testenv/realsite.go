@@ -88,7 +88,7 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 		return nil, err
 	}
 	stops = append(stops, func() error { return f.StopBPA(opts.Name) })
-	stopIronic := opts.Hosts.PlayIronic(context.Background(), siteClient, sitev1.HostsNamespace, opts.Report)
+	stopIronic := opts.Hosts.PlayIronic(context.Background(), siteClient, sitev1.HostsNamespace, f.LocalController(opts.Name).CacheCAFile, opts.Report)
 	stops = append(stops, func() error { stopIronic(); return nil })
 
 	manifest, err := opts.manifest(f.APIURL)

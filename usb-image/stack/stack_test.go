@@ -219,7 +219,8 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stopIronic := hn.PlayIronic(context.Background(), metal3Client, sitev1.HostsNamespace, func(err error) { t.Logf("ironic: %v", err) })
+		// Ironic's agent reads the image from the stack's site cache, whose certificate the site CA signs.
+		stopIronic := hn.PlayIronic(context.Background(), metal3Client, sitev1.HostsNamespace, filepath.Join(site, "pki", "ca.crt"), func(err error) { t.Logf("ironic: %v", err) })
 		defer stopIronic()
 		opts := testenv.RealSiteOptions{Name: siteName, Namespace: siteNamespace, Hosts: hn}
 		for i, role := range map[int]fleetv1.HostRole{1: fleetv1.RoleControlPlane, 2: fleetv1.RoleWorker} {
