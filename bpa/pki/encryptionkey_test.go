@@ -17,9 +17,9 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 )
 
-// configKeys are the secretbox keys of a control-plane member's encryption configuration, in
-// order (the first encrypts), and the configuration itself.
-func configKeys(t *testing.T, b *pki.Bundle) ([]apiserverv1.Key, []byte) {
+// encryptionConfig is a control-plane member's encryption configuration: its providers, in
+// order (the first encrypts), and the file itself.
+func encryptionConfig(t *testing.T, b *pki.Bundle) ([]apiserverv1.ProviderConfiguration, []byte) {
 	t.Helper()
 	files, err := b.ControlPlaneFiles("cp-0")
 	if err != nil {
@@ -29,11 +29,18 @@ func configKeys(t *testing.T, b *pki.Bundle) ([]apiserverv1.Key, []byte) {
 	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
 		t.Fatalf("%s: %v", pki.EncryptionConfigFile, err)
 	}
-	p := enc.Resources[0].Providers
+	return enc.Resources[0].Providers, files[pki.EncryptionConfigFile]
+}
+
+// configKeys are the secretbox keys of a control-plane member's encryption configuration, in
+// order (the first encrypts), and the configuration itself.
+func configKeys(t *testing.T, b *pki.Bundle) ([]apiserverv1.Key, []byte) {
+	t.Helper()
+	p, file := encryptionConfig(t, b)
 	if len(p) != 2 || p[0].Secretbox == nil || p[1].Identity == nil {
 		t.Fatalf("%s: providers %+v, want secretbox then identity", pki.EncryptionConfigFile, p)
 	}
-	return p[0].Secretbox.Keys, files[pki.EncryptionConfigFile]
+	return p[0].Secretbox.Keys, file
 }
 
 func keyNames(keys []apiserverv1.Key) []string {
@@ -230,15 +237,7 @@ func TestSecretEncryptionKMS(t *testing.T) {
 	if got := b.SecretEncryption(); got != (pki.SecretEncryption{KMS: true, Key: pki.KMSProviderName}) {
 		t.Errorf("new KMS cluster: %+v", got)
 	}
-	files, err := b.ControlPlaneFiles("cp-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enc apiserverv1.EncryptionConfiguration
-	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
-		t.Fatal(err)
-	}
-	p := enc.Resources[0].Providers
+	p, _ := encryptionConfig(t, b)
 	if len(p) != 2 || p[0].KMS == nil || p[0].KMS.APIVersion != "v2" || p[0].KMS.Name != pki.KMSProviderName ||
 		p[0].KMS.Endpoint != "unix://"+pki.KMSSocket || p[1].Identity == nil {
 		t.Errorf("providers %+v, want the KMS v2 plugin on %s, then identity", p, pki.KMSSocket)
@@ -285,16 +284,9 @@ func TestSecretEncryptionKMS(t *testing.T) {
 // (the first encrypts), as "secretbox:<key>,…", "kms:<name>" and "identity".
 func providers(t *testing.T, b *pki.Bundle) []string {
 	t.Helper()
-	files, err := b.ControlPlaneFiles("cp-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var enc apiserverv1.EncryptionConfiguration
-	if err := yaml.UnmarshalStrict(files[pki.EncryptionConfigFile], &enc); err != nil {
-		t.Fatal(err)
-	}
+	configured, _ := encryptionConfig(t, b)
 	var out []string
-	for _, p := range enc.Resources[0].Providers {
+	for _, p := range configured {
 		switch {
 		case p.Secretbox != nil:
 			out = append(out, "secretbox:"+strings.Join(keyNames(p.Secretbox.Keys), ","))

@@ -728,20 +728,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// control-plane host with the API server's etcd client certificate.
 		storedUnder := func() string {
 			GinkgoHelper()
-			body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/default/rotation-probe")))
-			out, err := hn.Hosts[1].Exec(ctx, "curl", "-sS", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",
-				"--cert", "/etc/kubernetes/pki/apiserver-etcd-client.crt", "--key", "/etc/kubernetes/pki/apiserver-etcd-client.key",
-				"-X", "POST", "-d", body, "https://127.0.0.1:2379/v3/kv/range")
-			Expect(err).NotTo(HaveOccurred(), string(out))
-			var kv struct {
-				KVs []struct {
-					Value []byte `json:"value"`
-				} `json:"kvs"`
-			}
-			Expect(json.Unmarshal(out, &kv)).To(Succeed(), string(out))
-			Expect(kv.KVs).To(HaveLen(1))
-			Expect(string(kv.KVs[0].Value)).NotTo(ContainSubstring(value))
-			key, _, _ := strings.Cut(strings.TrimPrefix(string(kv.KVs[0].Value), "k8s:enc:secretbox:v1:"), ":")
+			stored := storedSecret(ctx, hn.Hosts[1], "default", "rotation-probe")
+			Expect(stored).NotTo(ContainSubstring(value))
+			key, _, _ := strings.Cut(strings.TrimPrefix(stored, "k8s:enc:secretbox:v1:"), ":")
 			return key
 		}
 		Expect(storedUnder()).To(Equal("bpa-1"))
@@ -1320,20 +1309,8 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 				_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": "kms-" + rand.Text()}}, metav1.CreateOptions{})
 				Expect(err).NotTo(HaveOccurred())
 			}
-			body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/default/"+name)))
-			out, err := hn.Hosts[0].Exec(ctx, "curl", "-sS", "--max-time", "10", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",
-				"--cert", "/etc/kubernetes/pki/apiserver-etcd-client.crt", "--key", "/etc/kubernetes/pki/apiserver-etcd-client.key",
-				"-X", "POST", "-d", body, "https://127.0.0.1:2379/v3/kv/range")
-			Expect(err).NotTo(HaveOccurred(), string(out))
-			var kv struct {
-				KVs []struct {
-					Value []byte `json:"value"`
-				} `json:"kvs"`
-			}
-			Expect(json.Unmarshal(out, &kv)).To(Succeed(), string(out))
-			Expect(kv.KVs).To(HaveLen(1))
-			Expect(string(kv.KVs[0].Value)).To(HavePrefix("k8s:enc:kms:v2:edgefleet-vault:"), name)
-			_, err = cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+			Expect(storedSecret(ctx, hn.Hosts[0], "default", name)).To(HavePrefix("k8s:enc:kms:v2:edgefleet-vault:"), name)
+			_, err := cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		// The plugin runs on the control-plane hosts only; their API servers name it alone; the
@@ -1384,6 +1361,25 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(7 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
 	})
 })
+
+// storedSecret is what the etcd of control-plane host h holds for Secret ns/name, read there
+// with the API server's etcd client certificate.
+func storedSecret(ctx context.Context, h *testenv.Host, ns, name string) string {
+	GinkgoHelper()
+	body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/"+ns+"/"+name)))
+	out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "10", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",
+		"--cert", "/etc/kubernetes/pki/apiserver-etcd-client.crt", "--key", "/etc/kubernetes/pki/apiserver-etcd-client.key",
+		"-X", "POST", "-d", body, "https://127.0.0.1:2379/v3/kv/range")
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	var kv struct {
+		KVs []struct {
+			Value []byte `json:"value"`
+		} `json:"kvs"`
+	}
+	Expect(json.Unmarshal(out, &kv)).To(Succeed(), string(out))
+	Expect(kv.KVs).To(HaveLen(1), "etcd's keys /registry/secrets/%s/%s", ns, name)
+	return string(kv.KVs[0].Value)
+}
 
 // eventTime is when an event last happened.
 func eventTime(e eventsv1.Event) time.Time {
