@@ -1293,7 +1293,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			}
 			g.Expect(*b.SecretEncryption).To(Equal(sitev1.SecretEncryptionStatus{Provider: sitev1.SecretEncryptionKMS, Key: "edgefleet-vault", Rotations: 1, Reencrypted: "edgefleet-vault"}), "bootstrap says: %s", b.Message)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
-			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kms-plugin", Version: "0.1.0"}))
+			g.Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kms-plugin", Version: "0.1.0", SHA256: digest["kms-plugin"]}))
 		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
 		answered, failed := requests.Stop()
 		GinkgoWriter.Printf("through the move to the KMS plugin: requests to webapp %d answered, %d failed; phases seen %v\n", answered, len(failed), seen)
