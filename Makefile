@@ -16,6 +16,8 @@ GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
 REALHOSTS_PKG := ./e2e/realhosts
 HEAVY_PKGS := ./bpa/cluster ./usb-image
+# Each lane's `go test -json` records, read for the table of package times that ends `make test`.
+TEST_REPORT := $(BIN)/test-report
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/edgefleet/edgefleet/pkg/version.Version=$(VERSION)
 
@@ -63,11 +65,15 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 	@iso=$$(usb-image/build.sh "$${EDGEFLEET_TOOLS_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edgefleet/tools}" $(BIN)) && ln -sfn "$$iso" $(BIN)/edgefleet-base.iso && echo "bin/edgefleet-base.iso -> $$iso"
 
 .PHONY: test
-test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end.
+test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time (bin/test-report/).
 	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
-	$(GO) test $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_PKG) & realhosts=$$!; \
-	status=0; $(GO) test $(GO_TEST_FLAGS) $$pkgs $(HEAVY_PKGS) || status=$$?; \
-	wait $$realhosts || status=$$?; exit $$status
+	rm -rf $(TEST_REPORT); mkdir -p $(TEST_REPORT); $(GO) build -o $(BIN)/testreport ./hack/testreport; start=$$SECONDS; \
+	( $(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_PKG) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts ) & realhosts=$$!; \
+	status=0; $(GO) test -json $(GO_TEST_FLAGS) $$pkgs $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
+	wait $$realhosts || status=$$?; \
+	echo; echo "make test: each package's time (go test -json), slowest first"; \
+	$(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json; \
+	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e
 test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
