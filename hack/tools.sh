@@ -6,7 +6,7 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
-#                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu)
+#                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -23,7 +23,8 @@
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
 # is linked into bin/. So is qemu: Debian's qemu-system-x86 and ovmf (UEFI firmware), which boot
 # the site image in the usb-image boot test, with xorriso, which makes the small ISO images of
-# tests (pkg/siteimage/siteimagetest).
+# tests (pkg/siteimage/siteimagetest). nodejs is Debian's Node.js when no node is on PATH: the web
+# UI's unit test runs the browser's CSR code in it (global-controller/ui).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -117,7 +118,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium qemu)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -155,6 +156,13 @@ for t in "${want[@]}"; do
 				{ apt-get update && apt-get install -y --no-install-recommends qemu-system-x86 ovmf xorriso; }
 		fi
 		echo "tools: $(/usr/bin/qemu-system-x86_64 --version 2>/dev/null | head -n1 || echo 'qemu (version unknown)')" ;;
+	nodejs)
+		if ! command -v node >/dev/null; then
+			echo "tools: installing Debian's nodejs with apt-get (the web UI's unit test runs its CSR code in Node)"
+			apt-get install -y --no-install-recommends nodejs ||
+				{ apt-get update && apt-get install -y --no-install-recommends nodejs; }
+		fi
+		echo "tools: node $(node --version)" ;;
 	golangci-lint) install_tool golangci-lint "$golangci_lint_version" github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
 	*) echo "tools: unknown tool $t" >&2; exit 2 ;;
 	esac

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -97,8 +98,8 @@ type Sweep struct {
 // Sweep searches every directory the Fleet writes (SweepDirs) for the secrets it made for
 // edgefleet to handle (SweepSecrets) and those edgefleet wrote on the sites: each site's
 // artifact token and the client keys of the application clusters' admin kubeconfigs. It fails
-// when it looks for nothing, or when a control — a key etcd keeps in clear — is not found, which
-// would mean it did not read etcd's files.
+// when it looks for nothing, or when a control is not found: a key etcd keeps in clear, and a
+// value it plants in clear on the global cluster (as a Secret would be with encryption off).
 func (f *Fleet) Sweep(ctx context.Context) (Sweep, error) {
 	secrets := f.SweepSecrets()
 	for name, site := range f.Sites {
@@ -129,12 +130,38 @@ func (f *Fleet) Sweep(ctx context.Context) (Sweep, error) {
 	if err != nil {
 		return Sweep{}, err
 	}
-	control, _, err := FindSecrets(f.SweepDirs(), map[string][]byte{"the key of namespace edgefleet-system": []byte("/registry/namespaces/edgefleet-system")})
+	// The controls: a value stored with no encryption (a ConfigMap's, as a Secret's would be
+	// with encryption off) and a key of etcd are found in clear, or the sweep read the wrong
+	// files, or read them in a way that would miss a secret.
+	planted, err := f.plantClearValue(ctx)
 	if err != nil {
 		return Sweep{}, err
 	}
-	if len(control) == 0 {
-		return Sweep{}, errors.New("sweep: no key of etcd found in clear: it looked in the wrong place")
+	for what, control := range map[string][]byte{
+		"the key of namespace edgefleet-system": []byte("/registry/namespaces/edgefleet-system"),
+		"a value planted in clear":              planted,
+	} {
+		seen, _, err := FindSecrets(f.SweepDirs(), map[string][]byte{what: control})
+		if err != nil {
+			return Sweep{}, err
+		}
+		if len(seen) == 0 {
+			return Sweep{}, fmt.Errorf("sweep: %s was not found: it looked in the wrong place", what)
+		}
 	}
 	return Sweep{Secrets: len(secrets), Files: scanned, Found: found}, nil
+}
+
+// plantClearValue stores a random value in a ConfigMap of the global cluster, which its API
+// server does not encrypt, for the sweep's control.
+func (f *Fleet) plantClearValue(ctx context.Context) ([]byte, error) {
+	value := []byte("sweep-control-" + rand.Text())
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "sweep-control-"},
+		Data:       map[string]string{"value": string(value)},
+	}
+	if err := f.Global.Client.Create(ctx, cm); err != nil {
+		return nil, fmt.Errorf("sweep: plant the control value: %w", err)
+	}
+	return value, nil
 }
