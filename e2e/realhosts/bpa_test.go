@@ -47,6 +47,7 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/bpa/clusterkms"
+	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
@@ -1261,7 +1262,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 	// Last: the BPA runs with --cluster-kms-* from here on (a restart without them is refused
 	// for this cluster, as it should be).
-	It("moves the cluster's Secrets to Vault through the KMS plugin once its BPA is given --cluster-kms-*, phase by phase, the application's Service never failing a request", func(ctx context.Context) {
+	It("moves the cluster's Secrets to Vault through the KMS plugin once its BPA is given --cluster-kms-*, phase by phase, the application's Service never failing a request; then the Secrets in etcd under the plugin, the plugin on the control-plane hosts only, the secretbox key gone, the transit key and ServiceAccount made, the plugin's token renewed at half its life", func(ctx context.Context) {
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -1303,6 +1304,66 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// AddNew (as in the key rotation).
 		Expect(seen).To(HaveKey(sitev1.RotationUseNew))
 		Expect(seen).To(HaveKey(sitev1.RotationDropOld))
+
+		// The Secret of the rotation spec, written under a secretbox key, is in etcd through the
+		// plugin now, and reads back; a new one is written through it.
+		for _, name := range []string{"rotation-probe", "kms-probe"} {
+			if name == "kms-probe" {
+				_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{"value": "kms-" + rand.Text()}}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(storedSecret(ctx, hn.Hosts[0], "default", name)).To(HavePrefix("k8s:enc:kms:v2:edgefleet-vault:"), name)
+			_, err := cs.CoreV1().Secrets("default").Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		// The plugin runs on the control-plane hosts only (host-2 was replaced by host-5); their
+		// API servers name it alone; the secretbox key is gone from the PKI; the BPA made the
+		// transit key and the plugin's ServiceAccount, labeled with its cluster.
+		controlPlanes := []*testenv.Host{hn.Hosts[0], hn.Hosts[1], hn.Hosts[5]}
+		for _, h := range controlPlanes {
+			Expect(installed(ctx, h, "kms-plugin")).To(Equal("0.1.0 0.1.0"), h.Name)
+			out, err := h.Exec(ctx, "cat", "/etc/kubernetes/"+pki.EncryptionConfigFile)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(out)).To(ContainSubstring("name: "+pki.KMSProviderName), h.Name)
+			Expect(string(out)).NotTo(ContainSubstring("secretbox"), h.Name)
+		}
+		for _, worker := range []*testenv.Host{hn.Hosts[3], hn.Hosts[4]} {
+			Expect(installed(ctx, worker, "kms-plugin")).To(BeEmpty(), worker.Name)
+		}
+		stored, err := store.Get(ctx, site+"-pki")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(stored).NotTo(HaveKey("secretbox.key"))
+		transitKey, err := vault.Client.Logical().ReadWithContext(ctx, testenv.TransitMount+"/keys/"+key)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(transitKey).NotTo(BeNil(), "transit key %s", key)
+		sa := &corev1.ServiceAccount{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: clusterkms.Namespace, Name: clusterkms.ServiceAccountPrefix + site}, sa)).To(Succeed())
+		owner, ok := clusterkms.ClusterOf(sa)
+		Expect(ok).To(BeTrue(), "the labels of ServiceAccount %s: %v", sa.Name, sa.Labels)
+		Expect(owner).To(Equal(client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site}))
+
+		// The token (10 minutes) is minted again once half its life is gone, written to every
+		// control-plane host, and each plugin logs in with it.
+		tokenOn := func(h *testenv.Host) string {
+			out, err := h.Exec(ctx, "cat", "/etc/edgefleet/kms-plugin/token")
+			Expect(err).NotTo(HaveOccurred())
+			return string(out)
+		}
+		logins := func(h *testenv.Host) int {
+			out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "edgefleet-kms.service")
+			Expect(err).NotTo(HaveOccurred())
+			return strings.Count(string(out), "logged in to Vault")
+		}
+		first, loginsBefore := map[*testenv.Host]string{}, map[*testenv.Host]int{}
+		for _, h := range controlPlanes {
+			first[h], loginsBefore[h] = tokenOn(h), logins(h)
+		}
+		Eventually(func(g Gomega) {
+			for _, h := range controlPlanes {
+				g.Expect(tokenOn(h)).NotTo(Equal(first[h]), "%s's token", h.Name)
+				g.Expect(logins(h)).To(BeNumerically(">", loginsBefore[h]), "%s's plugin's log-ins", h.Name)
+			}
+		}).WithContext(ctx).WithTimeout(7 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
 	})
 })
 
