@@ -55,7 +55,7 @@ import (
 
 // The BPA as the site's bootstrap provider, on five real hosts (needs root): see
 // realsites_test.go for how such a site runs.
-var _ = Describe("The BPA builds a site's application cluster on real hosts", Ordered, func() {
+var _ = Describe("The BPA builds a site's application cluster on real hosts", Ordered, ContinueOnFailure, func() {
 	const (
 		site = "site-d"
 		ns   = "bpa"
@@ -244,7 +244,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 	})
 
-	It("finishes an install the BPA was killed in, without redoing what was done", func(ctx context.Context) {
+	skipAfterFailedBed()
+
+	It("finishes an install the BPA was killed in, without redoing what was done", Label(bedLabel), func(ctx context.Context) {
 		// Wait until etcd is active on some control-plane host, then kill the BPA.
 		var done []*testenv.Host
 		Eventually(func(g Gomega) {
@@ -279,7 +281,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 	})
 
-	It("builds 3 control-plane and 2 worker nodes from the site pack alone, the artifact API cut off, installs the charts, and the global Site shows it", func(ctx context.Context) {
+	It("builds 3 control-plane and 2 worker nodes from the site pack alone, the artifact API cut off, installs the charts, and the global Site shows it", Label(bedLabel), func(ctx context.Context) {
 		s := &fleetv1.Site{}
 		Eventually(func(g Gomega) {
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())

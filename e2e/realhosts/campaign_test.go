@@ -19,7 +19,7 @@ import (
 // work at each site is the push of its release, the site's provisioning through Metal3 and
 // Cluster-API, and the BPA's install or patch over SSH. An install campaign brings both
 // clusters up; a patch campaign then rolls a new kubelet package, canary first.
-var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
+var _ = Describe("Campaigns over sites on real hosts", Ordered, ContinueOnFailure, func() {
 	const ns = "campaigns"
 	names := []string{"site-e", "site-f"}
 	var (
@@ -55,7 +55,9 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, func() {
 		}
 	})
 
-	It("installs the release on every site with an install campaign, the artifacts cached at each site first", func(ctx context.Context) {
+	skipAfterFailedBed()
+
+	It("installs the release on every site with an install campaign, the artifacts cached at each site first", Label(bedLabel), func(ctx context.Context) {
 		out := runCampaign(ctx, ns, "install-edge-1", "--action", "install", "--release", "edge-1", "--selector", "ring=e2e",
 			"--max-concurrency", "2", "--pre-cache")
 		Expect(out).To(ContainSubstring("phase Succeeded"))

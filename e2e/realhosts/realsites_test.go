@@ -191,6 +191,27 @@ func (s *realSite) bootstrap(g Gomega, ctx context.Context) *sitev1.BootstrapSta
 	return ac.Status.Bootstrap
 }
 
+// bedLabel marks a spec that builds what the later specs of its ordered container use (the
+// cluster, the installed sites).
+const bedLabel = "bed"
+
+// skipAfterFailedBed registers, in an Ordered, ContinueOnFailure container, that a failed spec
+// does not hide the independent checks after it, while those that need what a failed bed spec
+// (bedLabel) builds are skipped, the skip naming that spec.
+func skipAfterFailedBed() {
+	var failed string
+	ReportAfterEach(func(r SpecReport) {
+		if failed == "" && r.Failed() && slices.Contains(r.Labels(), bedLabel) {
+			failed = r.LeafNodeText
+		}
+	})
+	BeforeEach(func() {
+		if failed != "" && !slices.Contains(CurrentSpecReport().Labels(), bedLabel) {
+			Skip(fmt.Sprintf("it needs what the failed spec %q builds", failed))
+		}
+	})
+}
+
 // installed is a package's installed state on a host: "<current> <active>".
 func installed(ctx context.Context, h *testenv.Host, pkg string) string {
 	GinkgoHelper()
