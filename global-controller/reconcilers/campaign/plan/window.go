@@ -14,6 +14,9 @@ import (
 // 31 April): a window with it would never open.
 var ErrNeverFires = errors.New("never fires: no date matches it (check the day of the month against the month)")
 
+// errLocalZone refuses "Local", which is not an IANA zone.
+var errLocalZone = errors.New(`"Local" is not an IANA time zone: name the site's zone, e.g. "Europe/Paris", or leave it empty for UTC`)
+
 // TimeZoneError is the error of a window whose time zone is not in the time zone database.
 type TimeZoneError struct {
 	Zone string
@@ -122,6 +125,11 @@ func (w *Windows) parse(mw fleetv1.MaintenanceWindow, now time.Time) (cron.Sched
 	}
 	loc, ok := w.locations[tz]
 	if !ok {
+		if tz == "Local" {
+			// Go's name for the zone of the machine that reads it: each replica of the
+			// controller could read the window differently.
+			return nil, nil, &TimeZoneError{Zone: tz, Err: errLocalZone}
+		}
 		var err error
 		if loc, err = time.LoadLocation(tz); err != nil {
 			return nil, nil, &TimeZoneError{Zone: tz, Err: err}

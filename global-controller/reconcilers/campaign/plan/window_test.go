@@ -50,6 +50,7 @@ func TestWindowsOpen(t *testing.T) {
 		{name: "bad cron", windows: []fleetv1.MaintenanceWindow{window("0 2 * *", time.Hour, "")}, err: "schedule \"0 2 * *\""},
 		{name: "minute 61", windows: []fleetv1.MaintenanceWindow{window("61 * * * *", time.Hour, "")}, err: "schedule \"61 * * * *\""},
 		{name: "unknown time zone", windows: []fleetv1.MaintenanceWindow{window("0 2 * * *", time.Hour, "Mars/Olympus")}, err: "time zone \"Mars/Olympus\""},
+		{name: "Local is not an IANA zone", windows: []fleetv1.MaintenanceWindow{window("0 2 * * *", time.Hour, "Local")}, err: "time zone \"Local\": \"Local\" is not an IANA time zone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
