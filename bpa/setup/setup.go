@@ -41,6 +41,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/kmsaccount"
 	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
@@ -278,7 +279,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 		},
 		ClusterClient: func(cfg *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(cfg) },
 		HTTP:          cacheHTTP,
-		Recorder:      mgr.GetEventRecorder("bpa"),
+		Recorder:      recorder.Bounded(mgr.GetEventRecorder("bpa")),
 		Retry:         opts.Retry,
 		Resync:        opts.Resync,
 		Certificates:  opts.Certificates,
@@ -299,7 +300,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	creds := &clustercredential.Reconciler{
 		Client:   mgr.GetClient(),
 		Secrets:  store,
-		Recorder: mgr.GetEventRecorder("bpa"),
+		Recorder: recorder.Bounded(mgr.GetEventRecorder("bpa")),
 		Clock:    clock.RealClock{},
 		MaxTTL:   opts.MaxCredentialTTL,
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 )
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
@@ -94,7 +95,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 		log.Info("the artifact API serves plain HTTP: give --api-tls-cert-file/--api-tls-key-file unless it is only reachable on loopback")
 	}
 	kubeconfigs := &kubeconfigapi.Server{
-		Auth: auth, Reader: mgr.GetClient(), Sites: deps.Sites, Recorder: mgr.GetEventRecorder("kubeconfig-api"),
+		Auth: auth, Reader: mgr.GetClient(), Sites: deps.Sites, Recorder: recorder.Bounded(mgr.GetEventRecorder("kubeconfig-api")),
 		Clock: clock.RealClock{}, MaxTTL: opts.MaxKubeconfigTTL,
 	}
 	logs := &sitelogapi.Server{Auth: auth, Reader: mgr.GetClient(), Sites: deps.Sites, Clock: clock.RealClock{}, Wait: opts.SiteLogWait}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
@@ -24,7 +25,7 @@ func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer
 		Sites:      mgr.GetClient(),
 		Auth:       auth,
 		Access:     enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
-		Recorder:   mgr.GetEventRecorder("enrollment"),
+		Recorder:   recorder.Bounded(mgr.GetEventRecorder("enrollment")),
 		Log:        ctrl.Log.WithName("enrollment"),
 		Clock:      clock.RealClock{},
 		Random:     rand.Reader,

@@ -39,6 +39,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/vaultauth"
@@ -502,7 +503,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 		APIReader:             mgr.GetAPIReader(),
 		Sites:                 siteClients,
 		Vault:                 deps.Vault,
-		Recorder:              mgr.GetEventRecorder("site-controller"),
+		Recorder:              recorder.Bounded(mgr.GetEventRecorder("site-controller")),
 		Metrics:               deps.SiteMetrics,
 		Clock:                 clock.RealClock{},
 		HeartbeatInterval:     opts.SiteHeartbeat,
@@ -522,13 +523,13 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	if err := sites.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up site reconciler: %w", err)
 	}
-	hosts := &host.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("host-controller")}
+	hosts := &host.Reconciler{Client: mgr.GetClient(), Recorder: recorder.Bounded(mgr.GetEventRecorder("host-controller"))}
 	if err := hosts.SetupWithManager(mgr, copts); err != nil {
 		return fmt.Errorf("set up host reconciler: %w", err)
 	}
 	releases := &release.Reconciler{
 		Client:          mgr.GetClient(),
-		Recorder:        mgr.GetEventRecorder("release-controller"),
+		Recorder:        recorder.Bounded(mgr.GetEventRecorder("release-controller")),
 		RecheckInterval: opts.ReleaseRecheck,
 	}
 	if deps.Artifacts != nil {
@@ -539,7 +540,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	}
 	campaigns := &campaign.Reconciler{
 		Client:              mgr.GetClient(),
-		Recorder:            mgr.GetEventRecorder("campaign-controller"),
+		Recorder:            recorder.Bounded(mgr.GetEventRecorder("campaign-controller")),
 		Metrics:             deps.CampaignMetrics,
 		Clock:               clock.RealClock{},
 		DispatchConcurrency: opts.CampaignDispatchConcurrency,

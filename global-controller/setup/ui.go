@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/ui"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 )
 
 // UI returns the web UI's handler: pages read the manager's cache, live pages follow its
@@ -27,7 +28,7 @@ func UI(ctx context.Context, mgr manager.Manager, auth *kubeauth.Reviewer, store
 		Cache:     mgr.GetCache(),
 		Events:    mgr.GetAPIReader(),
 		Campaigns: mgr.GetClient(),
-		Recorder:  mgr.GetEventRecorder("web-ui"),
+		Recorder:  recorder.Bounded(mgr.GetEventRecorder("web-ui")),
 		Auth:      auth,
 		Changes:   hub,
 		Log:       ctrl.Log.WithName("ui"),

@@ -22,6 +22,7 @@ import (
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgebootstrap"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgecluster"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgemachine"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
@@ -92,18 +93,18 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 			return (&capimachinedeployment.Reconciler{Client: client, APIReader: reader}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeCluster", func() error {
-			return (&edgecluster.Reconciler{Client: client, Recorder: mgr.GetEventRecorder("edgecluster-controller")}).SetupWithManager(ctx, mgr, one)
+			return (&edgecluster.Reconciler{Client: client, Recorder: recorder.Bounded(mgr.GetEventRecorder("edgecluster-controller"))}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeMachine", func() error {
-			return (&edgemachine.Reconciler{Client: client, APIReader: reader, HostNamespace: sitev1.HostsNamespace, Recorder: mgr.GetEventRecorder("edgemachine-controller"),
+			return (&edgemachine.Reconciler{Client: client, APIReader: reader, HostNamespace: sitev1.HostsNamespace, Recorder: recorder.Bounded(mgr.GetEventRecorder("edgemachine-controller")),
 				RetryInterval: edgemachine.DefaultRetryInterval}).SetupWithManager(ctx, mgr, one)
 		}},
 		{"EdgeBootstrapConfig", func() error {
 			return (&edgebootstrap.Reconciler{Client: client, Bootstrapper: bootstrapper,
-				Recorder: mgr.GetEventRecorder("edgebootstrapconfig-controller"), JoinRetry: 2 * time.Second}).SetupWithManager(mgr, one)
+				Recorder: recorder.Bounded(mgr.GetEventRecorder("edgebootstrapconfig-controller")), JoinRetry: 2 * time.Second}).SetupWithManager(mgr, one)
 		}},
 		{"ApplicationCluster", func() error {
-			return (&applicationcluster.Reconciler{Client: client, HostNamespace: sitev1.HostsNamespace, Recorder: mgr.GetEventRecorder("applicationcluster-controller"),
+			return (&applicationcluster.Reconciler{Client: client, HostNamespace: sitev1.HostsNamespace, Recorder: recorder.Bounded(mgr.GetEventRecorder("applicationcluster-controller")),
 				Resync: 10 * time.Second, InPlaceUpgrades: opts.NodeBootstrap == NodeBootstrapBPA}).SetupWithManager(mgr, one)
 		}},
 	}

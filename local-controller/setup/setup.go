@@ -36,6 +36,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
+	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/pkg/version"
@@ -327,7 +328,7 @@ func setupArtifactCache(ctx context.Context, mgr manager.Manager, opts Options) 
 		Cache:    sc,
 		Fetchers: artifactset.GlobalAPIFetchers(mgr.GetAPIReader(), sitev1.HostsNamespace, opts.FetchRetries, time.Second),
 		URLs:     urls,
-		Recorder: mgr.GetEventRecorder("artifactset-controller"),
+		Recorder: recorder.Bounded(mgr.GetEventRecorder("artifactset-controller")),
 		Metrics:  m,
 	}
 	sc.OnCorrupt = r.CorruptionFound
