@@ -179,6 +179,12 @@ func compactIfWasteful(ctx context.Context, store *artifacts.Store, disk func() 
 	if err != nil {
 		return err
 	}
-	log.Info("compacted the embedded database", "before", onDisk, "after", after, "live", live, "uploading", uploading)
+	if after >= onDisk {
+		// A log line says what happened: SQLite keeps the rewritten pages in its write-ahead
+		// log until a checkpoint, so the files may shrink only at a later write.
+		log.Info("asked the embedded database to compact; its files have not shrunk yet (the write-ahead log holds the rewritten pages until its next checkpoint)", "before", onDisk, "after", after, "live", live, "uploading", uploading)
+		return nil
+	}
+	log.Info("compacted the embedded database", "before", onDisk, "after", after, "freed", onDisk-after, "live", live, "uploading", uploading)
 	return nil
 }

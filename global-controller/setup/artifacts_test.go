@@ -3,9 +3,11 @@ package setup
 import (
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
@@ -66,5 +68,16 @@ func TestJanitorCompactsWastefulDatabase(t *testing.T) {
 	live := int64(size)
 	if n := step(len(ids) - 1); n > live*3/2+5<<20 {
 		t.Errorf("after deleting all but %d MiB the database takes %d MiB on disk (%d MiB full)", live>>20, n>>20, full>>20)
+	}
+
+	// A compaction whose files did not shrink is not logged as one that did.
+	var logged []string
+	log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})
+	same := func() (int64, error) { return 1 << 30, nil }
+	if err := compactIfWasteful(t.Context(), store, same, log); err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 1 || strings.Contains(logged[0], `"compacted the embedded database"`) || !strings.Contains(logged[0], "have not shrunk") {
+		t.Errorf("a compaction that freed nothing logged %q", logged)
 	}
 }
