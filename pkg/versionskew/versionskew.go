@@ -35,7 +35,7 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s would downgrade the control plane from %s (rule: %s; Kubernetes cannot move a control plane back): choose %s or newer, up to v%d.%d",
 			v(t), v(c), e.Rule, v(c), c.Major(), c.Minor()+1)
 	case OneMinorPerStep:
-		return fmt.Sprintf("%s is %d minor versions ahead of %s (rule: %s; the control plane moves first and kubelets may never be newer than it): upgrade to v%d.%d first, then on, one minor version at a time",
+		return fmt.Sprintf("%s is %d minor versions ahead of %s (rule: %s; kubelets may never be newer than the API server): upgrade to v%d.%d first, then one minor at a time",
 			v(t), t.Minor()-c.Minor(), v(c), e.Rule, c.Major(), c.Minor()+1)
 	default:
 		return fmt.Sprintf("%s changes the major version of %s (rule: %s): choose a v%d version, %s or newer, up to v%d.%d",

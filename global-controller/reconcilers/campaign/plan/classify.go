@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/versionskew"
 )
 
 // State is where a target site stands in one campaign.
@@ -27,7 +28,8 @@ const (
 	Failed
 	// TimedOut: the pre-cache or apply passed its deadline.
 	TimedOut
-	// Skipped: never dispatched (no spec.cluster, already at the release, not found).
+	// Skipped: never dispatched (no spec.cluster, already at the release, not found, or the
+	// release's Kubernetes version is one the site's cluster may not move to).
 	Skipped
 )
 
@@ -78,6 +80,9 @@ type Site struct {
 	OutsideWindow bool
 	// PreviousRelease is the release the site ran before the apply ("" when unknown or none).
 	PreviousRelease string
+	// NoRollback says why a failed site is not rolled back to PreviousRelease although the
+	// strategy asks for it ("" when it may be).
+	NoRollback string
 	// Rollback of a failed site.
 	Rollback Rollback
 	// DispatchTime of the apply, and CompletionTime of a finished apply (zero when unknown),
@@ -93,6 +98,12 @@ type Campaign struct {
 	Release string
 	// Soak a site must stay Succeeded before it counts.
 	Soak time.Duration
+	// Versions maps the name of a Release of the campaign's namespace to its Kubernetes
+	// version: the campaign's release, to check each site's move against the version-skew
+	// policy, and the releases failed sites ran before, to check their rollback. A release
+	// missing from it is not checked (it does not exist: the campaign waits for its release,
+	// and a rollback to a missing release fails at the site).
+	Versions map[string]string
 }
 
 // PreCacheID is the ID of the campaign's pre-cache dispatch.
@@ -107,6 +118,9 @@ const (
 	ReasonAlreadyAtRelease = "already at release"
 	ReasonNotFound         = "site not found"
 	ReasonDeadlinePassed   = "deadline passed"
+	// ReasonVersionSkew starts the reason of a site skipped because the release's Kubernetes
+	// version is one its cluster may not move to; the rest says which rule and what to do.
+	ReasonVersionSkew = "Kubernetes version-skew policy"
 )
 
 // Classify tells where site stands in campaign c at now, from the operation the campaign wrote
@@ -168,6 +182,11 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 		if s.Reason == "" && s.State.failed() {
 			s.Reason = s.State.String()
 		}
+		if s.State.failed() && s.PreviousRelease != "" {
+			if err := c.checkMove(site, s.PreviousRelease); err != nil {
+				s.NoRollback = "not rolled back to " + s.PreviousRelease + ": " + err.Error()
+			}
+		}
 	case op != nil && op.ID == c.PreCacheID():
 		r := report(op.ID)
 		switch {
@@ -196,8 +215,37 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 				recheck = deadline(op.Deadline)
 			}
 		}
+		// A site another operation holds is judged once it is free: that operation may move
+		// the cluster's version.
+		if !s.Busy {
+			if err := c.checkMove(site, c.Release); err != nil {
+				s.State, s.Reason = Skipped, ReasonVersionSkew+": "+err.Error()
+			}
+		}
 	}
 	return s, recheck
+}
+
+// checkMove tells whether the version-skew policy lets site's cluster move to release: nil
+// when it does, or when the version the cluster runs or the release's is not known.
+//
+// What the cluster runs is status.cluster.kubernetesVersion, the version every node of the
+// application cluster reports (status.kubernetesVersion is the site's own, local cluster:
+// not the one that moves). It is empty before the first install, which may go to any
+// version, and while nodes run different versions: a move under way, or one that failed
+// part way. That last case is the rollback of a failed upgrade: its nodes did not all
+// finish moving, and going back to the release they ran is a return, not the downgrade of a
+// running control plane, so it is allowed. Once every node reports the new version, the
+// control plane has finished moving and its etcd holds what the new API server wrote; going
+// back is then a downgrade Kubernetes does not support, and the rollback is not dispatched
+// (NoRollback says so) rather than dispatched and refused by the Site webhook, which applies
+// the same rule.
+func (c Campaign) checkMove(site *fleetv1.Site, release string) error {
+	target := c.Versions[release]
+	if target == "" || site.Status.Cluster == nil || site.Status.Cluster.KubernetesVersion == "" {
+		return nil
+	}
+	return versionskew.Check(site.Status.Cluster.KubernetesVersion, target)
 }
 
 func finalPhase(p fleetv1.OperationPhase) bool {
