@@ -1,9 +1,11 @@
 package plan
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/versionskew"
@@ -227,25 +229,61 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 }
 
 // checkMove tells whether the version-skew policy lets site's cluster move to release: nil
-// when it does, or when the version the cluster runs or the release's is not known.
-//
-// What the cluster runs is status.cluster.kubernetesVersion, the version every node of the
-// application cluster reports (status.kubernetesVersion is the site's own, local cluster:
-// not the one that moves). It is empty before the first install, which may go to any
-// version, and while nodes run different versions: a move under way, or one that failed
-// part way. That last case is the rollback of a failed upgrade: its nodes did not all
-// finish moving, and going back to the release they ran is a return, not the downgrade of a
-// running control plane, so it is allowed. Once every node reports the new version, the
-// control plane has finished moving and its etcd holds what the new API server wrote; going
-// back is then a downgrade Kubernetes does not support, and the rollback is not dispatched
-// (NoRollback says so) rather than dispatched and refused by the Site webhook, which applies
-// the same rule.
+// when it does, or when the version the cluster's control plane runs or the release's is not
+// known (see ControlPlaneVersion).
 func (c Campaign) checkMove(site *fleetv1.Site, release string) error {
 	target := c.Versions[release]
-	if target == "" || site.Status.Cluster == nil || site.Status.Cluster.KubernetesVersion == "" {
+	running, _ := ControlPlaneVersion(site)
+	if target == "" || running == "" {
 		return nil
 	}
-	return versionskew.Check(site.Status.Cluster.KubernetesVersion, target)
+	return versionskew.Check(running, target)
+}
+
+// Where ControlPlaneVersion found the version.
+const (
+	SourceAPIServerPackage = "status.cluster.bootstrap.packages[kube-apiserver]"
+	SourceNodes            = "status.cluster.kubernetesVersion"
+)
+
+// ControlPlaneVersion is the Kubernetes version the control plane of site's application
+// cluster runs, for the version-skew policy, and the status field it comes from; "" when not
+// known.
+//
+// A cluster the BPA builds reports the kube-apiserver package it rolled out to every
+// control-plane node: that is the control plane's version. It moves first in an upgrade, so it
+// can be newer than the kubelets' (an upgrade that failed at the first kubelet leaves the API
+// servers on the new version and every kubelet on the old). Otherwise it is
+// status.cluster.kubernetesVersion, the version every node reports (status.kubernetesVersion
+// is the site's own local cluster, not the one that moves). Neither is known before the first
+// install, which may go to any version, nor, without a BPA report, while nodes run different
+// versions.
+//
+// That decides a campaign's rollback. The package's version changes only once it is on every
+// control-plane node, so while the control plane never finished moving it names the version
+// the cluster ran before, and returning to the release of that version is a return, not a
+// downgrade: allowed. Once the control plane finished moving (even if no kubelet did), its etcd
+// holds what the new API servers wrote, and going back is a downgrade Kubernetes does not
+// support: the campaign does not dispatch that rollback and says why (Site.NoRollback), and the
+// Site webhook, which applies the same rule, would refuse it.
+func ControlPlaneVersion(site *fleetv1.Site) (version, source string) {
+	sum := site.Status.Cluster
+	if sum == nil {
+		return "", ""
+	}
+	if b := sum.Bootstrap; b != nil {
+		for _, p := range b.Packages {
+			// A package's version may carry a packaging revision ("1.36.3-1"): the first
+			// three numbers are Kubernetes'.
+			if v, err := utilversion.ParseGeneric(p.Version); p.Name == "kube-apiserver" && err == nil {
+				return fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch()), SourceAPIServerPackage
+			}
+		}
+	}
+	if sum.KubernetesVersion != "" {
+		return sum.KubernetesVersion, SourceNodes
+	}
+	return "", ""
 }
 
 func finalPhase(p fleetv1.OperationPhase) bool {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 func TestClassify(t *testing.T) {
@@ -72,10 +73,12 @@ func TestClassify(t *testing.T) {
 
 // TestClassifyVersionSkew checks that a site whose cluster runs v1.36.3 is Skipped, with the
 // rule in the reason, by a campaign whose release is at v1.34.0, v1.35.8, v1.36.2 or v1.38.0
-// (the anchors of issue 35); that v1.36.3, v1.36.4 and v1.37.0 are planned; that a site whose
-// version is unknown (never installed, or nodes on different versions) or held by another
-// campaign is not judged; and that a failed site is rolled back only where the rollback does
-// not downgrade a control plane that finished moving.
+// (the anchors of issue 35); that v1.36.3, v1.36.4 and v1.37.0 are planned; that the API
+// servers' version, when the BPA reports it, is the one judged (an upgrade that failed at the
+// first kubelet left them newer than every node's); that a site whose version is unknown
+// (never installed, or nodes on different versions) or held by another campaign is not
+// judged; and that a failed site is rolled back only where the rollback does not downgrade a
+// control plane that finished moving.
 func TestClassifyVersionSkew(t *testing.T) {
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	deadline := metav1.NewTime(now.Add(time.Hour))
@@ -87,6 +90,14 @@ func TestClassifyVersionSkew(t *testing.T) {
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "site-a"}}
 		s.Spec.Cluster = &fleetv1.SiteCluster{Release: "r1.36.3"}
 		s.Status.Cluster = &fleetv1.ClusterSummary{KubernetesVersion: running}
+		return s
+	}
+	// withAPIServer has the site's BPA report the kube-apiserver package it rolled out to every
+	// control-plane node.
+	withAPIServer := func(s *fleetv1.Site, version string) *fleetv1.Site {
+		s.Status.Cluster.Bootstrap = &sitev1.BootstrapStatus{Packages: []sitev1.InstalledPackage{
+			{Name: "etcd", Version: "3.6.16"}, {Name: "kube-apiserver", Version: version}, {Name: "kubelet", Version: "1.35.8"},
+		}}
 		return s
 	}
 	for _, tt := range []struct {
@@ -106,6 +117,9 @@ func TestClassifyVersionSkew(t *testing.T) {
 		{"never installed", func() *fleetv1.Site { s := site(""); s.Status.Cluster = nil; return s }(), "r1.34.0", Pending, ""},
 		{"nodes on different versions", site(""), "r1.38.0", Pending, ""},
 		{"release version unknown", site("v1.36.3"), "r-missing", Pending, ""},
+		{"API servers on v1.36.3, every kubelet still on v1.35.8", withAPIServer(site("v1.35.8"), "1.36.3-1"), "r1.35.8", Skipped, "v1.35.8 would downgrade the control plane from v1.36.3"},
+		{"API servers on v1.36.3, kubelets on different versions", withAPIServer(site(""), "1.36.3"), "r1.38.0", Skipped, "at most one minor version per upgrade"},
+		{"API servers on v1.36.3, to v1.37", withAPIServer(site("v1.35.8"), "1.36.3"), "r1.37.0", Pending, ""},
 		{"held by another campaign", func() *fleetv1.Site {
 			s := site("v1.36.3")
 			s.Spec.Operation = &fleetv1.SiteOperation{ID: "other", Deadline: &deadline}
@@ -131,15 +145,21 @@ func TestClassifyVersionSkew(t *testing.T) {
 		return s
 	}
 	for _, tt := range []struct {
-		name, running string
-		rollback      bool
+		name, running, apiServer string
+		rollback                 bool
 	}{
-		{"control plane never moved", "v1.36.3", true},
-		{"nodes on different versions: the move did not finish", "", true},
-		{"every node moved: a rollback would downgrade", "v1.37.0", false},
+		{"control plane never moved", "v1.36.3", "", true},
+		{"nodes on different versions: the move did not finish", "", "", true},
+		{"every node moved: a rollback would downgrade", "v1.37.0", "", false},
+		{"API servers did not all move", "", "1.36.3", true},
+		{"API servers moved, no kubelet did: a rollback would downgrade them", "v1.36.3", "1.37.0", false},
 	} {
 		t.Run("rollback, "+tt.name, func(t *testing.T) {
-			s, _ := Classify(failed(tt.running), Campaign{ID: "uid-1", Release: "r1.37.0", Versions: versions}, now)
+			obj := failed(tt.running)
+			if tt.apiServer != "" {
+				withAPIServer(obj, tt.apiServer)
+			}
+			s, _ := Classify(obj, Campaign{ID: "uid-1", Release: "r1.37.0", Versions: versions}, now)
 			if s.State != Failed || s.PreviousRelease != "r1.36.3" {
 				t.Fatalf("got %v from %q, want Failed from r1.36.3", s.State, s.PreviousRelease)
 			}
