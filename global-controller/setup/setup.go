@@ -465,6 +465,9 @@ func Run(ctx context.Context, opts Options) error {
 		if err := webhooks.SetupWindowValidators(mgr, time.Now); err != nil {
 			return fmt.Errorf("set up maintenance window webhooks: %w", err)
 		}
+		if err := (&webhooks.SiteVersionValidator{Releases: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up site version webhook: %w", err)
+		}
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {

@@ -22,7 +22,7 @@ import (
 
 // global is a real API server with the CRDs and the webhook configurations of deploy/webhook,
 // calling the validators served by a manager's webhook server (the release validator over
-// store).
+// store, the site version validator over the API server).
 var (
 	global *testenv.ControlPlane
 	store  = &digests{have: map[string]bool{}}
@@ -67,6 +67,9 @@ func TestMain(m *testing.M) {
 			return err
 		}
 		if err := webhooks.SetupWindowValidators(mgr, time.Now); err != nil {
+			return err
+		}
+		if err := (&webhooks.SiteVersionValidator{Releases: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 		go func() { _ = mgr.Start(ctx) }()

@@ -129,6 +129,9 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 	}
 	s.campaignClosed = !campaignOpen
 	pc := plan.Campaign{ID: string(c.UID), Release: c.Spec.Release}
+	if pc.Versions, err = r.releaseVersions(ctx, c.Namespace); err != nil {
+		return fmt.Errorf("campaign %s: %w", s.key, err)
+	}
 	if c.Spec.Strategy.Soak != nil {
 		pc.Soak = c.Spec.Strategy.Soak.Duration
 	}
@@ -176,6 +179,20 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 		s.invalid(err.Error())
 	}
 	return nil
+}
+
+// releaseVersions maps each Release of namespace, from the cache, to its Kubernetes version,
+// for the planner's version-skew checks.
+func (r *Reconciler) releaseVersions(ctx context.Context, namespace string) (map[string]string, error) {
+	list := &fleetv1.ReleaseList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list releases of namespace %s: %w", namespace, err)
+	}
+	versions := make(map[string]string, len(list.Items))
+	for i := range list.Items {
+		versions[list.Items[i].Name] = list.Items[i].Spec.KubernetesVersion
+	}
+	return versions, nil
 }
 
 // reconcileDryRun writes the wave plan of a dry run to status.plan and stops there.
@@ -304,7 +321,11 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 		if len(c.Status.FailedSites) == maxFailedSites {
 			break
 		}
-		c.Status.FailedSites = append(c.Status.FailedSites, fleetv1.CampaignSiteResult{Name: site.Name, State: site.State.String(), Reason: truncate(site.Reason)})
+		reason := site.Reason
+		if c.Spec.Strategy.RollbackOnFailure && site.NoRollback != "" {
+			reason += "; " + site.NoRollback
+		}
+		c.Status.FailedSites = append(c.Status.FailedSites, fleetv1.CampaignSiteResult{Name: site.Name, State: site.State.String(), Reason: truncate(reason)})
 	}
 	r.Metrics.observeCounts(s.key, d.Counts)
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/testenv"
 )
 
@@ -499,4 +500,46 @@ func siteVersions(t *testing.T, ns string) map[string]string {
 		out[s.Name] = s.ResourceVersion
 	}
 	return out
+}
+
+// TestDryRunSkipsWhatTheSkewPolicyForbids checks issue 35's anchor at the reconciler: an
+// upgrade campaign to a release at v1.34.0 does not plan a site whose cluster runs v1.36.3
+// (it is skipped, the reason naming the policy and the rule), while a site on v1.33.5 and one
+// never installed are planned.
+func TestDryRunSkipsWhatTheSkewPolicyForbids(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	rel := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1.34"},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.34.0", OSImage: sitev1.OSImage{SHA256: fmt.Sprintf("%064x", 134)}},
+	}
+	if err := global.Client.Create(t.Context(), rel); err != nil {
+		t.Fatal(err)
+	}
+	s := createSites(t, ns, 3, "r0")
+	for i, running := range map[int]string{0: "v1.36.3", 1: "v1.33.5"} {
+		testenv.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, func(at *fleetv1.Site) {
+			at.Status.Cluster = &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioned, KubernetesVersion: running}
+		})
+	}
+	c := newCampaign(ns, "downgrade", "edge-1.34", fleetv1.CampaignStrategy{InitialConcurrency: count(5), MaxConcurrency: count(5), RampFactor: 1})
+	c.Spec.Action, c.Spec.DryRun = fleetv1.ActionUpgrade, true
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPhase(t, c, fleetv1.CampaignDryRun).Status.Plan
+	if p == nil {
+		t.Fatal("no plan in status")
+	}
+	var planned []string
+	for _, w := range p.Waves {
+		planned = append(planned, w.Sites...)
+	}
+	if fmt.Sprint(planned) != fmt.Sprint([]string{s[1], s[2]}) {
+		t.Errorf("planned %v, want %s (v1.33.5) and %s (never installed)", planned, s[1], s[2])
+	}
+	if len(p.Skipped) != 1 || p.Skipped[0].Name != s[0] || !strings.HasPrefix(p.Skipped[0].Reason, "Kubernetes version-skew policy: v1.34.0 would downgrade the control plane from v1.36.3") ||
+		!strings.Contains(p.Skipped[0].Reason, "no control-plane downgrade") {
+		t.Errorf("skipped %+v, want %s skipped by the version-skew policy, naming the rule", p.Skipped, s[0])
+	}
 }

@@ -1,11 +1,14 @@
 package plan
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/versionskew"
 )
 
 // State is where a target site stands in one campaign.
@@ -27,7 +30,8 @@ const (
 	Failed
 	// TimedOut: the pre-cache or apply passed its deadline.
 	TimedOut
-	// Skipped: never dispatched (no spec.cluster, already at the release, not found).
+	// Skipped: never dispatched (no spec.cluster, already at the release, not found, or the
+	// release's Kubernetes version is one the site's cluster may not move to).
 	Skipped
 )
 
@@ -78,6 +82,9 @@ type Site struct {
 	OutsideWindow bool
 	// PreviousRelease is the release the site ran before the apply ("" when unknown or none).
 	PreviousRelease string
+	// NoRollback says why a failed site is not rolled back to PreviousRelease although the
+	// strategy asks for it ("" when it may be).
+	NoRollback string
 	// Rollback of a failed site.
 	Rollback Rollback
 	// DispatchTime of the apply, and CompletionTime of a finished apply (zero when unknown),
@@ -93,6 +100,12 @@ type Campaign struct {
 	Release string
 	// Soak a site must stay Succeeded before it counts.
 	Soak time.Duration
+	// Versions maps the name of a Release of the campaign's namespace to its Kubernetes
+	// version: the campaign's release, to check each site's move against the version-skew
+	// policy, and the releases failed sites ran before, to check their rollback. A release
+	// missing from it is not checked (it does not exist: the campaign waits for its release,
+	// and a rollback to a missing release fails at the site).
+	Versions map[string]string
 }
 
 // PreCacheID is the ID of the campaign's pre-cache dispatch.
@@ -107,6 +120,9 @@ const (
 	ReasonAlreadyAtRelease = "already at release"
 	ReasonNotFound         = "site not found"
 	ReasonDeadlinePassed   = "deadline passed"
+	// ReasonVersionSkew starts the reason of a site skipped because the release's Kubernetes
+	// version is one its cluster may not move to; the rest says which rule and what to do.
+	ReasonVersionSkew = "Kubernetes version-skew policy"
 )
 
 // Classify tells where site stands in campaign c at now, from the operation the campaign wrote
@@ -168,6 +184,11 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 		if s.Reason == "" && s.State.failed() {
 			s.Reason = s.State.String()
 		}
+		if s.State.failed() && s.PreviousRelease != "" {
+			if err := c.checkMove(site, s.PreviousRelease); err != nil {
+				s.NoRollback = "not rolled back to " + s.PreviousRelease + ": " + err.Error()
+			}
+		}
 	case op != nil && op.ID == c.PreCacheID():
 		r := report(op.ID)
 		switch {
@@ -196,8 +217,73 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 				recheck = deadline(op.Deadline)
 			}
 		}
+		// A site another operation holds is judged once it is free: that operation may move
+		// the cluster's version.
+		if !s.Busy {
+			if err := c.checkMove(site, c.Release); err != nil {
+				s.State, s.Reason = Skipped, ReasonVersionSkew+": "+err.Error()
+			}
+		}
 	}
 	return s, recheck
+}
+
+// checkMove tells whether the version-skew policy lets site's cluster move to release: nil
+// when it does, or when the version the cluster's control plane runs or the release's is not
+// known (see ControlPlaneVersion).
+func (c Campaign) checkMove(site *fleetv1.Site, release string) error {
+	target := c.Versions[release]
+	running, _ := ControlPlaneVersion(site)
+	if target == "" || running == "" {
+		return nil
+	}
+	return versionskew.Check(running, target)
+}
+
+// Where ControlPlaneVersion found the version.
+const (
+	SourceAPIServerPackage = "status.cluster.bootstrap.packages[kube-apiserver]"
+	SourceNodes            = "status.cluster.kubernetesVersion"
+)
+
+// ControlPlaneVersion is the Kubernetes version the control plane of site's application
+// cluster runs, for the version-skew policy, and the status field it comes from; "" when not
+// known.
+//
+// A cluster the BPA builds reports the kube-apiserver package it rolled out to every
+// control-plane node: that is the control plane's version. It moves first in an upgrade, so it
+// can be newer than the kubelets' (an upgrade that failed at the first kubelet leaves the API
+// servers on the new version and every kubelet on the old). Otherwise it is
+// status.cluster.kubernetesVersion, the version every node reports (status.kubernetesVersion
+// is the site's own local cluster, not the one that moves). Neither is known before the first
+// install, which may go to any version, nor, without a BPA report, while nodes run different
+// versions.
+//
+// That decides a campaign's rollback. The package's version changes only once it is on every
+// control-plane node, so while the control plane never finished moving it names the version
+// the cluster ran before, and returning to the release of that version is a return, not a
+// downgrade: allowed. Once the control plane finished moving (even if no kubelet did), its etcd
+// holds what the new API servers wrote, and going back is a downgrade Kubernetes does not
+// support: the campaign does not dispatch that rollback and says why (Site.NoRollback), and the
+// Site webhook, which applies the same rule, would refuse it.
+func ControlPlaneVersion(site *fleetv1.Site) (version, source string) {
+	sum := site.Status.Cluster
+	if sum == nil {
+		return "", ""
+	}
+	if b := sum.Bootstrap; b != nil {
+		for _, p := range b.Packages {
+			// A package's version may carry a packaging revision ("1.36.3-1"): the first
+			// three numbers are Kubernetes'.
+			if v, err := utilversion.ParseGeneric(p.Version); p.Name == "kube-apiserver" && err == nil {
+				return fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch()), SourceAPIServerPackage
+			}
+		}
+	}
+	if sum.KubernetesVersion != "" {
+		return sum.KubernetesVersion, SourceNodes
+	}
+	return "", ""
 }
 
 func finalPhase(p fleetv1.OperationPhase) bool {

@@ -1,12 +1,14 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 func TestClassify(t *testing.T) {
@@ -64,6 +66,109 @@ func TestClassify(t *testing.T) {
 			}
 			if (s.State == Failed || s.State == TimedOut || s.State == Skipped) && s.Reason == "" {
 				t.Errorf("%v without a reason", s.State)
+			}
+		})
+	}
+}
+
+// TestClassifyVersionSkew checks that a site whose cluster runs v1.36.3 is Skipped, with the
+// rule in the reason, by a campaign whose release is at v1.34.0, v1.35.8, v1.36.2 or v1.38.0
+// (the anchors of issue 35); that v1.36.3, v1.36.4 and v1.37.0 are planned; that the API
+// servers' version, when the BPA reports it, is the one judged (an upgrade that failed at the
+// first kubelet left them newer than every node's); that a site whose version is unknown
+// (never installed, or nodes on different versions) or held by another campaign is not
+// judged; and that a failed site is rolled back only where the rollback does not downgrade a
+// control plane that finished moving.
+func TestClassifyVersionSkew(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	deadline := metav1.NewTime(now.Add(time.Hour))
+	versions := map[string]string{
+		"r1.34.0": "v1.34.0", "r1.35.8": "v1.35.8", "r1.36.2": "v1.36.2", "r1.36.3": "v1.36.3",
+		"r1.36.4": "v1.36.4", "r1.37.0": "v1.37.0", "r1.38.0": "v1.38.0",
+	}
+	site := func(running string) *fleetv1.Site {
+		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "site-a"}}
+		s.Spec.Cluster = &fleetv1.SiteCluster{Release: "r1.36.3"}
+		s.Status.Cluster = &fleetv1.ClusterSummary{KubernetesVersion: running}
+		return s
+	}
+	// withAPIServer has the site's BPA report the kube-apiserver package it rolled out to every
+	// control-plane node.
+	withAPIServer := func(s *fleetv1.Site, version string) *fleetv1.Site {
+		s.Status.Cluster.Bootstrap = &sitev1.BootstrapStatus{Packages: []sitev1.InstalledPackage{
+			{Name: "etcd", Version: "3.6.16"}, {Name: "kube-apiserver", Version: version}, {Name: "kubelet", Version: "1.35.8"},
+		}}
+		return s
+	}
+	for _, tt := range []struct {
+		name    string
+		site    *fleetv1.Site
+		release string
+		state   State
+		reason  string
+	}{
+		{"two minors back", site("v1.36.3"), "r1.34.0", Skipped, "v1.34.0 would downgrade the control plane from v1.36.3"},
+		{"one minor back", site("v1.36.3"), "r1.35.8", Skipped, "no control-plane downgrade"},
+		{"one patch back", site("v1.36.3"), "r1.36.2", Skipped, "no control-plane downgrade"},
+		{"two minors up", site("v1.36.3"), "r1.38.0", Skipped, "at most one minor version per upgrade"},
+		{"same version (a patch campaign)", site("v1.36.3"), "r1.36.3", Pending, ""},
+		{"one patch up", site("v1.36.3"), "r1.36.4", Pending, ""},
+		{"one minor up", site("v1.36.3"), "r1.37.0", Pending, ""},
+		{"never installed", func() *fleetv1.Site { s := site(""); s.Status.Cluster = nil; return s }(), "r1.34.0", Pending, ""},
+		{"nodes on different versions", site(""), "r1.38.0", Pending, ""},
+		{"release version unknown", site("v1.36.3"), "r-missing", Pending, ""},
+		{"API servers on v1.36.3, every kubelet still on v1.35.8", withAPIServer(site("v1.35.8"), "1.36.3-1"), "r1.35.8", Skipped, "v1.35.8 would downgrade the control plane from v1.36.3"},
+		{"API servers on v1.36.3, kubelets on different versions", withAPIServer(site(""), "1.36.3"), "r1.38.0", Skipped, "at most one minor version per upgrade"},
+		{"API servers on v1.36.3, to v1.37", withAPIServer(site("v1.35.8"), "1.36.3"), "r1.37.0", Pending, ""},
+		{"held by another campaign", func() *fleetv1.Site {
+			s := site("v1.36.3")
+			s.Spec.Operation = &fleetv1.SiteOperation{ID: "other", Deadline: &deadline}
+			return s
+		}(), "r1.34.0", Pending, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := Classify(tt.site, Campaign{ID: "uid-1", Release: tt.release, Versions: versions}, now)
+			if s.State != tt.state || s.UpToDate {
+				t.Fatalf("got %v (up to date %v, %q), want %v", s.State, s.UpToDate, s.Reason, tt.state)
+			}
+			if tt.reason != "" && (!strings.HasPrefix(s.Reason, ReasonVersionSkew+": ") || !strings.Contains(s.Reason, tt.reason)) {
+				t.Fatalf("reason %q, want %q then %q", s.Reason, ReasonVersionSkew, tt.reason)
+			}
+		})
+	}
+
+	failed := func(running string) *fleetv1.Site {
+		s := site(running)
+		s.Spec.Cluster.Release = "r1.37.0"
+		s.Spec.Operation = &fleetv1.SiteOperation{ID: "uid-1", Release: "r1.37.0", PreviousRelease: "r1.36.3", Deadline: &deadline}
+		s.Status.LastOperation = &fleetv1.SiteOperationStatus{ID: "uid-1", Release: "r1.37.0", Phase: fleetv1.OperationFailed, Message: "chart cni failed"}
+		return s
+	}
+	for _, tt := range []struct {
+		name, running, apiServer string
+		rollback                 bool
+	}{
+		{"control plane never moved", "v1.36.3", "", true},
+		{"nodes on different versions: the move did not finish", "", "", true},
+		{"every node moved: a rollback would downgrade", "v1.37.0", "", false},
+		{"API servers did not all move", "", "1.36.3", true},
+		{"API servers moved, no kubelet did: a rollback would downgrade them", "v1.36.3", "1.37.0", false},
+	} {
+		t.Run("rollback, "+tt.name, func(t *testing.T) {
+			obj := failed(tt.running)
+			if tt.apiServer != "" {
+				withAPIServer(obj, tt.apiServer)
+			}
+			s, _ := Classify(obj, Campaign{ID: "uid-1", Release: "r1.37.0", Versions: versions}, now)
+			if s.State != Failed || s.PreviousRelease != "r1.36.3" {
+				t.Fatalf("got %v from %q, want Failed from r1.36.3", s.State, s.PreviousRelease)
+			}
+			d := Decide(Input{Sites: []Site{s}, Limits: Limits{Initial: 1, Max: 1}, Rollback: true})
+			if got := len(d.Rollback) == 1; got != tt.rollback {
+				t.Fatalf("rolled back: %v, want %v (%q)", got, tt.rollback, s.NoRollback)
+			}
+			if !tt.rollback && !strings.Contains(s.NoRollback, "v1.36.3 would downgrade the control plane from v1.37.0") {
+				t.Fatalf("no rollback, saying %q: want the rule named", s.NoRollback)
 			}
 		})
 	}

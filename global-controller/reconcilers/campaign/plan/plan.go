@@ -288,7 +288,7 @@ func Decide(in Input) Decision {
 	if in.Rollback {
 		for _, i := range d.Eligible {
 			s := in.Sites[i]
-			if s.State.failed() && s.Rollback == NoRollback && s.PreviousRelease != "" {
+			if s.State.failed() && s.Rollback == NoRollback && s.PreviousRelease != "" && s.NoRollback == "" {
 				d.Rollback = append(d.Rollback, i)
 			}
 		}

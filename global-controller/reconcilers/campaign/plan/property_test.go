@@ -2,10 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"pgregory.net/rapid"
 
@@ -31,20 +33,48 @@ type simSite struct {
 	took      time.Duration // from dispatch to the site's answer
 	busyUntil time.Time     // another campaign's operation holds it until then
 	windows   []fleetv1.MaintenanceWindow
+	version   kubeVersion // the Kubernetes version its cluster runs (zero: not known)
 	// where the simulation has it
 	state      State
 	answerAt   time.Time
 	dispatches int
 }
 
+// kubeVersion is a Kubernetes version the simulation draws; the zero value is "not known".
+type kubeVersion struct{ major, minor, patch int }
+
+func (v kubeVersion) String() string {
+	if v == (kubeVersion{}) {
+		return ""
+	}
+	return fmt.Sprintf("v%d.%d.%d", v.major, v.minor, v.patch)
+}
+
+// allows is the version-skew policy, written out for the simulation: a cluster on v may move
+// to t when t keeps the major version, is not older and is at most one minor version ahead.
+func (v kubeVersion) allows(t kubeVersion) bool {
+	if v == (kubeVersion{}) {
+		return true
+	}
+	older := t.minor < v.minor || t.minor == v.minor && t.patch < v.patch
+	return t.major == v.major && !older && t.minor <= v.minor+1
+}
+
+func drawVersion(t *rapid.T, label string) kubeVersion {
+	return kubeVersion{1, rapid.IntRange(33, 38).Draw(t, label+" minor"), rapid.IntRange(0, 4).Draw(t, label+" patch")}
+}
+
 // TestCampaignProperties runs random campaigns (fleets, site outcomes and durations, busy
-// sites, maintenance windows including schedules that never fire, strategies, pre-cache,
-// pauses and aborts) to their end, deciding with Decide and gating with Windows.Gate as the
-// reconciler does, and checks at every step: no site is dispatched while the campaign's or
-// its own windows are closed (judged minute by minute from the cron schedules, not by
-// Windows.Open); the sites in flight never exceed the window; no site is dispatched twice;
-// and the campaign ends, in phase Succeeded only when every targeted site succeeded or
-// already ran the release.
+// sites, maintenance windows including schedules that never fire, the Kubernetes versions the
+// sites run and the release's, strategies, pre-cache, pauses and aborts) to their end,
+// classifying each undispatched site with Classify, deciding with Decide and gating with
+// Windows.Gate as the reconciler does, and checks at every step: no site is dispatched while
+// the campaign's or its own windows are closed (judged minute by minute from the cron
+// schedules, not by Windows.Open); no site is dispatched whose cluster the version-skew
+// policy forbids to move to the release's version (judged by the simulation's own rule); the
+// sites in flight never exceed the window; no site is dispatched twice; every site the policy
+// refuses ends Skipped with the policy in its reason; and the campaign ends, in phase
+// Succeeded only when every targeted site succeeded or already ran the release.
 func TestCampaignProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(0, 24).Draw(t, "sites")
@@ -56,6 +86,9 @@ func TestCampaignProperties(t *testing.T) {
 				outcome: rapid.SampledFrom([]State{Succeeded, Succeeded, Succeeded, Succeeded, Succeeded, Succeeded, Failed, TimedOut}).Draw(t, fmt.Sprintf("site %d outcome", i)),
 				took:    time.Duration(rapid.IntRange(1, 600).Draw(t, fmt.Sprintf("site %d minutes", i))) * time.Minute,
 				windows: windowSets[rapid.IntRange(0, len(windowSets)-1).Draw(t, fmt.Sprintf("site %d windows", i))],
+			}
+			if rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("site %d version known", i)) > 0 {
+				sites[i].version = drawVersion(t, fmt.Sprintf("site %d version", i))
 			}
 			if rapid.Bool().Draw(t, fmt.Sprintf("site %d busy", i)) {
 				sites[i].busyUntil = start.Add(time.Duration(rapid.IntRange(1, 3000).Draw(t, fmt.Sprintf("site %d busy minutes", i))) * time.Minute)
@@ -82,6 +115,8 @@ func TestCampaignProperties(t *testing.T) {
 		siteWindows := rapid.Bool().Draw(t, "patch (sites' own windows apply)")
 		preCache := rapid.Bool().Draw(t, "pre-cache")
 		timeout := 8 * time.Hour
+		target := drawVersion(t, "release version")
+		pc := Campaign{ID: "uid", Release: "r-new", Versions: map[string]string{"r-new": target.String()}}
 
 		windows := NewWindows()
 		if _, _, err := windows.Open(campaignWindows, start); err != nil {
@@ -91,16 +126,6 @@ func TestCampaignProperties(t *testing.T) {
 				t.Fatalf("campaign windows refused: %v", err)
 			}
 			return
-		}
-		eligible := 0
-		for _, s := range sites {
-			if s.kind == 0 {
-				eligible++
-			}
-		}
-		limits, err := Resolve(strategy, eligible)
-		if err != nil {
-			t.Fatal(err)
 		}
 
 		// Pauses and an abort, at steps drawn up front (-1: never).
@@ -136,7 +161,7 @@ func TestCampaignProperties(t *testing.T) {
 			if err != nil {
 				t.Fatalf("campaign windows at %s: %v", now, err)
 			}
-			in := Input{Limits: limits, PreCache: preCache, PreCacheDone: preCacheDone, Paused: paused, Stopped: stopped}
+			in := Input{PreCache: preCache, PreCacheDone: preCacheDone, Paused: paused, Stopped: stopped}
 			for i, s := range sites {
 				site := Site{Name: fmt.Sprint(i), State: s.state}
 				switch s.kind {
@@ -144,6 +169,18 @@ func TestCampaignProperties(t *testing.T) {
 					site.State, site.Reason, site.UpToDate = Skipped, ReasonAlreadyAtRelease, true
 				case 2:
 					site.State, site.Reason = Skipped, ReasonNotFound
+				case 0:
+					if s.state == Pending {
+						// Not dispatched: the reconciler classifies it from the Site.
+						obj := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Name: site.Name}}
+						obj.Spec.Cluster = &fleetv1.SiteCluster{Release: "r-old"}
+						obj.Status.Cluster = &fleetv1.ClusterSummary{KubernetesVersion: s.version.String()}
+						c, _ := Classify(obj, pc, now)
+						if c.State != Pending && c.State != Skipped {
+							t.Fatalf("site %d, never dispatched, classified %s", i, c.State)
+						}
+						site.State, site.Reason = c.State, c.Reason
+					}
 				}
 				site.Busy = (site.State == Pending || site.State == PreCached) && now.Before(s.busyUntil)
 				var own []fleetv1.MaintenanceWindow
@@ -151,10 +188,20 @@ func TestCampaignProperties(t *testing.T) {
 					own = s.windows
 				}
 				windows.Gate(&site, campaignOpen, campaignNext, own, now)
-				if site.State == Skipped && s.kind == 0 && !neverFires(own) {
+				if site.State == Skipped && s.kind == 0 && !neverFires(own) && !strings.HasPrefix(site.Reason, ReasonVersionSkew) {
 					t.Fatalf("site %d skipped with usable windows: %s", i, site.Reason)
 				}
 				in.Sites = append(in.Sites, site)
+			}
+			// The reconciler resolves the strategy against the sites not skipped.
+			eligible := 0
+			for _, site := range in.Sites {
+				if site.State != Skipped {
+					eligible++
+				}
+			}
+			if in.Limits, err = Resolve(strategy, eligible); err != nil {
+				t.Fatal(err)
 			}
 			in.Abort = abortStep >= 0 && step >= abortStep
 			d := Decide(in)
@@ -171,6 +218,9 @@ func TestCampaignProperties(t *testing.T) {
 				if now.Before(s.busyUntil) {
 					t.Fatalf("step %d: site %d dispatched while another operation holds it", step, i)
 				}
+				if !s.version.allows(target) {
+					t.Fatalf("step %d: site %d on %s dispatched to %s", step, i, s.version, target)
+				}
 				if s.dispatches++; s.dispatches > 1 {
 					t.Fatalf("step %d: site %d dispatched twice", step, i)
 				}
@@ -180,9 +230,17 @@ func TestCampaignProperties(t *testing.T) {
 				t.Fatalf("step %d: %d sites in flight, window %d", step, d.InFlight, d.Window)
 			}
 			for _, i := range d.PreCache {
+				if !sites[i].version.allows(target) {
+					t.Fatalf("step %d: site %d on %s pre-cached for %s", step, i, sites[i].version, target)
+				}
 				sites[i].state, sites[i].answerAt = PreCaching, now.Add(time.Duration(1+i)*time.Minute)
 			}
 			if d.Done {
+				for i, s := range sites {
+					if r := in.Sites[i].Reason; s.kind == 0 && !s.version.allows(target) && (in.Sites[i].State != Skipped || !strings.HasPrefix(r, ReasonVersionSkew)) {
+						t.Fatalf("site %d on %s, release at %s: ended %s (%q), want Skipped by the version-skew policy", i, s.version, target, in.Sites[i].State, r)
+					}
+				}
 				phase := d.Phase(paused)
 				if !phase.Final() {
 					t.Fatalf("done in phase %s", phase)
