@@ -26,11 +26,11 @@ func newCampaignCmd(g *globals) *cobra.Command {
 	}
 	c.AddCommand(newCampaignCreateCmd(g), newCampaignPlanCmd(g), newCampaignWatchCmd(g),
 		newCampaignSetCmd(g, "pause", "Stop dispatching new sites (sites in flight finish)", `{"spec":{"paused":true}}`,
-			"the controller took the pause in", false),
+			"is paused already", "the controller took the pause in", false),
 		newCampaignSetCmd(g, "resume", "Dispatch again after a pause", `{"spec":{"paused":false}}`,
-			"the controller took the resume in", false),
+			"is not paused", "the controller took the resume in", false),
 		newCampaignSetCmd(g, "abort", "Stop the campaign for good (sites in flight finish; cannot be undone)", `{"spec":{"abort":true}}`,
-			"the campaign ended (sites in flight finish first)", true))
+			"is being aborted already", "the campaign ended (sites in flight finish first)", true))
 	return c
 }
 
@@ -158,8 +158,10 @@ func newCampaignCreateCmd(g *globals) *cobra.Command {
 }
 
 // newCampaignSetCmd is a verb that patches a campaign's spec; with --wait it waits until the
-// controller reconciled the change (untilFinal: until the campaign ended).
-func newCampaignSetCmd(g *globals, verb, short, patch, until string, untilFinal bool) *cobra.Command {
+// controller reconciled the change (untilFinal: until the campaign ended). A campaign that
+// ended is refused (the verb would change nothing); a patch that changes nothing says so
+// (already: what the campaign is then), rather than "requested".
+func newCampaignSetCmd(g *globals, verb, short, patch, already, until string, untilFinal bool) *cobra.Command {
 	var wait *waitFlags
 	c := &cobra.Command{
 		Use:               verb + " NAME",
@@ -171,6 +173,13 @@ func newCampaignSetCmd(g *globals, verb, short, patch, until string, untilFinal 
 			if err != nil {
 				return err
 			}
+			before := &fleetv1.Campaign{}
+			if err := k.get(cmd.Context(), args[0], before); err != nil {
+				return err
+			}
+			if before.Status.Phase.Final() {
+				return fmt.Errorf("campaign %s/%s ended (phase %s): nothing to %s", k.namespace, args[0], before.Status.Phase, verb)
+			}
 			camp := &fleetv1.Campaign{ObjectMeta: metav1.ObjectMeta{Namespace: k.namespace, Name: args[0]}}
 			if err := k.Patch(cmd.Context(), camp, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 				if apierrors.IsNotFound(err) {
@@ -178,7 +187,11 @@ func newCampaignSetCmd(g *globals, verb, short, patch, until string, untilFinal 
 				}
 				return fmt.Errorf("%s campaign %s/%s: %w", verb, k.namespace, args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s: %s requested\n", k.namespace, args[0], verb)
+			if camp.Generation == before.Generation {
+				fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s %s: nothing changed\n", k.namespace, args[0], already)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "campaign %s/%s: %s requested\n", k.namespace, args[0], verb)
+			}
 			if !wait.wait {
 				return nil
 			}

@@ -182,3 +182,43 @@ func TestCampaignWait(t *testing.T) {
 		t.Errorf("pause of a campaign that does not exist: %v\n%s", err, o)
 	}
 }
+
+// TestCampaignVerbsSayWhenNothingChanged: a pause of a paused campaign says nothing changed
+// rather than "pause requested", and a verb on a campaign that ended is refused, the campaign
+// left as it was.
+func TestCampaignVerbsSayWhenNothingChanged(t *testing.T) {
+	ns := global.Namespace(t)
+	if out, err := run(t, "campaign", "create", "n", "-n", ns, "--action", "install", "--release", "r1", "--sites", "a"); err != nil {
+		t.Fatalf("create: %v\n%s", err, out)
+	}
+	out, err := run(t, "campaign", "pause", "n", "-n", ns)
+	if err != nil || !strings.Contains(out, "campaign "+ns+"/n: pause requested") {
+		t.Fatalf("first pause: %v\n%s", err, out)
+	}
+	out, err = run(t, "campaign", "pause", "n", "-n", ns)
+	if err != nil || strings.Contains(out, "requested") || !strings.Contains(out, "campaign "+ns+"/n is paused already: nothing changed") {
+		t.Errorf("second pause: %v\n%s", err, out)
+	}
+
+	c := &fleetv1.Campaign{}
+	key := types.NamespacedName{Namespace: ns, Name: "n"}
+	if err := global.Client.Get(t.Context(), key, c); err != nil {
+		t.Fatal(err)
+	}
+	c.Status.Phase = fleetv1.CampaignSucceeded
+	if err := global.Client.Status().Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"abort", "resume"} {
+		out, err = run(t, "campaign", verb, "n", "-n", ns)
+		if err == nil || err.Error() != "campaign "+ns+"/n ended (phase Succeeded): nothing to "+verb || strings.Contains(out, "requested") {
+			t.Errorf("%s of a campaign that succeeded: %v\n%s", verb, err, out)
+		}
+	}
+	if err := global.Client.Get(t.Context(), key, c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Spec.Abort || !c.Spec.Paused {
+		t.Errorf("the ended campaign changed: spec %+v", c.Spec)
+	}
+}

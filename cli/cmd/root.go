@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"time"
@@ -23,6 +24,8 @@ type globals struct {
 
 	// out prints in the format of --output; set before any command runs.
 	out printer
+	// stderr is where notices go (retries of a transfer); set before any command runs.
+	stderr io.Writer
 }
 
 // Execute runs the CLI and returns the exit code.
@@ -45,7 +48,8 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// A bad --output fails before a command changes anything.
-		PersistentPreRunE: func(*cobra.Command, []string) (err error) {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) (err error) {
+			g.stderr = cmd.ErrOrStderr()
 			g.out, err = parseOutput(g.output)
 			return err
 		},
@@ -94,5 +98,18 @@ func (g *globals) client() (*artifactclient.Client, error) {
 		return nil, fmt.Errorf("HTTP client for %s: %w", g.apiServer, err)
 	}
 	hc.Timeout = 0 // transfers take as long as they take
-	return &artifactclient.Client{BaseURL: g.apiServer, HTTP: hc, Retries: 8, RetryDelay: time.Second}, nil
+	cl := &artifactclient.Client{BaseURL: g.apiServer, HTTP: hc, Retries: 8, RetryDelay: time.Second}
+	// A retried transfer says what it retries, why, and when (on a line of its own, off the
+	// progress bar's).
+	cl.OnRetry = func(r artifactclient.Retry) {
+		w, start := g.stderr, "\n"
+		if w == nil {
+			w = os.Stderr
+		}
+		if g.quiet {
+			start = ""
+		}
+		fmt.Fprintf(w, "%s%s\n", start, r)
+	}
+	return cl, nil
 }

@@ -302,5 +302,5 @@ func hostTree(h *fleetv1.Host, all bool) *row {
 		}
 		r.message += ")"
 	}
-	return r.add(conditionRows(h.Status.Conditions, all, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostReadyCondition)...)
+	return r.add(conditionRows(h.Status.Conditions, all, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostBMCCredentialsCondition, fleetv1.HostReadyCondition)...)
 }

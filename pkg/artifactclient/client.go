@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,64 @@ type Client struct {
 	Retries int
 	// RetryDelay is the pause before the first resume; it doubles with each.
 	RetryDelay time.Duration
+	// OnRetry, when set, is told of each retry before its pause: what failed, why, and when
+	// the next attempt comes. The CLI prints it on stderr.
+	OnRetry func(Retry)
+}
+
+// Retry tells what a transfer retries, why, and when.
+type Retry struct {
+	// What is retried, e.g. "download of sha256:… to FILE".
+	What string
+	// Err is why the last attempt failed.
+	Err error
+	// Attempt is the number of the next attempt (2 for the first retry), of Of in all.
+	Attempt, Of int
+	// After is the pause before the next attempt.
+	After time.Duration
+}
+
+func (r Retry) String() string {
+	return fmt.Sprintf("retrying %s in %s (attempt %d of %d): %v", r.What, r.After, r.Attempt, r.Of, r.Err)
+}
+
+// LocalError is a failure of the local file a transfer reads or writes: a missing directory,
+// no permission, a full disk. Retrying would not mend it, so transfers fail at once with it.
+type LocalError struct {
+	// Path is the local file.
+	Path string
+	// Err is the failure, naming the path (an *fs.PathError mostly).
+	Err error
+}
+
+func (e *LocalError) Error() string { return e.Err.Error() }
+
+func (e *LocalError) Unwrap() error { return e.Err }
+
+// retry runs attempt until it succeeds, fails with an error retryable does not accept, or
+// has been retried Retries times; it pauses RetryDelay before the first retry, doubling with
+// each, and tells OnRetry before every pause.
+func (c *Client) retry(ctx context.Context, what string, retryable func(error) bool, attempt func(n int) error) error {
+	delay := c.RetryDelay
+	for n := 1; ; n++ {
+		err := attempt(n)
+		if err == nil {
+			return nil
+		}
+		var local *LocalError
+		if errors.As(err, &local) || !retryable(err) || n > c.Retries || ctx.Err() != nil {
+			return err
+		}
+		if c.OnRetry != nil {
+			c.OnRetry(Retry{What: what, Err: err, Attempt: n + 1, Of: c.Retries + 1, After: delay})
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (while waiting to retry after: %w)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
 }
 
 // APIError is an error answer of the API.
@@ -116,16 +175,16 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path string, progress Progress) (restv1.Artifact, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return restv1.Artifact{}, err
+		return restv1.Artifact{}, &LocalError{Path: path, Err: err}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return restv1.Artifact{}, err
+		return restv1.Artifact{}, &LocalError{Path: path, Err: err}
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return restv1.Artifact{}, fmt.Errorf("hash %s: %w", path, err)
+		return restv1.Artifact{}, &LocalError{Path: path, Err: fmt.Errorf("hash %s: %w", path, err)}
 	}
 	digest := hex.EncodeToString(h.Sum(nil))
 	size := st.Size()
@@ -134,29 +193,27 @@ func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path stri
 	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads", bytes.NewReader(body), jsonHeader(), &up, http.StatusCreated); err != nil {
 		return restv1.Artifact{}, fmt.Errorf("start upload of %s: %w", path, err)
 	}
-	offset := int64(0)
-	delay := c.RetryDelay
-	for attempt := 0; ; attempt++ {
-		err = nil
-		if offset < size {
-			err = c.sendFrom(ctx, up.ID, f, offset, size, progress)
-		}
-		if err == nil {
-			break
-		}
+	// A broken connection is retried, and so is 409 (the server still saves the broken
+	// request); other answers of the server are final.
+	retryable := func(err error) bool {
 		var apiErr *APIError
-		if errors.As(err, &apiErr) && apiErr.Status != http.StatusConflict || attempt >= c.Retries || ctx.Err() != nil {
-			return restv1.Artifact{}, fmt.Errorf("upload %s (session %s, at %d of %d bytes): %w", path, up.ID, offset, size, err)
+		return !errors.As(err, &apiErr) || apiErr.Status == http.StatusConflict
+	}
+	offset := int64(0)
+	err = c.retry(ctx, fmt.Sprintf("upload of %s (session %s)", path, up.ID), retryable, func(n int) error {
+		if n > 1 {
+			var err error
+			if offset, err = c.offset(ctx, up.ID); err != nil {
+				return fmt.Errorf("ask the server where to resume: %w", err)
+			}
 		}
-		select {
-		case <-ctx.Done():
-			return restv1.Artifact{}, ctx.Err()
-		case <-time.After(delay):
+		if offset >= size {
+			return nil
 		}
-		delay *= 2
-		if offset, err = c.offset(ctx, up.ID); err != nil {
-			return restv1.Artifact{}, fmt.Errorf("resume upload of %s: %w", path, err)
-		}
+		return c.sendFrom(ctx, up.ID, f, path, offset, size, progress)
+	})
+	if err != nil {
+		return restv1.Artifact{}, fmt.Errorf("upload %s (session %s, at %d of %d bytes): %w", path, up.ID, offset, size, err)
 	}
 	var a restv1.Artifact
 	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads/"+up.ID+"/finish", strings.NewReader(`{}`), jsonHeader(), &a, http.StatusCreated); err != nil {
@@ -165,8 +222,9 @@ func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path stri
 	return a, nil
 }
 
-func (c *Client) sendFrom(ctx context.Context, id string, f *os.File, offset, size int64, progress Progress) error {
-	r := &countingReader{r: io.NewSectionReader(f, offset, size-offset), done: offset, progress: progress}
+func (c *Client) sendFrom(ctx context.Context, id string, f *os.File, path string, offset, size int64, progress Progress) error {
+	file := &fileReader{r: io.NewSectionReader(f, offset, size-offset), path: path}
+	r := &countingReader{r: file, done: offset, progress: progress}
 	h := http.Header{restv1.HeaderUploadOffset: {strconv.FormatInt(offset, 10)}, "Content-Type": {"application/octet-stream"}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, strings.TrimSuffix(c.BaseURL, "/")+"/api/v1/uploads/"+id, r)
 	if err != nil {
@@ -175,6 +233,10 @@ func (c *Client) sendFrom(ctx context.Context, id string, f *os.File, offset, si
 	req.Header = h
 	req.ContentLength = size - offset
 	resp, err := c.HTTP.Do(req)
+	if file.err != nil {
+		// Reading the file failed, not the connection: the transport's error may not say so.
+		return file.err
+	}
 	if err != nil {
 		return err
 	}
@@ -201,39 +263,40 @@ func (c *Client) offset(ctx context.Context, id string) (int64, error) {
 // only when its sha256 matches.
 func (c *Client) Download(ctx context.Context, digest, path string, progress Progress) error {
 	part := path + ".part"
-	delay := c.RetryDelay
-	for attempt := 0; ; attempt++ {
-		err := c.downloadPart(ctx, digest, part, progress)
-		if err == nil {
-			break
+	if dir := filepath.Dir(path); dir != "" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("download sha256:%s to %s: %w", digest, path,
+				&LocalError{Path: path, Err: fmt.Errorf("directory %s does not exist", dir)})
 		}
+	}
+	// A broken connection is retried; an answer of the server is final.
+	retryable := func(err error) bool {
 		var apiErr *APIError
-		if errors.As(err, &apiErr) || attempt >= c.Retries || ctx.Err() != nil {
-			return fmt.Errorf("download sha256:%s: %w", digest, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay *= 2
+		return !errors.As(err, &apiErr)
+	}
+	what := fmt.Sprintf("download of sha256:%s to %s", digest, path)
+	if err := c.retry(ctx, what, retryable, func(int) error { return c.downloadPart(ctx, digest, part, progress) }); err != nil {
+		return fmt.Errorf("download sha256:%s to %s: %w", digest, path, err)
 	}
 	if err := verify(part, digest); err != nil {
 		_ = os.Remove(part)
 		return err
 	}
-	return os.Rename(part, path)
+	if err := os.Rename(part, path); err != nil {
+		return &LocalError{Path: path, Err: err}
+	}
+	return nil
 }
 
 func (c *Client) downloadPart(ctx context.Context, digest, part string, progress Progress) error {
 	f, err := os.OpenFile(part, os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return &LocalError{Path: part, Err: err}
 	}
 	defer f.Close()
 	have, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return err
+		return &LocalError{Path: part, Err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.BaseURL, "/")+"/api/v1/blobs/sha256:"+digest, nil)
 	if err != nil {
@@ -251,13 +314,15 @@ func (c *Client) downloadPart(ctx context.Context, digest, part string, progress
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 	case http.StatusOK:
-		if err := f.Truncate(0); err != nil {
-			return err
+		if have > 0 { // the whole content, not the rest: start over
+			if err := f.Truncate(0); err != nil {
+				return &LocalError{Path: part, Err: err}
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return &LocalError{Path: part, Err: err}
+			}
+			have = 0
 		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
-		have = 0
 	case http.StatusRequestedRangeNotSatisfiable:
 		return nil // the part file is complete
 	default:
@@ -265,8 +330,42 @@ func (c *Client) downloadPart(ctx context.Context, digest, part string, progress
 		_ = json.NewDecoder(resp.Body).Decode(&e.Body)
 		return e
 	}
-	_, err = io.Copy(f, &countingReader{r: resp.Body, done: have, progress: progress})
+	_, err = io.Copy(fileWriter{f: f, path: part}, &countingReader{r: resp.Body, done: have, progress: progress})
 	return err
+}
+
+// fileWriter writes to a local file and tells its errors (disk full, …) as *LocalError, apart
+// from the connection's.
+type fileWriter struct {
+	f    *os.File
+	path string
+}
+
+func (w fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		err = &LocalError{Path: w.path, Err: err}
+	}
+	return n, err
+}
+
+// fileReader reads a local file and keeps its first error other than io.EOF: the HTTP
+// transport reading it may report that error as a broken connection.
+type fileReader struct {
+	r    io.Reader
+	path string
+	err  error
+}
+
+func (r *fileReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		if r.err == nil {
+			r.err = &LocalError{Path: r.path, Err: fmt.Errorf("read %s: %w", r.path, err)}
+		}
+		return n, r.err
+	}
+	return n, err
 }
 
 func verify(path, digest string) error {

@@ -23,6 +23,10 @@ const (
 	// HostBootMACUniqueCondition is False when another Host, anywhere in the fleet, was
 	// registered earlier with the same boot MAC; the message names that host.
 	HostBootMACUniqueCondition = "BootMACUnique"
+	// HostBMCCredentialsCondition is False when the Secret spec.bmc.credentialsSecretRef names
+	// does not exist; the message names it. (Vault entries are read by the site controller at
+	// each push, which tells a missing one in the Site's ClusterSynced condition.)
+	HostBMCCredentialsCondition = "BMCCredentialsFound"
 	// HostReadyCondition summarizes the others: True when the host can be provisioned.
 	HostReadyCondition = "Ready"
 )
@@ -39,7 +43,15 @@ const (
 	ReasonBootMACUnique = "BootMACUnique"
 	// ReasonDuplicateBootMAC means an earlier host claims the same boot MAC.
 	ReasonDuplicateBootMAC = "DuplicateBootMAC"
-	// ReasonHostReady means the host is bound to its site and its boot MAC is its own.
+	// ReasonBMCCredentialsFound means the BMC credentials Secret exists.
+	ReasonBMCCredentialsFound = "BMCCredentialsFound"
+	// ReasonBMCCredentialsNotFound means the BMC credentials Secret does not exist (yet).
+	ReasonBMCCredentialsNotFound = "BMCCredentialsNotFound"
+	// ReasonBMCCredentialsInVault means the credentials are a Vault entry, which the host
+	// controller does not read.
+	ReasonBMCCredentialsInVault = "BMCCredentialsInVault"
+	// ReasonHostReady means the host is bound to its site, its boot MAC is its own and its BMC
+	// credentials Secret exists.
 	ReasonHostReady = "HostReady"
 	// ReasonHostNotReady means one of the other conditions is not True; the message names it.
 	ReasonHostNotReady = "HostNotReady"

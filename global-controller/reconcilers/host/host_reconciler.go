@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +27,7 @@ import (
 
 // Reconciler reconciles Hosts.
 type Reconciler struct {
-	// Client reads Sites and Hosts from the cache and writes Host status.
+	// Client reads Sites, Hosts and Secret metadata from the cache and writes Host status.
 	Client client.Client
 	// Recorder emits an event on every condition change.
 	Recorder events.EventRecorder
@@ -35,6 +36,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=hosts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.edgefleet.io,resources=sites,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler. The index package's indexes must be set up first.
@@ -47,6 +49,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options)
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		// A site created or deleted binds or unbinds its hosts.
 		Watches(&fleetv1.Site{}, handler.EnqueueRequestsFromMapFunc(r.hostsOfSite),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+			}})).
+		// A BMC Secret created or deleted makes its hosts' credentials found or missing (only
+		// the Secrets' metadata is cached, shared with the site reconciler's watch).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.hostsOfSecret),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
 			}})).
@@ -72,6 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	for _, phase := range []func(context.Context, *fleetv1.Host) error{
 		r.reconcileSite,
 		r.reconcileBootMAC,
+		r.reconcileBMCCredentials,
 		r.reconcileReady,
 	} {
 		if err := phase(ctx, host); err != nil {
@@ -135,6 +144,39 @@ func (r *Reconciler) reconcileBootMAC(ctx context.Context, host *fleetv1.Host) e
 	return nil
 }
 
+// reconcileBMCCredentials checks that the Secret with the host's BMC credentials exists; the
+// site controller, which copies it to the site, checks its keys.
+func (r *Reconciler) reconcileBMCCredentials(ctx context.Context, host *fleetv1.Host) error {
+	bmc := host.Spec.BMC
+	if bmc.CredentialsSecretRef == nil {
+		where := "spec.bmc.credentialsVaultRef"
+		if bmc.CredentialsVaultRef != nil {
+			where += " " + bmc.CredentialsVaultRef.Path
+		}
+		setCondition(host, fleetv1.HostBMCCredentialsCondition, metav1.ConditionTrue, fleetv1.ReasonBMCCredentialsInVault,
+			fmt.Sprintf("the BMC credentials are a Vault entry (%s), read by the site controller at each push: its Site's ClusterSynced condition tells when it cannot be read", where))
+		return nil
+	}
+	key := types.NamespacedName{Namespace: host.Namespace, Name: bmc.CredentialsSecretRef.Name}
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	err := r.Client.Get(ctx, key, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		setCondition(host, fleetv1.HostBMCCredentialsCondition, metav1.ConditionFalse, fleetv1.ReasonBMCCredentialsNotFound,
+			fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) does not exist in namespace %q: create it with the BMC's \"username\" and \"password\"; until then the host is left out of its site's cluster", key.Name, key.Namespace))
+	case err != nil:
+		return fmt.Errorf("get BMC secret %s of host %s: %w", key, client.ObjectKeyFromObject(host), err)
+	case !secret.DeletionTimestamp.IsZero():
+		setCondition(host, fleetv1.HostBMCCredentialsCondition, metav1.ConditionFalse, fleetv1.ReasonBMCCredentialsNotFound,
+			fmt.Sprintf("BMC Secret %q (spec.bmc.credentialsSecretRef.name) is being deleted", key.Name))
+	default:
+		setCondition(host, fleetv1.HostBMCCredentialsCondition, metav1.ConditionTrue, fleetv1.ReasonBMCCredentialsFound,
+			fmt.Sprintf("BMC Secret %q exists", key.Name))
+	}
+	return nil
+}
+
 // registeredBefore orders hosts by creation time, then namespace and name, so every reconcile
 // picks the same owner of a MAC.
 func registeredBefore(a, b *fleetv1.Host) bool {
@@ -146,7 +188,7 @@ func registeredBefore(a, b *fleetv1.Host) bool {
 
 // reconcileReady sums the other conditions up.
 func (r *Reconciler) reconcileReady(_ context.Context, host *fleetv1.Host) error {
-	if why, notReady := conditions.NotTrue(host.Status.Conditions, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition); notReady {
+	if why, notReady := conditions.NotTrue(host.Status.Conditions, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostBMCCredentialsCondition); notReady {
 		setCondition(host, fleetv1.HostReadyCondition, metav1.ConditionFalse, fleetv1.ReasonHostNotReady, why)
 		return nil
 	}
@@ -161,7 +203,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, host *fleetv1.Host
 		host.Status.ObservedGeneration = host.Generation
 	}
 	conditions.RecordChanges(r.Recorder, host, before.Status.Conditions, host.Status.Conditions,
-		fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostReadyCondition)
+		fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostBMCCredentialsCondition, fleetv1.HostReadyCondition)
 	if apiequality.Semantic.DeepEqual(before.Status, host.Status) {
 		return nil
 	}
@@ -177,6 +219,11 @@ func (r *Reconciler) hostsWithSameMAC(ctx context.Context, o client.Object) []re
 
 func (r *Reconciler) hostsOfSite(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.requests(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.HostSite: index.Key(o.GetNamespace(), o.GetName())})
+}
+
+// hostsOfSecret maps a Secret to the Hosts whose BMC credentials it holds.
+func (r *Reconciler) hostsOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requests(ctx, client.InNamespace(o.GetNamespace()), client.MatchingFields{index.HostBMCSecret: index.Key(o.GetNamespace(), o.GetName())})
 }
 
 func (r *Reconciler) requests(ctx context.Context, opts ...client.ListOption) []reconcile.Request {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,7 +30,25 @@ func createSite(t *testing.T, ns, name string) *fleetv1.Site {
 	return site
 }
 
+// createHost creates a Host and, first, its BMC credentials Secret.
 func createHost(t *testing.T, ns, name, site, mac string) *fleetv1.Host {
+	t.Helper()
+	createBMCSecret(t, ns, name+"-bmc")
+	return createHostOnly(t, ns, name, site, mac)
+}
+
+// createBMCSecret creates a BMC credentials Secret.
+func createBMCSecret(t *testing.T, ns, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"username": "admin", "password": "pw"}}
+	if err := global.Client.Create(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// createHostOnly creates a Host whose BMC credentials are the Secret NAME-bmc, without it.
+func createHostOnly(t *testing.T, ns, name, site, mac string) *fleetv1.Host {
 	t.Helper()
 	host := &fleetv1.Host{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -116,4 +135,33 @@ func TestHostBindsToItsSite(t *testing.T) {
 	createSite(t, ns, "later-site")
 	waitFor(t, key, fleetv1.HostSiteBoundCondition, metav1.ConditionTrue, fleetv1.ReasonSiteFound)
 	waitFor(t, key, fleetv1.HostReadyCondition, metav1.ConditionTrue, fleetv1.ReasonHostReady)
+}
+
+// TestHostWithoutBMCSecretIsNotReady registers a host whose BMC credentials Secret does not
+// exist: it is not Ready, and says which Secret is missing where; it turns Ready once the Secret
+// is created (the Secret's watch, not a periodic recheck) and not Ready again once it is deleted.
+func TestHostWithoutBMCSecretIsNotReady(t *testing.T) {
+	ns := global.Namespace(t)
+	createSite(t, ns, "site-a")
+	host := createHostOnly(t, ns, "no-creds", "site-a", "52:54:00:ee:ff:01")
+	key := client.ObjectKeyFromObject(host)
+	msg := waitFor(t, key, fleetv1.HostBMCCredentialsCondition, metav1.ConditionFalse, fleetv1.ReasonBMCCredentialsNotFound)
+	for _, want := range []string{`"no-creds-bmc"`, "spec.bmc.credentialsSecretRef.name", ns, `"username" and "password"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("BMCCredentialsFound message %q does not contain %q", msg, want)
+		}
+	}
+	if msg := waitFor(t, key, fleetv1.HostReadyCondition, metav1.ConditionFalse, fleetv1.ReasonHostNotReady); !strings.Contains(msg, `"no-creds-bmc"`) {
+		t.Errorf("Ready message %q does not name the missing Secret", msg)
+	}
+
+	secret := createBMCSecret(t, ns, "no-creds-bmc")
+	waitFor(t, key, fleetv1.HostBMCCredentialsCondition, metav1.ConditionTrue, fleetv1.ReasonBMCCredentialsFound)
+	waitFor(t, key, fleetv1.HostReadyCondition, metav1.ConditionTrue, fleetv1.ReasonHostReady)
+
+	if err := global.Client.Delete(t.Context(), secret); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, key, fleetv1.HostBMCCredentialsCondition, metav1.ConditionFalse, fleetv1.ReasonBMCCredentialsNotFound)
+	waitFor(t, key, fleetv1.HostReadyCondition, metav1.ConditionFalse, fleetv1.ReasonHostNotReady)
 }
