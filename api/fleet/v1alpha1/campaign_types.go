@@ -114,20 +114,33 @@ func (p CampaignPhase) Final() bool {
 }
 
 // CampaignSpec says what to roll out, where, and how.
+//
+// Action, release and targets are fixed when the campaign is created: the rules hold whatever
+// the status says (a status field can be rewritten by anyone who may update campaigns/status).
+// The one exception is a dry run, which touches no site: while spec.dryRun is set they may
+// change, and clearing dryRun (in the same update or later) fixes them. A campaign created
+// without dryRun can never be made one.
+//
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.abort) || !oldSelf.abort || (has(self.abort) && self.abort)",message="abort cannot be undone"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.action == oldSelf.action",fieldPath=".action",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new action"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.release == oldSelf.release",fieldPath=".release",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new release"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.targets == oldSelf.targets",fieldPath=".targets",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.dryRun) || !self.dryRun || (has(oldSelf.dryRun) && oldSelf.dryRun)",fieldPath=".dryRun",message="cannot be set on a campaign created without it (the campaign may have dispatched sites): create a new campaign with dryRun set"
 type CampaignSpec struct {
-	// Action run on every target site.
+	// Action run on every target site. Fixed at creation (while dryRun is set it may change).
 	// +required
 	Action OperationAction `json:"action"`
 
-	// Release, in the Campaign's namespace, that the targets go to. It must be Ready.
+	// Release, in the Campaign's namespace, that the targets go to. It must be Ready. Fixed at
+	// creation (while dryRun is set it may change).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Release string `json:"release"`
 
-	// Targets are the Sites, in the Campaign's namespace, the campaign runs on.
+	// Targets are the Sites, in the Campaign's namespace, the campaign runs on. Fixed at
+	// creation (while dryRun is set they may change).
 	// +required
 	Targets CampaignTargets `json:"targets"`
 
@@ -152,8 +165,9 @@ type CampaignSpec struct {
 	// +optional
 	Abort bool `json:"abort,omitempty"`
 
-	// DryRun writes the wave plan to status.plan without touching any site. Clear it (before the
-	// campaign starts) to run the campaign as planned.
+	// DryRun writes the wave plan to status.plan without touching any site; while it is set,
+	// action, release and targets may still change. Clear it to run the campaign as planned
+	// (that fixes them). It cannot be set on a campaign created without it.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
 }
@@ -428,7 +442,6 @@ type CampaignWave struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=edgefleet
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || (self.spec.action == oldSelf.spec.action && self.spec.release == oldSelf.spec.release && self.spec.targets == oldSelf.spec.targets && (has(self.spec.dryRun) && self.spec.dryRun) == (has(oldSelf.spec.dryRun) && oldSelf.spec.dryRun))",message="action, release, targets and dryRun cannot change once the campaign started"
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.spec.release`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
