@@ -72,6 +72,11 @@ const (
 	// ReasonInvalidSpec means the spec cannot be used as written (e.g. a bad cron expression);
 	// the message names the field.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSpecChanged means the spec's action, release or dryRun differs from what the
+	// campaign dispatched to its sites (the API server refuses such a change; this catches one
+	// made past it): the campaign ends Failed, nothing more is dispatched, the sites dispatched
+	// keep their operation. The message names both releases (or actions).
+	ReasonSpecChanged = "SpecChanged"
 )
 
 // CampaignPhase is where a campaign stands.
@@ -102,7 +107,8 @@ const (
 	// failed, timed out or were skipped; status.failedSites names them.
 	CampaignPartiallySucceeded CampaignPhase = "PartiallySucceeded"
 	// CampaignFailed stopped because a canary failed or the failure budget was exceeded, or
-	// ran to its end with no target succeeded.
+	// ran to its end with no target succeeded, or found its spec different from what it had
+	// dispatched (SpecChanged).
 	CampaignFailed CampaignPhase = "Failed"
 	// CampaignAborted stopped because spec.abort was set.
 	CampaignAborted CampaignPhase = "Aborted"
