@@ -58,7 +58,8 @@ const (
 	ReasonFailureBudgetExceeded = "FailureBudgetExceeded"
 	// ReasonCanaryFailed means a canary failed or timed out: nothing else is dispatched.
 	ReasonCanaryFailed = "CanaryFailed"
-	// ReasonAbortRequested means spec.abort is set: nothing new is dispatched.
+	// ReasonAbortRequested means spec.abort is set: nothing new is dispatched. A campaign that
+	// had not dispatched any site (waiting for its release or a blocker) ends Aborted at once.
 	ReasonAbortRequested = "AbortRequested"
 	// ReasonCampaignSucceeded means every target succeeded or already ran the release.
 	ReasonCampaignSucceeded = "Succeeded"
@@ -70,7 +71,8 @@ const (
 	// spec.targets matched no Site.
 	ReasonNoSiteSucceeded = "NoSiteSucceeded"
 	// ReasonInvalidSpec means the spec cannot be used as written (e.g. a bad cron expression);
-	// the message names the field.
+	// the message names the field. A campaign that has not dispatched any site ends Failed with
+	// it; a started one dispatches nothing new until the field is fixed.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonSpecChanged means the spec's action, release or dryRun differs from what the
 	// campaign dispatched to its sites (the API server refuses such a change; this catches one
@@ -107,8 +109,9 @@ const (
 	// failed, timed out or were skipped; status.failedSites names them.
 	CampaignPartiallySucceeded CampaignPhase = "PartiallySucceeded"
 	// CampaignFailed stopped because a canary failed or the failure budget was exceeded, or
-	// ran to its end with no target succeeded, or found its spec different from what it had
-	// dispatched (SpecChanged).
+	// ran to its end with no target succeeded, or was refused before its first dispatch for an
+	// invalid spec (InvalidSpec), or found its spec different from what it had dispatched
+	// (SpecChanged).
 	CampaignFailed CampaignPhase = "Failed"
 	// CampaignAborted stopped because spec.abort was set.
 	CampaignAborted CampaignPhase = "Aborted"

@@ -98,6 +98,15 @@ func differs(c *fleetv1.Campaign, f sentFor, site string) (what, todo string) {
 	return "", ""
 }
 
+// reconcileAbortBeforeStart ends a campaign aborted before it dispatched any site (waiting for
+// its release or a blocker, or a dry run): there is nothing in flight to wait for.
+func (r *Reconciler) reconcileAbortBeforeStart(_ context.Context, s *scope) error {
+	if s.campaign.Spec.Abort && !s.hasStarted() {
+		s.finish(fleetv1.CampaignAborted, fleetv1.ReasonAbortRequested, "spec.abort is set and no site was dispatched: nothing was rolled out")
+	}
+	return nil
+}
+
 // reconcileBlockers holds a campaign that has not started until every campaign of
 // spec.blockedBy has Succeeded. A dry run is planned whatever blocks it.
 func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
@@ -437,18 +446,24 @@ func (s *scope) wait(phase fleetv1.CampaignPhase, reason, msg string) {
 	s.halt = true
 }
 
-// invalid stops the reconcile on a spec that cannot be used; nothing is dispatched.
+// invalid stops the reconcile on a spec that cannot be used; nothing is dispatched. A campaign
+// that has not dispatched any site ends Failed (an invalid campaign is not left Pending as if
+// it waited for its release). A started one keeps its phase and dispatches nothing new until
+// the field is fixed: failing it would abandon the sites in flight and their rollbacks over a
+// strategy edit.
 func (s *scope) invalid(msg string) {
-	c := s.campaign
-	if c.Status.Phase == "" {
-		c.Status.Phase = fleetv1.CampaignPending
+	if !s.hasStarted() {
+		s.finish(fleetv1.CampaignFailed, fleetv1.ReasonInvalidSpec, msg+": no site was dispatched; delete the campaign and create it again with the field fixed")
+		return
 	}
-	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, fleetv1.ReasonInvalidSpec, msg)
+	c := s.campaign
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, fleetv1.ReasonInvalidSpec,
+		msg+": nothing new is dispatched until the field is fixed; the sites in flight finish")
 	s.halt = true
 }
 
-// finish ends the campaign in a final phase before any rollout decision and stops the
-// reconcile.
+// finish ends the campaign in a final phase before any rollout decision (refused, or aborted
+// before its first dispatch) and stops the reconcile.
 func (s *scope) finish(phase fleetv1.CampaignPhase, reason, msg string) {
 	c := s.campaign
 	c.Status.Phase = phase

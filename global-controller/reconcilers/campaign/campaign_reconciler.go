@@ -117,6 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	phases := []func(context.Context, *scope) error{
 		r.reconcileDispatched,
+		r.reconcileAbortBeforeStart,
 		r.reconcileBlockers,
 		r.reconcileRelease,
 		r.reconcileTargets,
