@@ -165,6 +165,9 @@ func waves(c *fleetv1.Campaign) ([]waveRow, string) {
 		}
 		return rows, ""
 	}
+	if st.Waves == 0 && st.Phase.Final() {
+		return nil, fmt.Sprintf("no plan: the campaign ended %s before it cut its sites into waves (its conditions say why)", st.Phase)
+	}
 	if st.Waves == 0 {
 		return nil, "no plan yet: the campaign has not cut its sites into waves (it waits for its release, or for the campaigns it is blocked by)"
 	}

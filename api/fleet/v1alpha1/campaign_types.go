@@ -58,7 +58,8 @@ const (
 	ReasonFailureBudgetExceeded = "FailureBudgetExceeded"
 	// ReasonCanaryFailed means a canary failed or timed out: nothing else is dispatched.
 	ReasonCanaryFailed = "CanaryFailed"
-	// ReasonAbortRequested means spec.abort is set: nothing new is dispatched.
+	// ReasonAbortRequested means spec.abort is set: nothing new is dispatched. A campaign that
+	// had not dispatched any site (waiting for its release or a blocker) ends Aborted at once.
 	ReasonAbortRequested = "AbortRequested"
 	// ReasonCampaignSucceeded means every target succeeded or already ran the release.
 	ReasonCampaignSucceeded = "Succeeded"
@@ -70,8 +71,14 @@ const (
 	// spec.targets matched no Site.
 	ReasonNoSiteSucceeded = "NoSiteSucceeded"
 	// ReasonInvalidSpec means the spec cannot be used as written (e.g. a bad cron expression);
-	// the message names the field.
+	// the message names the field. A campaign that has not dispatched any site ends Failed with
+	// it; a started one dispatches nothing new until the field is fixed.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSpecChanged means the spec's action, release or dryRun differs from what the
+	// campaign dispatched to its sites (the API server refuses such a change; this catches one
+	// made past it): the campaign ends Failed, nothing more is dispatched, the sites dispatched
+	// keep their operation. The message names both releases (or actions).
+	ReasonSpecChanged = "SpecChanged"
 )
 
 // CampaignPhase is where a campaign stands.
@@ -102,7 +109,9 @@ const (
 	// failed, timed out or were skipped; status.failedSites names them.
 	CampaignPartiallySucceeded CampaignPhase = "PartiallySucceeded"
 	// CampaignFailed stopped because a canary failed or the failure budget was exceeded, or
-	// ran to its end with no target succeeded.
+	// ran to its end with no target succeeded, or was refused before its first dispatch for an
+	// invalid spec (InvalidSpec), or found its spec different from what it had dispatched
+	// (SpecChanged).
 	CampaignFailed CampaignPhase = "Failed"
 	// CampaignAborted stopped because spec.abort was set.
 	CampaignAborted CampaignPhase = "Aborted"
@@ -114,20 +123,33 @@ func (p CampaignPhase) Final() bool {
 }
 
 // CampaignSpec says what to roll out, where, and how.
+//
+// Action, release and targets are fixed when the campaign is created: the rules hold whatever
+// the status says (a status field can be rewritten by anyone who may update campaigns/status).
+// The one exception is a dry run, which touches no site: while spec.dryRun is set they may
+// change, and clearing dryRun (in the same update or later) fixes them. A campaign created
+// without dryRun can never be made one.
+//
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.abort) || !oldSelf.abort || (has(self.abort) && self.abort)",message="abort cannot be undone"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.action == oldSelf.action",fieldPath=".action",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new action"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.release == oldSelf.release",fieldPath=".release",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new release"
+// +kubebuilder:validation:XValidation:rule="(has(oldSelf.dryRun) && oldSelf.dryRun) || self.targets == oldSelf.targets",fieldPath=".targets",message="cannot change once the campaign is created (only while spec.dryRun is set): delete the campaign and create it again with the new targets"
+// +kubebuilder:validation:XValidation:rule="!has(self.dryRun) || !self.dryRun || (has(oldSelf.dryRun) && oldSelf.dryRun)",fieldPath=".dryRun",message="cannot be set on a campaign created without it (the campaign may have dispatched sites): create a new campaign with dryRun set"
 type CampaignSpec struct {
-	// Action run on every target site.
+	// Action run on every target site. Fixed at creation (while dryRun is set it may change).
 	// +required
 	Action OperationAction `json:"action"`
 
-	// Release, in the Campaign's namespace, that the targets go to. It must be Ready.
+	// Release, in the Campaign's namespace, that the targets go to. It must be Ready. Fixed at
+	// creation (while dryRun is set it may change).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Release string `json:"release"`
 
-	// Targets are the Sites, in the Campaign's namespace, the campaign runs on.
+	// Targets are the Sites, in the Campaign's namespace, the campaign runs on. Fixed at
+	// creation (while dryRun is set they may change).
 	// +required
 	Targets CampaignTargets `json:"targets"`
 
@@ -152,8 +174,9 @@ type CampaignSpec struct {
 	// +optional
 	Abort bool `json:"abort,omitempty"`
 
-	// DryRun writes the wave plan to status.plan without touching any site. Clear it (before the
-	// campaign starts) to run the campaign as planned.
+	// DryRun writes the wave plan to status.plan without touching any site; while it is set,
+	// action, release and targets may still change. Clear it to run the campaign as planned
+	// (that fixes them). It cannot be set on a campaign created without it.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
 }
@@ -428,7 +451,6 @@ type CampaignWave struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:categories=edgefleet
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.startTime) || (self.spec.action == oldSelf.spec.action && self.spec.release == oldSelf.spec.release && self.spec.targets == oldSelf.spec.targets && (has(self.spec.dryRun) && self.spec.dryRun) == (has(oldSelf.spec.dryRun) && oldSelf.spec.dryRun))",message="action, release, targets and dryRun cannot change once the campaign started"
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
 // +kubebuilder:printcolumn:name="Release",type=string,JSONPath=`.spec.release`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

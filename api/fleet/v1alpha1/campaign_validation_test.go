@@ -82,39 +82,72 @@ func TestCampaignValidation(t *testing.T) {
 	}
 }
 
-// TestCampaignImmutableOnceStarted checks that action, release and targets can change before
-// the campaign starts but not after, and that an abort cannot be undone.
-func TestCampaignImmutableOnceStarted(t *testing.T) {
+// TestCampaignFixedAtCreation checks that action, release and targets cannot change once a
+// campaign is created, whatever its status says: removing status.startTime (anyone who may
+// update campaigns/status can) once let the release be swapped under a running campaign. The
+// error names the field and says to re-create the campaign. A dry run may still change them
+// until dryRun is cleared; a campaign created without dryRun can never be made one. Pause and
+// abort stay free; an abort cannot be undone.
+func TestCampaignFixedAtCreation(t *testing.T) {
 	ns := global.Namespace(t)
 	c := validCampaign(ns)
 	if err := global.Client.Create(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	c.Spec.Targets.Exclude = append(c.Spec.Targets.Exclude, "store-0002")
-	if err := global.Client.Update(t.Context(), c); err != nil {
-		t.Fatalf("targets changed before the start refused: %v", err)
+	refused := func(t *testing.T, c *fleetv1.Campaign, field string, mutate func(*fleetv1.Campaign)) {
+		t.Helper()
+		changed := c.DeepCopy()
+		mutate(changed)
+		err := global.Client.Update(t.Context(), changed)
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("change of %s: got %v, want refused naming %s", field, err, field)
+			return
+		}
+		want := "cannot change once the campaign is created"
+		if field == "spec.dryRun" {
+			want = "create a new campaign with dryRun set"
+		}
+		if !strings.Contains(err.Error(), want) || (field != "spec.dryRun" && !strings.Contains(err.Error(), "delete the campaign and create it again")) {
+			t.Errorf("change of %s: error %q does not say %q and how to go on", field, err, want)
+		}
 	}
+	edits := map[string]func(*fleetv1.Campaign){
+		"spec.release": func(c *fleetv1.Campaign) { c.Spec.Release = "other" },
+		"spec.action":  func(c *fleetv1.Campaign) { c.Spec.Action = fleetv1.ActionUpgrade },
+		"spec.targets": func(c *fleetv1.Campaign) { c.Spec.Targets.Names = append(c.Spec.Targets.Names, "store-0003") },
+		"spec.dryRun":  func(c *fleetv1.Campaign) { c.Spec.DryRun = true },
+	}
+	// Started, then the start removed from the status: still fixed.
 	now := metav1.Now()
 	c.Status.StartTime = &now
 	c.Status.Phase = fleetv1.CampaignRunning
 	if err := global.Client.Status().Update(t.Context(), c); err != nil {
 		t.Fatalf("set start time: %v", err)
 	}
-	for name, mutate := range map[string]func(*fleetv1.Campaign){
-		"release": func(c *fleetv1.Campaign) { c.Spec.Release = "other" },
-		"action":  func(c *fleetv1.Campaign) { c.Spec.Action = fleetv1.ActionUpgrade },
-		"targets": func(c *fleetv1.Campaign) { c.Spec.Targets.Names = []string{"store-0003"} },
-		"dryRun":  func(c *fleetv1.Campaign) { c.Spec.DryRun = true },
-	} {
-		changed := c.DeepCopy()
-		mutate(changed)
-		if err := global.Client.Update(t.Context(), changed); err == nil || !strings.Contains(err.Error(), "cannot change once the campaign started") {
-			t.Errorf("change of %s after the start: got %v, want refused", name, err)
-		}
+	c.Status.StartTime = nil
+	c.Status.Phase = fleetv1.CampaignPending
+	if err := global.Client.Status().Update(t.Context(), c); err != nil {
+		t.Fatalf("remove start time: %v", err)
+	}
+	if c.Status.StartTime != nil {
+		t.Fatalf("status.startTime still %v", c.Status.StartTime)
+	}
+	for field, mutate := range edits {
+		refused(t, c, field, mutate)
+	}
+	// Never started (Pending, waiting for its release): fixed too.
+	p := validCampaign(ns)
+	p.Name = "pending"
+	if err := global.Client.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	for field, mutate := range edits {
+		refused(t, p, field, mutate)
 	}
 	c.Spec.Paused = true
+	c.Spec.Strategy.MaxConcurrency = nil
 	if err := global.Client.Update(t.Context(), c); err != nil {
-		t.Fatalf("pause refused: %v", err)
+		t.Fatalf("pause and a strategy change refused: %v", err)
 	}
 	c.Spec.Abort = true
 	if err := global.Client.Update(t.Context(), c); err != nil {
@@ -123,5 +156,27 @@ func TestCampaignImmutableOnceStarted(t *testing.T) {
 	c.Spec.Abort = false
 	if err := global.Client.Update(t.Context(), c); err == nil || !strings.Contains(err.Error(), "abort cannot be undone") {
 		t.Fatalf("undoing abort: got %v, want refused", err)
+	}
+
+	// A dry run touches no site: release and targets may change while dryRun is set, and in
+	// the update that clears it; after that they are fixed, and dryRun cannot come back.
+	d := validCampaign(ns)
+	d.Name = "dry-run"
+	d.Spec.DryRun = true
+	if err := global.Client.Create(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Release = "edge-1.36.3-p2"
+	d.Spec.Targets.Exclude = append(d.Spec.Targets.Exclude, "store-0002")
+	if err := global.Client.Update(t.Context(), d); err != nil {
+		t.Fatalf("release and targets of a dry run changed: %v", err)
+	}
+	d.Spec.DryRun = false
+	d.Spec.Action = fleetv1.ActionInstall
+	if err := global.Client.Update(t.Context(), d); err != nil {
+		t.Fatalf("dryRun cleared with the action changed: %v", err)
+	}
+	for field, mutate := range edits {
+		refused(t, d, field, mutate)
 	}
 }

@@ -30,11 +30,88 @@ const (
 // DefaultSiteTimeout bounds a site's operation when the strategy gives no siteTimeout.
 const DefaultSiteTimeout = 2 * time.Hour
 
+// reconcileDispatched lists the Sites of the campaign's namespace and reads, from the
+// operations of the campaign they carry, what it dispatched. The API server refuses a change of
+// action, release or targets once a campaign is created (dry runs aside, which dispatch
+// nothing), but the sites' operations are what the campaign really sent, whatever its status
+// says: a spec whose action, release or dryRun differs from them (a change made past the rule)
+// ends the campaign Failed. Nothing more is dispatched, and the dispatched sites keep their
+// operation: none is rolled back, since the operator's intent is unclear.
+func (r *Reconciler) reconcileDispatched(ctx context.Context, s *scope) error {
+	c := s.campaign
+	list := &fleetv1.SiteList{}
+	// The cache's objects themselves: read only, never modified.
+	if err := r.Client.List(ctx, list, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list sites of campaign %s: %w", s.key, err)
+	}
+	s.all = list.Items
+	pc := plan.Campaign{ID: string(c.UID)}
+	// What this controller dispatched and the cache may not show yet: newer than the cache.
+	pending := r.pending.sent(c.UID, s.now)
+	var first, what, todo string
+	check := func(name string, f sentFor) {
+		s.dispatched++
+		if first != "" && name > first {
+			return
+		}
+		if w, t := differs(c, f, name); w != "" {
+			first, what, todo = name, w, t
+		}
+	}
+	for i := range list.Items {
+		site := &list.Items[i]
+		if _, ok := pending[site.Name]; ok || site.Spec.Operation == nil {
+			continue
+		}
+		if f, ok := sentForOperation(site.Spec.Operation, pc); ok {
+			check(site.Name, f)
+		}
+	}
+	for name, f := range pending {
+		check(name, f)
+	}
+	if what == "" {
+		return nil
+	}
+	if c.Spec.DryRun {
+		what = fmt.Sprintf("spec.dryRun is set but this campaign dispatched %d sites (first: %s)", s.dispatched, first)
+	}
+	s.finish(fleetv1.CampaignFailed, fleetv1.ReasonSpecChanged, fmt.Sprintf(
+		"%s; action, release and targets cannot change once a campaign is created. Nothing more is dispatched; the %d sites dispatched keep their operation as it is (none is rolled back): %s",
+		what, s.dispatched, todo))
+	return nil
+}
+
+// differs says how the campaign's spec differs from what it sent site (empty: it does not),
+// and what to do.
+func differs(c *fleetv1.Campaign, f sentFor, site string) (what, todo string) {
+	switch {
+	case c.Spec.DryRun:
+		return "spec.dryRun is set", "create a new Campaign with dryRun set to plan again"
+	case f.release != c.Spec.Release:
+		return fmt.Sprintf("spec.release is %q but this campaign dispatched release %q (to site %s)", c.Spec.Release, f.release, site),
+			fmt.Sprintf("create a new Campaign to roll out %q", c.Spec.Release)
+	case f.action != "" && f.action != c.Spec.Action:
+		return fmt.Sprintf("spec.action is %q but this campaign dispatched action %q (to site %s)", c.Spec.Action, f.action, site),
+			fmt.Sprintf("create a new Campaign to run %s", c.Spec.Action)
+	}
+	return "", ""
+}
+
+// reconcileAbortBeforeStart ends a campaign aborted before it dispatched any site (waiting for
+// its release or a blocker, or a dry run): there is nothing in flight to wait for.
+func (r *Reconciler) reconcileAbortBeforeStart(_ context.Context, s *scope) error {
+	if s.campaign.Spec.Abort && !s.hasStarted() {
+		s.finish(fleetv1.CampaignAborted, fleetv1.ReasonAbortRequested, "spec.abort is set and no site was dispatched: nothing was rolled out")
+	}
+	return nil
+}
+
 // reconcileBlockers holds a campaign that has not started until every campaign of
 // spec.blockedBy has Succeeded. A dry run is planned whatever blocks it.
 func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
 	c := s.campaign
-	if c.Status.StartTime != nil || c.Spec.DryRun {
+	if s.hasStarted() || c.Spec.DryRun {
 		return nil
 	}
 	for _, name := range c.Spec.BlockedBy {
@@ -60,7 +137,7 @@ func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
 // reconcileRelease holds a campaign that has not started until its release is Ready.
 func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
 	c := s.campaign
-	if c.Status.StartTime != nil || c.Spec.DryRun {
+	if s.hasStarted() || c.Spec.DryRun {
 		return nil
 	}
 	rel := &fleetv1.Release{}
@@ -81,16 +158,11 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
 // reconcileTargets lists the target Sites from the cache, in dispatch order (spec.targets.names
 // first, then the selector's matches by name, without the excluded ones), classifies each, and
 // resolves the strategy against the ones not skipped.
-func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
+func (r *Reconciler) reconcileTargets(_ context.Context, s *scope) error {
 	c := s.campaign
-	list := &fleetv1.SiteList{}
-	// The cache's objects themselves: read only, never modified.
-	if err := r.Client.List(ctx, list, client.InNamespace(c.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("list sites of campaign %s: %w", s.key, err)
-	}
-	byName := make(map[string]*fleetv1.Site, len(list.Items))
-	for i := range list.Items {
-		byName[list.Items[i].Name] = &list.Items[i]
+	byName := make(map[string]*fleetv1.Site, len(s.all))
+	for i := range s.all {
+		byName[s.all[i].Name] = &s.all[i]
 	}
 	excluded := make(map[string]bool, len(c.Spec.Targets.Exclude))
 	for _, n := range c.Spec.Targets.Exclude {
@@ -111,8 +183,8 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 			return nil
 		}
 		var matched []string
-		for i := range list.Items {
-			site := &list.Items[i]
+		for i := range s.all {
+			site := &s.all[i]
 			if !excluded[site.Name] && !taken[site.Name] && sel.Matches(labels.Set(site.Labels)) {
 				matched = append(matched, site.Name)
 			}
@@ -395,14 +467,40 @@ func (s *scope) wait(phase fleetv1.CampaignPhase, reason, msg string) {
 	s.halt = true
 }
 
-// invalid stops the reconcile on a spec that cannot be used; nothing is dispatched.
+// invalid stops the reconcile on a spec that cannot be used; nothing is dispatched. A campaign
+// that has not dispatched any site ends Failed (an invalid campaign is not left Pending as if
+// it waited for its release). A started one keeps its phase and dispatches nothing new until
+// the field is fixed: failing it would abandon the sites in flight and their rollbacks over a
+// strategy edit.
 func (s *scope) invalid(msg string) {
-	c := s.campaign
-	if c.Status.Phase == "" {
-		c.Status.Phase = fleetv1.CampaignPending
+	if !s.hasStarted() {
+		s.finish(fleetv1.CampaignFailed, fleetv1.ReasonInvalidSpec, msg+": no site was dispatched; delete the campaign and create it again with the field fixed")
+		return
 	}
-	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, fleetv1.ReasonInvalidSpec, msg)
+	c := s.campaign
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, fleetv1.ReasonInvalidSpec,
+		msg+": nothing new is dispatched until the field is fixed; the sites in flight finish")
 	s.halt = true
+}
+
+// finish ends the campaign in a final phase before any rollout decision (refused, or aborted
+// before its first dispatch) and stops the reconcile.
+func (s *scope) finish(phase fleetv1.CampaignPhase, reason, msg string) {
+	c := s.campaign
+	c.Status.Phase = phase
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignProgressingCondition, metav1.ConditionFalse, reason, msg)
+	conditions.Set(&c.Status.Conditions, c.Generation, fleetv1.CampaignCompleteCondition, metav1.ConditionTrue, reason, msg)
+	if c.Status.CompletionTime == nil {
+		c.Status.CompletionTime = &metav1.Time{Time: s.now}
+	}
+	s.halt = true
+}
+
+// hasStarted reports whether the campaign dispatched a site: one carries its operation, or its
+// status recorded a start. The sites are trusted over the status, which anyone who may update
+// campaigns/status can rewrite.
+func (s *scope) hasStarted() bool {
+	return s.dispatched > 0 || s.campaign.Status.StartTime != nil
 }
 
 // fillCounts writes the decision's counts to the status.

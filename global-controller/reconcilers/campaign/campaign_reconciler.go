@@ -116,6 +116,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}()
 
 	phases := []func(context.Context, *scope) error{
+		r.reconcileDispatched,
+		r.reconcileAbortBeforeStart,
 		r.reconcileBlockers,
 		r.reconcileRelease,
 		r.reconcileTargets,
@@ -139,11 +141,17 @@ type scope struct {
 	campaign *fleetv1.Campaign
 	key      types.NamespacedName
 	now      time.Time
-	// halt stops the phases after the current one (waiting for a blocker or the release).
+	// halt stops the phases after the current one (waiting for a blocker or the release, or
+	// ended before any rollout decision).
 	halt bool
 	// dirty is set when something failed without an error to return (a dispatch refused by
 	// a conflict): the reconcile is not clean and is retried soon.
 	dirty bool
+	// all are the Sites of the campaign's namespace, straight from the cache: never modify them.
+	all []fleetv1.Site
+	// dispatched counts the sites that carry one of the campaign's operations (or were just
+	// dispatched one by this controller): the campaign has started when it is not 0.
+	dispatched int
 	// sites are the target Sites in dispatch order, classified; objs the Site objects (nil
 	// for a named site that does not exist), straight from the cache: never modify them.
 	sites []plan.Site

@@ -100,8 +100,28 @@ func (r *Reconciler) dispatchOne(ctx context.Context, s *scope, j job) (bool, er
 	case err != nil:
 		return false, fmt.Errorf("dispatch %s %s to site %s/%s: %w", j.stage, op.ID, site.Namespace, site.Name, err)
 	}
-	r.pending.expect(c.UID, site.Name, op.ID, s.now)
+	r.pending.expect(c.UID, site.Name, op.ID, sentFor{action: c.Spec.Action, release: c.Spec.Release}, s.now)
 	return true, nil
+}
+
+// sentFor is the campaign spec an operation was dispatched for: the campaign's action (empty
+// when the operation does not tell, as a rollback, always a patch) and release.
+type sentFor struct {
+	action  fleetv1.OperationAction
+	release string
+}
+
+// sentForOperation reads, from an operation on a site, the campaign spec it was dispatched
+// for; ok is false when the operation is not one of the campaign's.
+func sentForOperation(op *fleetv1.SiteOperation, pc plan.Campaign) (_ sentFor, ok bool) {
+	switch op.ID {
+	case pc.ID, pc.PreCacheID():
+		return sentFor{action: op.Action, release: op.Release}, true
+	case pc.RollbackID():
+		// A rollback goes to the site's previous release; the campaign's is the one it leaves.
+		return sentFor{release: op.PreviousRelease}, true
+	}
+	return sentFor{}, false
 }
 
 func setRelease(site *fleetv1.Site, release string) {

@@ -22,22 +22,37 @@ type expectations struct {
 }
 
 type expected struct {
-	id string
-	at time.Time
+	id   string
+	at   time.Time
+	sent sentFor
 }
 
 func newExpectations() *expectations {
 	return &expectations{m: map[types.UID]map[string]expected{}}
 }
 
-// expect records that site was dispatched operation id at now.
-func (e *expectations) expect(campaign types.UID, site, id string, now time.Time) {
+// expect records that site was dispatched operation id, for the campaign spec sent, at now.
+func (e *expectations) expect(campaign types.UID, site, id string, sent sentFor, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.m[campaign] == nil {
 		e.m[campaign] = map[string]expected{}
 	}
-	e.m[campaign][site] = expected{id: id, at: now}
+	e.m[campaign][site] = expected{id: id, at: now, sent: sent}
+}
+
+// sent returns, by site, what this controller dispatched for the campaign that the cache may
+// not show yet (records older than expectationTTL left out).
+func (e *expectations) sent(campaign types.UID, now time.Time) map[string]sentFor {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[string]sentFor, len(e.m[campaign]))
+	for site, x := range e.m[campaign] {
+		if now.Sub(x.at) <= expectationTTL {
+			out[site] = x.sent
+		}
+	}
+	return out
 }
 
 // pending returns the operation ID site was dispatched that the cache does not show yet: seen
