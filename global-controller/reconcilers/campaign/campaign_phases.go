@@ -158,7 +158,7 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
 // reconcileTargets lists the target Sites from the cache, in dispatch order (spec.targets.names
 // first, then the selector's matches by name, without the excluded ones), classifies each, and
 // resolves the strategy against the ones not skipped.
-func (r *Reconciler) reconcileTargets(_ context.Context, s *scope) error {
+func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 	c := s.campaign
 	byName := make(map[string]*fleetv1.Site, len(s.all))
 	for i := range s.all {
