@@ -11,7 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestSiteBasesServerDryRun applies deploy/local-controller, deploy/bpa and the global
@@ -19,8 +20,8 @@ import (
 // dry run on a real API server that has Cluster-API's and Metal3's CRDs, as a site cluster has:
 // the server validates every object (schemas, RBAC rules, the CRDs themselves) and stores none.
 func TestSiteBasesServerDryRun(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "deploy", ClusterAPICRDs: true, Metal3CRDs: true})
-	root, err := testenv.RepoRoot()
+	cp := controlplane.StartT(t, controlplane.Options{Name: "deploy", ClusterAPICRDs: true, Metal3CRDs: true})
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

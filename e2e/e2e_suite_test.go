@@ -7,19 +7,19 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/edgefleet/edgefleet/e2e/e2ebed"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // fleet is a global control plane, four site control planes (three sites, and one that a
 // ClusterSimulator answers on for many simulated sites), bin/global-controller and the Vault it
 // reads site-c's kubeconfig and some BMC credentials from. The suites on
 // real hosts are in e2e/realhosts.
-var fleet *testenv.Fleet
+var fleet *testfleet.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
-var controllerArgs = testenv.QuickSiteChecks()
+var controllerArgs = testfleet.QuickSiteChecks()
 
-var _ = e2ebed.Fleet(&fleet, testenv.FleetOptions{Sites: []string{"site-a", "site-b", "site-c", "sim"}, ControllerArgs: controllerArgs, Vault: true})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "site-b", "site-c", "sim"}, ControllerArgs: controllerArgs, Vault: true})
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -15,7 +15,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/sitesim"
 )
 
 // Many sites behind one site control plane, answered by a ClusterSimulator: the global
@@ -27,13 +27,13 @@ var _ = Describe("Operations dispatched to many simulated sites", Ordered, func(
 		sites = 40
 	)
 	var (
-		sim   *testenv.ClusterSimulator
+		sim   *sitesim.ClusterSimulator
 		names []string
 	)
 	failing := func(site string) bool { return strings.HasSuffix(site, "07") || strings.HasSuffix(site, "27") }
 
 	BeforeAll(func(ctx context.Context) {
-		sim = &testenv.ClusterSimulator{WorkTime: time.Second, Fail: func(site, _ string) bool { return failing(site) }}
+		sim = &sitesim.ClusterSimulator{WorkTime: time.Second, Fail: func(site, _ string) bool { return failing(site) }}
 		simCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		DeferCleanup(cancel)
 		Expect(sim.Start(simCtx, fleet.Sites["sim"].Config)).To(Succeed())

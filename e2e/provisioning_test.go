@@ -26,7 +26,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/setup"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 var _ = Describe("Site provisioning from the global inventory", Ordered, func() {
@@ -47,7 +47,7 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		Expect(err).NotTo(HaveOccurred())
 
 		// The OS image goes into the artifact store; the site caches it by its digest.
-		data, digest := testenv.RandomContent(1<<20+3, 7)
+		data, digest := testutil.RandomContent(1<<20+3, 7)
 		file := filepath.Join(GinkgoT().TempDir(), "edge-os.img")
 		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
 		out, err := fleet.Edgefleet(ctx, "artifact", "upload", file, "--kind", "os-image", "--name", "edge-os", "--version", "1.0.0", "-o", "json")

@@ -31,7 +31,8 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 var _ = Describe("Site artifact cache", Ordered, func() {
@@ -46,15 +47,15 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 			{kind: "binary-package", name: "node-agent-cache"},
 		}
 		total    int64
-		proxy    *testenv.CutProxy
+		proxy    *testutil.CutProxy
 		cutAfter = int64(6 << 20)
-		local    = map[string]testenv.LocalController{}
+		local    = map[string]testfleet.LocalController{}
 	)
 
 	BeforeAll(func(ctx context.Context) {
 		dir := GinkgoT().TempDir()
 		for i, a := range artifacts {
-			a.data, a.digest = testenv.RandomContent([]int{16<<20 + 5, 3<<20 + 1}[i], uint64(100+i))
+			a.data, a.digest = testutil.RandomContent([]int{16<<20 + 5, 3<<20 + 1}[i], uint64(100+i))
 			total += int64(len(a.data))
 			file := filepath.Join(dir, a.name)
 			Expect(os.WriteFile(file, a.data, 0o600)).To(Succeed())
@@ -72,7 +73,7 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 		// site-b reaches the global API through a link that breaks in the middle of a transfer.
 		api, err := url.Parse(fleet.APIURL)
 		Expect(err).NotTo(HaveOccurred())
-		proxy, err = testenv.StartCutProxy(api.Host, cutAfter)
+		proxy, err = testutil.StartCutProxy(api.Host, cutAfter)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(proxy.Close)
 		Expect(fleet.ConnectSite(ctx, "site-a", fleet.APIURL)).To(Succeed())
@@ -331,7 +332,7 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 		site := fleet.Sites["site-b"]
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}}
 		Expect(site.Client.Delete(ctx, secret)).To(Succeed())
-		_, unknown := testenv.RandomContent(10, 999)
+		_, unknown := testutil.RandomContent(10, 999)
 		createSet(ctx, "site-b", "unknown", &artifact{kind: "binary-package", name: "never-uploaded", digest: unknown})
 		reason := func(g Gomega) (string, string) {
 			set := &sitev1.ArtifactSet{}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the Debian packages of a node's container runtime — containerd, runc and the CNI
 # plugins — and the packages they need that the test hosts' rootfs lacks, as .deb files.
-# hack/packages' containerd recipe takes its binaries from them (testenv.BuildPackage); the
+# hack/packages' containerd recipe takes its binaries from them (builders.BuildPackage); the
 # rootfs itself stays as it is (iptables is part of it: the node's OS, not the runtime).
 #
 #   hack/node-debs.sh CACHE_DIR ROOTFS    download into CACHE_DIR/node-debs-bookworm-<hash> unless it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian bookworm root filesystem the test hosts boot (pkg/testenv StartHosts): a
+# Builds the Debian bookworm root filesystem the test hosts boot (test/testhosts StartHosts): a
 # directory made by mmdebstrap, used read-only as the lower layer of each host's overlayfs.
 #
 #   hack/rootfs.sh CACHE_DIR    build CACHE_DIR/rootfs-bookworm-<hash> unless it exists; print its path

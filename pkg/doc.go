@@ -1,4 +1,4 @@
-// Package pkg holds libraries shared by edgefleet's components (site clients, test
-// environment, and later the artifact store client, SSH executor and secrets). Nothing under
-// pkg/ imports a component.
+// Package pkg holds libraries shared by edgefleet's components (site clients, the artifact
+// store and its client, the SSH executor, secrets, ...). Nothing under pkg/ imports a
+// component, nor the test infrastructure under test/.
 package pkg

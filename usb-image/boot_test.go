@@ -18,7 +18,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/pkg/siteimage"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const (
@@ -53,7 +53,7 @@ func TestBootImage(t *testing.T) {
 			}
 		}
 	}
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/bpa/charts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // cp is the application cluster: a real kube-apiserver and etcd, without scheduler or kubelets.
-var cp *testenv.ControlPlane
+var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
@@ -57,7 +58,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return testenv.Run(m, testenv.Options{Name: "application-cluster"}, func(_ context.Context, c *testenv.ControlPlane) error {
+	return controlplane.Run(m, controlplane.Options{Name: "application-cluster"}, func(_ context.Context, c *controlplane.ControlPlane) error {
 		cp = c
 		return nil
 	})
@@ -201,14 +202,14 @@ func TestApplyLifecycle(t *testing.T) {
 	inst := newInstaller(t)
 	ns := missingNamespace(t)
 	const name = "web"
-	v010 := testenv.BuildChart(t, "hello", "", nil)
-	v020 := testenv.BuildChart(t, "hello", "0.2.0", nil)
-	broken := testenv.BuildChart(t, "hello", "0.3.0", brokenYAML(t))
+	v010 := builders.BuildChart(t, "hello", "", nil)
+	v020 := builders.BuildChart(t, "hello", "0.2.0", nil)
+	broken := builders.BuildChart(t, "hello", "0.3.0", brokenYAML(t))
 	bonjour := map[string]any{"greeting": "bonjour", "replicas": 2}
 
 	steps := []struct {
 		name     string
-		chart    testenv.BuiltChart
+		chart    builders.BuiltChart
 		values   map[string]any
 		wantErr  []string
 		wantRev  int    // last revision
@@ -223,7 +224,7 @@ func TestApplyLifecycle(t *testing.T) {
 		{name: "same chart and values do nothing", chart: v010,
 			wantRev: 1, wantDep: 1, want: "deployed", wantMsg: "Install complete",
 			wantObjs: hello{greeting: "hello", chartLabel: "hello-0.1.0", replicas: 1, serviceAccount: true}},
-		{name: "rebuilt archive and empty values do nothing", chart: testenv.BuildChart(t, "hello", "", nil), values: map[string]any{},
+		{name: "rebuilt archive and empty values do nothing", chart: builders.BuildChart(t, "hello", "", nil), values: map[string]any{},
 			wantRev: 1, wantDep: 1, want: "deployed", wantMsg: "Install complete",
 			wantObjs: hello{greeting: "hello", chartLabel: "hello-0.1.0", replicas: 1, serviceAccount: true}},
 		{name: "other values upgrade", chart: v010, values: bonjour,
@@ -310,13 +311,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"not gzip", func(*testing.T) []byte { return []byte("this is not a chart") }, []string{"is not a chart"}},
 		{"a tarball without Chart.yaml", func(t *testing.T) []byte { return tarball(t, map[string]string{"hello/values.yaml": "a: 1\n"}) },
 			[]string{"is not a chart", "Chart.yaml"}},
-		{"a chart with invalid YAML", func(t *testing.T) []byte { return testenv.BuildChart(t, "hello", "", brokenYAML(t)).Archive },
+		{"a chart with invalid YAML", func(t *testing.T) []byte { return builders.BuildChart(t, "hello", "", brokenYAML(t)).Archive },
 			[]string{"hello-0.1.0", "YAML parse error on hello/templates/broken.yaml"}},
 		{"a template that does not parse", func(t *testing.T) []byte {
-			return testenv.BuildChart(t, "hello", "", func(dir string) { writeTemplate(t, dir, "bad.yaml", "{{ .Values.greeting \n") }).Archive
+			return builders.BuildChart(t, "hello", "", func(dir string) { writeTemplate(t, dir, "bad.yaml", "{{ .Values.greeting \n") }).Archive
 		}, []string{"hello-0.1.0", "parse error", "bad.yaml"}},
 		{"an object of a kind the cluster does not have", func(t *testing.T) []byte {
-			return testenv.BuildChart(t, "hello", "", func(dir string) {
+			return builders.BuildChart(t, "hello", "", func(dir string) {
 				writeTemplate(t, dir, "widget.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n")
 			}).Archive
 		}, []string{"hello-0.1.0", "Widget"}},
@@ -348,7 +349,7 @@ func TestFailedFirstInstall(t *testing.T) {
 	inst := newInstaller(t)
 	ns := missingNamespace(t)
 	const name = "first"
-	chart := testenv.BuildChart(t, "hello", "", nil)
+	chart := builders.BuildChart(t, "hello", "", nil)
 
 	st, err := inst.Apply(t.Context(), charts.Release{Name: name, Namespace: ns, Chart: chart.Archive, Values: map[string]any{"replicas": -1}})
 	checkErr(t, err, []string{ns + "/" + name, "hello-0.1.0", "spec.replicas"})
@@ -375,7 +376,7 @@ func TestFailedFirstInstall(t *testing.T) {
 }
 
 func TestApplyRefusesBadReleases(t *testing.T) {
-	chart := testenv.BuildChart(t, "hello", "", nil).Archive
+	chart := builders.BuildChart(t, "hello", "", nil).Archive
 	tests := []struct {
 		name    string
 		r       charts.Release
@@ -411,7 +412,7 @@ func TestExistingNamespaceUntouched(t *testing.T) {
 	if err := cp.Client.Get(t.Context(), client.ObjectKey{Name: ns}, &before); err != nil {
 		t.Fatal(err)
 	}
-	chart := testenv.BuildChart(t, "hello", "", nil)
+	chart := builders.BuildChart(t, "hello", "", nil)
 	if _, err := inst.Apply(t.Context(), charts.Release{Name: "web", Namespace: ns, Chart: chart.Archive}); err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +433,7 @@ func TestExistingNamespaceUntouched(t *testing.T) {
 // Wait, the same release deploys at once.
 func TestWait(t *testing.T) {
 	inst := newInstaller(t)
-	chart := testenv.BuildChart(t, "hello", "", nil)
+	chart := builders.BuildChart(t, "hello", "", nil)
 	tests := []struct {
 		name      string
 		wait      time.Duration
@@ -465,7 +466,7 @@ func TestWait(t *testing.T) {
 func TestStatusCountsPods(t *testing.T) {
 	inst := newInstaller(t)
 	ns := missingNamespace(t)
-	st, err := inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: testenv.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
+	st, err := inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: builders.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +490,7 @@ func TestStatusCountsPods(t *testing.T) {
 		t.Errorf("pods %+v, want %+v", st.Pods, want)
 	}
 	// The steady state (an Apply with nothing to do) reports them too.
-	st, err = inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: testenv.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
+	st, err = inst.Apply(t.Context(), charts.Release{Name: "pods", Namespace: ns, Chart: builders.BuildChart(t, "hello", "", nil).Archive, Values: map[string]any{"replicas": 3}})
 	if err != nil || st.Pods.Ready != 3 {
 		t.Errorf("apply again: pods %+v (%v), want 3 ready", st.Pods, err)
 	}

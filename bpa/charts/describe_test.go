@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/edgefleet/edgefleet/bpa/charts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
 )
 
 func TestDescribe(t *testing.T) {
@@ -29,11 +29,11 @@ func TestDescribe(t *testing.T) {
 		want    charts.Metadata
 		wantErr string
 	}{
-		{"the chart's name as namespace", testenv.BuildChart(t, "hello", "0.4.0", nil).Archive,
+		{"the chart's name as namespace", builders.BuildChart(t, "hello", "0.4.0", nil).Archive,
 			charts.Metadata{Name: "hello", Version: "0.4.0", Namespace: "hello"}, ""},
-		{"the annotation's namespace", testenv.BuildChart(t, "hello", "", annotate("kube-system")).Archive,
+		{"the annotation's namespace", builders.BuildChart(t, "hello", "", annotate("kube-system")).Archive,
 			charts.Metadata{Name: "hello", Version: "0.1.0", Namespace: "kube-system"}, ""},
-		{"a namespace that is no DNS label", testenv.BuildChart(t, "hello", "", annotate("Kube_System")).Archive,
+		{"a namespace that is no DNS label", builders.BuildChart(t, "hello", "", annotate("Kube_System")).Archive,
 			charts.Metadata{}, `namespace "Kube_System"`},
 		{"not a chart", []byte("not a chart"), charts.Metadata{}, "not a chart archive"},
 	}

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/bpa/charts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
 )
 
 // childEnv makes the test binary a child process that applies one release (childJob, read from
@@ -139,7 +139,7 @@ func killApply(t *testing.T, inst *charts.Installer, r charts.Release, want char
 // TestRecoversFromKilledApply: a BPA killed while helm waits for a hook leaves the release
 // pending-install or pending-upgrade; the next Apply marks that revision failed and deploys.
 func TestRecoversFromKilledApply(t *testing.T) {
-	chart := testenv.BuildChart(t, "hello", "", hookJob(t))
+	chart := builders.BuildChart(t, "hello", "", hookJob(t))
 	tests := []struct {
 		name      string
 		before    map[string]any // values deployed before the killed Apply; nil: nothing

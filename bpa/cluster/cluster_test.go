@@ -31,12 +31,15 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
-const kubernetesVersion = "v" + testenv.KubernetesVersion
+const kubernetesVersion = "v" + builders.KubernetesVersion
 
-func pkg(b testenv.BuiltPackage) install.Package {
+func pkg(b builders.BuiltPackage) install.Package {
 	return install.Package{Manifest: b.Manifest, Digest: b.Digest, Archive: b.Open}
 }
 
@@ -46,12 +49,12 @@ func pkg(b testenv.BuiltPackage) install.Package {
 // kube-proxy. The BPA's SSH key, the cluster PKI and the admin kubeconfig live in a real Vault.
 func TestBringUpOnRealHosts(t *testing.T) {
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
+	vault := testvault.StartVault(t)
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 
 	// The BPA's SSH key is made here, kept in Vault only, and read back from there as the BPA
 	// does.
-	sshKey, _ := testenv.SSHKeyPEM(t)
+	sshKey, _ := testhosts.SSHKeyPEM(t)
 	if err := store.Put(ctx, "bpa-ssh-key", map[string][]byte{"private-key": sshKey}); err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +66,20 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hn := testenv.StartHosts(t, 5, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), testenv.HostOptions{})
+	hn := testhosts.StartHosts(t, 5, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), testhosts.HostOptions{})
 	// Host keys are pinned in Vault too, so that they outlive the BPA.
 	hostKeys := &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}
 	exec := sshexec.New(signer, hostKeys, sshexec.Options{Parallelism: 5})
 
-	pause := testenv.BuildImage(t, "pause")
+	pause := builders.BuildImage(t, "pause")
 	spec := cluster.Spec{
 		Name:              "app",
 		KubernetesVersion: kubernetesVersion,
 		Workers:           2,
 		Images:            []install.Image{{Name: pause.Tag, Digest: pause.Digest, Archive: sshexec.Bytes(pause.Archive)}},
 	}
-	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
-		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
+	for _, p := range builders.StackPackages(builders.KubernetesVersion) {
+		spec.Packages = append(spec.Packages, pkg(builders.BuildPackage(t, p.Name, p.Version, nil)))
 	}
 	for i, h := range hn.Hosts {
 		spec.Hosts = append(spec.Hosts, cluster.Host{
@@ -253,7 +256,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		for _, h := range hn.Hosts[2:] {
 			dirs = append(dirs, filepath.Join(h.Dir, "upper", "var/lib/etcd"))
 		}
-		found, _, err := testenv.FindSecrets(dirs, map[string][]byte{"the Secret's value": []byte(value), "the Secret's name": []byte(name)})
+		found, _, err := testutil.FindSecrets(dirs, map[string][]byte{"the Secret's value": []byte(value), "the Secret's name": []byte(name)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -341,7 +344,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 
 	installer := install.New(exec)
 	t.Run("a package the BPA has never heard of goes where its manifest says", func(t *testing.T) {
-		hello := pkg(testenv.BuildPackage(t, "edge-hello", "1.0.0", nil))
+		hello := pkg(builders.BuildPackage(t, "edge-hello", "1.0.0", nil))
 		withHello := spec
 		withHello.Packages = append(slices.Clone(spec.Packages), hello)
 		res, err := bu.Run(ctx, withHello)
@@ -371,7 +374,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := hn.Hosts[slices.IndexFunc(hn.Hosts, func(th *testenv.Host) bool { return th.Name == h.Name })].Exec(ctx, "cat", "/run/edge-hello/greeting")
+			out, err := hn.Hosts[slices.IndexFunc(hn.Hosts, func(th *testhosts.Host) bool { return th.Name == h.Name })].Exec(ctx, "cat", "/run/edge-hello/greeting")
 			if want := fmt.Sprintf("hello from %s (%s), pods in %s, cluster app\n", h.Name, h.IP, cidr); err != nil || string(out) != want {
 				t.Errorf("%s: the running service says %q (%v), want %q", h.Name, out, err, want)
 			}
@@ -437,7 +440,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 				maxCordoned = max(maxCordoned, c)
 			}
 		}()
-		res, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-2", nil))), "kubelet")
+		res, err := bu.Patch(ctx, withPackage(spec, pkg(builders.BuildPackage(t, "kubelet", "1.36.3-2", nil))), "kubelet")
 		w.Stop()
 		<-watched
 		if err != nil {
@@ -464,7 +467,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		}
 		serving(t)
 		// Again: every node has it, nothing to do.
-		res, err = bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-2", nil))), "kubelet")
+		res, err = bu.Patch(ctx, withPackage(spec, pkg(builders.BuildPackage(t, "kubelet", "1.36.3-2", nil))), "kubelet")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +479,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("an etcd patch goes member by member and keeps quorum", func(t *testing.T) {
-		res, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "etcd", "3.6.16-edgefleet.1", nil))), "etcd")
+		res, err := bu.Patch(ctx, withPackage(spec, pkg(builders.BuildPackage(t, "etcd", "3.6.16-edgefleet.1", nil))), "etcd")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,7 +496,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 	})
 
 	t.Run("a patch failing its health check rolls the node back and stops", func(t *testing.T) {
-		broken := testenv.BuildPackage(t, "kubelet", "1.36.3-3", func(dir string) {
+		broken := builders.BuildPackage(t, "kubelet", "1.36.3-3", func(dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'kubelet 1.36.3-3 is broken' >&2\nexit 1\n"), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -552,7 +555,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 		for _, h := range hn.Hosts {
 			dirs = append(dirs, filepath.Join(h.Dir, "upper"))
 		}
-		found, scanned, err := testenv.FindSecrets(dirs, secret)
+		found, scanned, err := testutil.FindSecrets(dirs, secret)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -569,7 +572,7 @@ func TestBringUpOnRealHosts(t *testing.T) {
 
 	t.Run("a changed host key is refused after a restart: a worker is left out, a control-plane host stops the run", func(t *testing.T) {
 		// A host reprovisioned behind the BPA's back: new host keys.
-		newKeys := func(h *testenv.Host) {
+		newKeys := func(h *testhosts.Host) {
 			t.Helper()
 			if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
 				t.Fatalf("%v: %s", err, out)

@@ -17,12 +17,14 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // etcdctl runs the etcd package's etcdctl on host h against its local member (or the
 // --endpoints= that args start with), with the member's certificate.
-func etcdctl(ctx context.Context, h *testenv.Host, args ...string) (string, error) {
+func etcdctl(ctx context.Context, h *testhosts.Host, args ...string) (string, error) {
 	const pki = "/etc/kubernetes/pki/etcd"
 	endpoints := "--endpoints=https://127.0.0.1:2379"
 	if len(args) > 0 && strings.HasPrefix(args[0], "--endpoints=") {
@@ -36,7 +38,7 @@ func etcdctl(ctx context.Context, h *testenv.Host, args ...string) (string, erro
 
 // members are the names of the etcd members host h's member knows, sorted; a member added but
 // not started yet shows as "(unstarted)".
-func members(t *testing.T, h *testenv.Host) []string {
+func members(t *testing.T, h *testhosts.Host) []string {
 	t.Helper()
 	out, err := etcdctl(t.Context(), h, "member", "list", "-w", "simple")
 	if err != nil {
@@ -58,7 +60,7 @@ func members(t *testing.T, h *testenv.Host) []string {
 }
 
 // healthy fails the test unless every member host h's member knows answers healthy.
-func healthy(t *testing.T, h *testenv.Host) {
+func healthy(t *testing.T, h *testhosts.Host) {
 	t.Helper()
 	if out, err := etcdctl(t.Context(), h, "endpoint", "health", "--cluster"); err != nil {
 		t.Errorf("%s: etcdctl endpoint health --cluster: %v\n%s", h.Name, err, out)
@@ -86,7 +88,7 @@ func etcdHealthClient(t *testing.T, caPEM, certPEM, keyPEM []byte) *http.Client 
 // startHealthSamples starts sampling, every 200 ms from the test, how many of hosts' etcd
 // members answer /health true, with the API servers' etcd client certificate from the cluster's
 // stored PKI; the function it returns stops the sampling and returns the counts.
-func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testenv.Host) func() []int {
+func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testhosts.Host) func() []int {
 	t.Helper()
 	health := etcdHealthClient(t, pki["etcd-ca.crt"], pki["apiserver-etcd-client.crt"], pki["apiserver-etcd-client.key"])
 	stop := make(chan struct{})
@@ -131,15 +133,15 @@ func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testenv.H
 // read from etcd itself after each step.
 func TestEtcdMembershipOnRealHosts(t *testing.T) {
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
+	vault := testvault.StartVault(t)
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
-	signer, authorizedKey := testenv.SSHKey(t)
-	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
+	signer, authorizedKey := testhosts.SSHKey(t)
+	hn := testhosts.StartHosts(t, 3, authorizedKey, testhosts.HostOptions{})
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 	var etcd install.Package
-	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
+	for _, p := range builders.StackPackages(builders.KubernetesVersion) {
 		if p.Name == "etcd" {
-			etcd = pkg(testenv.BuildPackage(t, p.Name, p.Version, nil))
+			etcd = pkg(builders.BuildPackage(t, p.Name, p.Version, nil))
 		}
 	}
 	all := make([]cluster.Host, len(hn.Hosts))
@@ -162,7 +164,7 @@ func TestEtcdMembershipOnRealHosts(t *testing.T) {
 			t.Logf("%s:\n%s", h.Name, out)
 		}
 	})
-	started := func(h *testenv.Host) string {
+	started := func(h *testhosts.Host) string {
 		out, err := h.Exec(ctx, "systemctl", "show", "-p", "ExecMainStartTimestampMonotonic", "--value", "etcd")
 		if err != nil {
 			t.Fatalf("%s: %v", h.Name, err)

@@ -18,7 +18,10 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/packages"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // kmsBed is a cluster's KMS on a test bed, set up as an operator sets up a site's: Vault's
@@ -26,18 +29,18 @@ import (
 // cluster, the cluster's transit key, the plugin's role bound to its ServiceAccount there with
 // a policy of that key alone, and a token of that ServiceAccount (what the BPA mints).
 type kmsBed struct {
-	vault *testenv.Vault
-	site  *testenv.ControlPlane
+	vault *testvault.Vault
+	site  *controlplane.ControlPlane
 	ns    string
 	sa    string
 	spec  *cluster.KMS
 }
 
 // clusterKMS sets up the KMS of the cluster named name in vault, which the hosts reach.
-func clusterKMS(t *testing.T, vault *testenv.Vault, name string) *kmsBed {
+func clusterKMS(t *testing.T, vault *testvault.Vault, name string) *kmsBed {
 	t.Helper()
 	ctx := t.Context()
-	b := &kmsBed{vault: vault, site: testenv.StartT(t, testenv.Options{Name: "site"}), sa: "edgefleet-kms-" + name}
+	b := &kmsBed{vault: vault, site: controlplane.StartT(t, controlplane.Options{Name: "site"}), sa: "edgefleet-kms-" + name}
 	b.ns = b.site.Namespace(t)
 	if err := vault.KubernetesAuth(ctx, b.site, b.ns); err != nil {
 		t.Fatal(err)
@@ -46,7 +49,7 @@ func clusterKMS(t *testing.T, vault *testenv.Vault, name string) *kmsBed {
 	if err := vault.TransitKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := vault.KubernetesRole(ctx, "edgefleet-kms", b.ns, b.sa, key, encryption.TransitPolicy(testenv.TransitMount, key), time.Hour, 24*time.Hour); err != nil {
+	if err := vault.KubernetesRole(ctx, "edgefleet-kms", b.ns, b.sa, key, encryption.TransitPolicy(testvault.TransitMount, key), time.Hour, 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	ca, err := os.ReadFile(vault.CAFile)
@@ -54,7 +57,7 @@ func clusterKMS(t *testing.T, vault *testenv.Vault, name string) *kmsBed {
 		t.Fatal(err)
 	}
 	b.spec = &cluster.KMS{
-		KMSValues: packages.KMSValues{VaultAddr: vault.Addr, AuthMount: "kubernetes", Role: "edgefleet-kms", TransitMount: testenv.TransitMount, TransitKey: key},
+		KMSValues: packages.KMSValues{VaultAddr: vault.Addr, AuthMount: "kubernetes", Role: "edgefleet-kms", TransitMount: testvault.TransitMount, TransitKey: key},
 		VaultCA:   ca,
 		Token:     []byte(b.token(t)),
 	}
@@ -96,7 +99,7 @@ func createSecret(t *testing.T, cs kubernetes.Interface, when string) testSecret
 
 // storedUnder checks that the etcd of control-plane host h holds s under prefix, that its
 // value is in no file of the host's disk, and that it reads back.
-func (s testSecret) storedUnder(t *testing.T, cs kubernetes.Interface, h *testenv.Host, prefix, when string) {
+func (s testSecret) storedUnder(t *testing.T, cs kubernetes.Interface, h *testhosts.Host, prefix, when string) {
 	t.Helper()
 	ctx := t.Context()
 	stored, err := etcdctl(ctx, h, "get", "/registry/secrets/default/"+s.name, "--print-value-only")
@@ -106,7 +109,7 @@ func (s testSecret) storedUnder(t *testing.T, cs kubernetes.Interface, h *testen
 	if !strings.HasPrefix(stored, prefix) || strings.Contains(stored, s.value) {
 		t.Errorf("%s: etcd holds Secret %s as %.40q…, want it under %s", when, s.name, stored, prefix)
 	}
-	if files, err := testenv.FilesContaining(filepath.Join(h.Dir, "upper"), []byte(s.value)); err != nil || len(files) > 0 {
+	if files, err := testutil.FilesContaining(filepath.Join(h.Dir, "upper"), []byte(s.value)); err != nil || len(files) > 0 {
 		t.Errorf("%s: the Secret's value in clear in %v (%v)", when, files, err)
 	}
 	got, err := cs.CoreV1().Secrets("default").Get(ctx, s.name, metav1.GetOptions{})
@@ -117,7 +120,7 @@ func (s testSecret) storedUnder(t *testing.T, cs kubernetes.Interface, h *testen
 
 // secretsEncrypted creates a Secret in the cluster of cs and checks that the etcd of
 // control-plane host h holds it through the KMS plugin, its value in clear nowhere.
-func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *testenv.Host, when string) {
+func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *testhosts.Host, when string) {
 	t.Helper()
 	createSecret(t, cs, when).storedUnder(t, cs, h, kmsPrefix, when)
 }
@@ -126,7 +129,7 @@ func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *test
 // Secrets have moved to the plugin: one run per phase (AddNew, UseNew with the sweep, DropOld).
 // A Secret written before the move is under the secretbox key, then through the plugin once
 // the sweep ran, and reads back at every step.
-func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, cs kubernetes.Interface, h *testenv.Host) {
+func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, cs kubernetes.Interface, h *testhosts.Host) {
 	t.Helper()
 	old := createSecret(t, cs, "before the move")
 	old.storedUnder(t, cs, h, "k8s:enc:secretbox:v1:bpa-1:", "before the move")
@@ -157,7 +160,7 @@ func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec
 // renewToken runs spec again with a new token of the plugin's ServiceAccount (which spec keeps)
 // and checks that control-plane host h has it, mode 0600, and that the plugin logged in with
 // it, unrestarted.
-func (b *kmsBed) renewToken(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, h *testenv.Host) {
+func (b *kmsBed) renewToken(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, h *testhosts.Host) {
 	t.Helper()
 	ctx := t.Context()
 	pid := func() string {
@@ -191,7 +194,7 @@ func (b *kmsBed) renewToken(t *testing.T, bu *cluster.BringUp, spec *cluster.Spe
 	if got, err := os.ReadFile(filepath.Join(h.Dir, "upper", "etc", "edgefleet", "kms-plugin", "token")); err != nil || string(got) != string(renewed.Token) {
 		t.Fatalf("the host's token is not the new one (%v)", err)
 	}
-	testenv.WaitFor(t, time.Minute, "the plugin logged in again with the new token", func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, "the plugin logged in again with the new token", func() (bool, string) {
 		n := logins()
 		return n > loginsBefore, fmt.Sprintf("%d log-ins, %d before the new token", n, loginsBefore)
 	})

@@ -21,7 +21,10 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // nodeStackUnits are the units of the real node stack's packages, whose journals a failed test
@@ -43,20 +46,20 @@ var nodeStackUnits = []string{"etcd", "edgefleet-kms", "kube-apiserver", "edgefl
 // the KMS plugin (Vault over TLS) in three runs, its Secrets readable at every step.
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
-	signer, authorizedKey := testenv.SSHKey(t)
-	hn := testenv.StartHosts(t, 3, authorizedKey, testenv.HostOptions{})
+	signer, authorizedKey := testhosts.SSHKey(t)
+	hn := testhosts.StartHosts(t, 3, authorizedKey, testhosts.HostOptions{})
 	// Vault serves the BPA's secrets and the cluster's KMS plugin, over TLS on the hosts' gateway.
-	vault := testenv.StartVaultWith(t, testenv.VaultOptions{Host: hn.Gateway.String()})
+	vault := testvault.StartVaultWith(t, testvault.VaultOptions{Host: hn.Gateway.String()})
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
 	kms := clusterKMS(t, vault, "real")
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
 	// pause is the sandbox image the containerd recipe's configuration names.
-	images := map[string]testenv.BuiltImage{}
+	images := map[string]builders.BuiltImage{}
 	var clusterImages []install.Image
 	for _, name := range []string{"pause", "webapp", "coredns"} {
-		img := testenv.BuildImage(t, name)
+		img := builders.BuildImage(t, name)
 		images[name] = img
 		clusterImages = append(clusterImages, install.Image{Name: img.Tag, Digest: img.Digest, Archive: sshexec.Bytes(img.Archive)})
 	}
@@ -68,10 +71,10 @@ func TestRealNodeStack(t *testing.T) {
 		Images:            clusterImages,
 		// Built with a secretbox key; moved to the KMS plugin below (kms.moveToKMS).
 	}
-	for _, p := range append(testenv.StackPackages(testenv.KubernetesVersion), testenv.PackageVersion{Name: "kms-plugin", Version: "0.1.0"}) {
-		spec.Packages = append(spec.Packages, pkg(testenv.BuildPackage(t, p.Name, p.Version, nil)))
+	for _, p := range append(builders.StackPackages(builders.KubernetesVersion), builders.PackageVersion{Name: "kms-plugin", Version: "0.1.0"}) {
+		spec.Packages = append(spec.Packages, pkg(builders.BuildPackage(t, p.Name, p.Version, nil)))
 	}
-	hosts := map[string]*testenv.Host{}
+	hosts := map[string]*testhosts.Host{}
 	for i, h := range hn.Hosts {
 		hosts[h.Name] = h
 		spec.Hosts = append(spec.Hosts, cluster.Host{
@@ -188,7 +191,7 @@ func TestRealNodeStack(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, time.Minute, "the namespace's default service account (kube-controller-manager)", func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, "the namespace's default service account (kube-controller-manager)", func() (bool, string) {
 		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
@@ -196,7 +199,7 @@ func TestRealNodeStack(t *testing.T) {
 	// Two replicas, at most one per node: the scheduler puts them on the two workers (the
 	// control plane is tainted).
 	labels := map[string]string{"app": "pair"}
-	podSpec := testenv.WebappPodSpec(testenv.WebappContainer(webapp, "webapp"))
+	podSpec := testhosts.WebappPodSpec(testhosts.WebappContainer(webapp, "webapp"))
 	podSpec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
@@ -216,7 +219,7 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backends []corev1.Pod
-	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running", func() (bool, string) {
+	testutil.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
@@ -224,7 +227,7 @@ func TestRealNodeStack(t *testing.T) {
 		var states []string
 		running := 0
 		for i := range pods.Items {
-			states = append(states, testenv.PodState(&pods.Items[i]))
+			states = append(states, testhosts.PodState(&pods.Items[i]))
 			if pods.Items[i].Status.Phase == corev1.PodRunning {
 				running++
 			}
@@ -254,7 +257,7 @@ func TestRealNodeStack(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, time.Minute, "an event naming the missing image", func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, "an event naming the missing image", func() (bool, string) {
 		evs, err := cs.CoreV1().Events(ns.Name).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=missing-image"})
 		if err != nil {
 			return false, err.Error()
@@ -288,7 +291,7 @@ func TestRealNodeStack(t *testing.T) {
 	svcURL := "http://" + svc.Spec.ClusterIP + "/"
 	start = time.Now()
 	client := hosts[workers[0]]
-	testenv.WaitFor(t, time.Minute, "service "+svcURL+" from "+client.Name, func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, "service "+svcURL+" from "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
 		return err == nil && strings.HasPrefix(string(out), "hello from "), fmt.Sprintf("%q (%v)", out, err)
 	})
@@ -318,7 +321,7 @@ func TestRealNodeStack(t *testing.T) {
 	releases := map[string]charts.Metadata{}
 	start = time.Now()
 	for _, name := range []string{"coredns", "webapp"} {
-		c := testenv.BuildChart(t, name, "", nil)
+		c := builders.BuildChart(t, name, "", nil)
 		meta, err := charts.Describe(c.Archive)
 		if err != nil {
 			t.Fatal(err)
@@ -358,10 +361,10 @@ func TestRealNodeStack(t *testing.T) {
 	// A pod on the first worker asks for webapp by its name (the Service's, in the cluster's
 	// domain), 40 times: every answer comes from a webapp pod, some from the other worker's.
 	webappURL := fmt.Sprintf("http://webapp.%s.svc.%s/", releases["webapp"].Namespace, facts.DNSDomain)
-	lines := nc.run("dns-client", testenv.WebappContainer(webapp, "by-name", "-get", webappURL, "-count", "40"))["by-name"]
+	lines := nc.run("dns-client", testhosts.WebappContainer(webapp, "by-name", "-get", webappURL, "-count", "40"))["by-name"]
 	answers := map[string]int{}
 	for _, line := range lines {
-		if p := testenv.AnsweredBy(line, webappPods); p != nil {
+		if p := testhosts.AnsweredBy(line, webappPods); p != nil {
 			answers[p.Name]++
 		} else {
 			t.Errorf("%s from pod dns-client on %s: %q", webappURL, client.Name, line)
@@ -411,7 +414,7 @@ func TestRealNodeStack(t *testing.T) {
 	if _, err := rebooted.WaitSSH(ctx); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 3*time.Minute, "pod "+before.Name+" running again on "+rebooted.Name+" after its reboot", func() (bool, string) {
+	testutil.WaitFor(t, 3*time.Minute, "pod "+before.Name+" running again on "+rebooted.Name+" after its reboot", func() (bool, string) {
 		p, err := cs.CoreV1().Pods(ns.Name).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -421,7 +424,7 @@ func TestRealNodeStack(t *testing.T) {
 			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 		})
 		return ready && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].ContainerID != before.Status.ContainerStatuses[0].ContainerID &&
-			p.Status.ContainerStatuses[0].State.Running != nil, testenv.PodState(p)
+			p.Status.ContainerStatuses[0].State.Running != nil, testhosts.PodState(p)
 	})
 	t.Logf("%s booted to its pod running again: %s (pod IP %s, was %s)", rebooted.Name, time.Since(start).Round(time.Millisecond), byName[before.Name].Status.PodIP, before.Status.PodIP)
 	for _, check := range [][]string{
@@ -437,7 +440,7 @@ func TestRealNodeStack(t *testing.T) {
 	}
 	// The Service's endpoints follow the pod's new address: the first worker's kube-proxy
 	// sends a connection to the rebooted host's pod again.
-	testenv.WaitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
+	testutil.WaitFor(t, time.Minute, "service "+svcURL+" answered by "+before.Name+" on "+client.Name, func() (bool, string) {
 		out, err := client.Exec(ctx, "curl", "-sS", "--max-time", "2", svcURL)
 		return err == nil && string(out) == "hello from "+before.Name+" on "+rebooted.Name+"\n", fmt.Sprintf("%q (%v)", out, err)
 	})
@@ -457,9 +460,9 @@ func TestRealNodeStack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reqs := testenv.StartRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
+	reqs := testhosts.StartRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
 	start = time.Now()
-	pres, err := bu.Patch(ctx, withPackage(spec, pkg(testenv.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
+	pres, err := bu.Patch(ctx, withPackage(spec, pkg(builders.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
 	if err != nil {
 		t.Fatalf("kubelet patch: %v", err)
 	}
@@ -477,14 +480,14 @@ func TestRealNodeStack(t *testing.T) {
 			t.Errorf("node %+v", n)
 		}
 	}
-	testenv.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
+	testutil.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
 		if err != nil {
 			return false, err.Error()
 		}
 		var on, states []string
 		for i := range pods.Items {
-			states = append(states, testenv.PodState(&pods.Items[i]))
+			states = append(states, testhosts.PodState(&pods.Items[i]))
 			if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
 				on = append(on, pods.Items[i].Spec.NodeName)
 			}
@@ -516,7 +519,7 @@ func TestRealNodeStack(t *testing.T) {
 func chartReady(t *testing.T, inst *charts.Installer, m charts.Metadata) charts.Status {
 	t.Helper()
 	var st charts.Status
-	testenv.WaitFor(t, 3*time.Minute, "chart "+m.Name+": its pods ready", func() (bool, string) {
+	testutil.WaitFor(t, 3*time.Minute, "chart "+m.Name+": its pods ready", func() (bool, string) {
 		var err error
 		if st, err = inst.Status(t.Context(), m.Name, m.Namespace); err != nil {
 			return false, err.Error()
@@ -538,7 +541,7 @@ func podsOf(t *testing.T, cs kubernetes.Interface, namespace, selector string) m
 	for i := range list.Items {
 		p := &list.Items[i]
 		pods[p.Name] = p
-		t.Logf("pod %s/%s on %s, IP %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.PodIP, testenv.PodState(p))
+		t.Logf("pod %s/%s on %s, IP %s: %s", p.Namespace, p.Name, p.Spec.NodeName, p.Status.PodIP, testhosts.PodState(p))
 	}
 	return pods
 }
@@ -571,9 +574,9 @@ func (nc *nodeStackCheck) clientPod(name string) {
 		t.Fatalf("no backend on another node than %s", nc.client)
 	}
 	logs := nc.run(name,
-		testenv.WebappContainer(nc.image, "by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
-		testenv.WebappContainer(nc.image, "service", "-get", nc.svcURL, "-count", "40"),
-		testenv.WebappContainer(nc.image, "outside", "-get", nc.outsideURL, "-count", "1"),
+		testhosts.WebappContainer(nc.image, "by-ip", "-get", "http://"+remote.Status.PodIP+":8080/", "-count", "1"),
+		testhosts.WebappContainer(nc.image, "service", "-get", nc.svcURL, "-count", "40"),
+		testhosts.WebappContainer(nc.image, "outside", "-get", nc.outsideURL, "-count", "1"),
 	)
 	if got, want := logs["by-ip"], "hello from "+remote.Name+" on "+remote.Spec.NodeName; len(got) != 1 || got[0] != want {
 		t.Errorf("pod %s on %s to pod %s on %s by IP %s: %q, want %q", name, nc.client, remote.Name, remote.Spec.NodeName, remote.Status.PodIP, got, want)
@@ -583,7 +586,7 @@ func (nc *nodeStackCheck) clientPod(name string) {
 	}
 	answers := map[string]int{}
 	for _, line := range logs["service"] {
-		if p := testenv.AnsweredBy(line, nc.backends); p != nil {
+		if p := testhosts.AnsweredBy(line, nc.backends); p != nil {
 			answers[p.Name]++
 		} else {
 			t.Errorf("service %s from pod %s: %q", nc.svcURL, name, line)
@@ -604,7 +607,7 @@ func (nc *nodeStackCheck) clientPod(name string) {
 // run runs a pod named name of containers on the client node until it succeeds, and returns
 // each container's output lines.
 func (nc *nodeStackCheck) run(name string, containers ...corev1.Container) map[string][]string {
-	return testenv.RunPod(nc.t, nc.cs, nc.ns, name, nc.client, containers...)
+	return testhosts.RunPod(nc.t, nc.cs, nc.ns, name, nc.client, containers...)
 }
 
 // mustPodCIDR is the pod CIDR of the host at ip.

@@ -16,7 +16,7 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/clusterkms"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // fakeVault is a fake of Vault's logical API holding transit keys by path; err, when set,
@@ -59,7 +59,7 @@ func options() clusterkms.Options {
 // TestSource runs the source against a real API server (ServiceAccounts, the TokenRequest API)
 // and a fake Vault.
 func TestSource(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "site"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "site"})
 	kube, err := kubernetes.NewForConfig(cp.Config)
 	if err != nil {
 		t.Fatal(err)

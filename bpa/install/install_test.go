@@ -17,7 +17,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
 )
 
 // demoPackage builds version of package "demo": a service that records its version in
@@ -87,8 +87,8 @@ func (s *stopAfter) Run(ctx context.Context, target sshexec.Target, step sshexec
 // TestOnARealHost installs, reinstalls, upgrades, rolls back and refuses packages on a real host
 // over SSH (needs root).
 func TestOnARealHost(t *testing.T) {
-	signer, authorized := testenv.SSHKey(t)
-	hn := testenv.StartHosts(t, 1, authorized, testenv.HostOptions{})
+	signer, authorized := testhosts.SSHKey(t)
+	hn := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{})
 	h := hn.Hosts[0]
 	exec := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{})
 	in := install.New(exec)
@@ -300,8 +300,8 @@ func TestOnARealHost(t *testing.T) {
 // TestFirstInstallFailingHealth: with no version to go back to, the failed one's units are
 // stopped and nothing is current (needs root).
 func TestFirstInstallFailingHealth(t *testing.T) {
-	signer, authorized := testenv.SSHKey(t)
-	h := testenv.StartHosts(t, 1, authorized, testenv.HostOptions{}).Hosts[0]
+	signer, authorized := testhosts.SSHKey(t)
+	h := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{}).Hosts[0]
 	in := install.New(sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{DefaultTimeout: time.Minute}))
 	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
 	_, err := in.Install(t.Context(), target, demoPackage(t, "1.0", false))

@@ -35,7 +35,8 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestRealEtcdAndAPIServer proves the PKI with the real programs: the PKI is ensured in a real
@@ -44,7 +45,7 @@ import (
 // authentication, Node and RBAC authorization, NodeRestriction, the front proxy's request
 // headers, service-account tokens) run on them. Clients then use the bundle's kubeconfigs.
 func TestRealEtcdAndAPIServer(t *testing.T) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestRealEtcdAndAPIServer(t *testing.T) {
 		}
 	}
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
+	vault := testvault.StartVault(t)
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 
 	loopback := netip.MustParseAddr("127.0.0.1")
@@ -345,7 +346,7 @@ func clusterUsers(t *testing.T, store pki.Store, pkiName, server string, admin k
 // members on three loopback addresses form one cluster over mutually authenticated TLS, each
 // checking the others' certificates against the etcd CA and their addresses.
 func TestRealEtcdClusterPeerTLS(t *testing.T) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +354,7 @@ func TestRealEtcdClusterPeerTLS(t *testing.T) {
 	if _, err := os.Stat(etcdBin); err != nil {
 		t.Fatalf("%s is missing: run make tools", etcdBin)
 	}
-	vault := testenv.StartVault(t)
+	vault := testvault.StartVault(t)
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 	spec := pki.Spec{ClusterName: "app", APIEndpoint: "127.0.0.1"}
 	for i := range 3 {

@@ -10,15 +10,16 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestSecretStoreWithKubernetesAuth makes the BPA's secret store with Vault's Kubernetes auth
 // method against a real API server and a real Vault dev server: the BPA of site-a keeps its
 // SSH key under its prefix and may not touch site-b's.
 func TestSecretStoreWithKubernetesAuth(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "bpa"})
-	v := testenv.StartVault(t)
+	cp := controlplane.StartT(t, controlplane.Options{Name: "bpa"})
+	v := testvault.StartVault(t)
 	ctx := t.Context()
 	ns := cp.Namespace(t)
 	if err := v.KubernetesAuth(ctx, cp, ns); err != nil {

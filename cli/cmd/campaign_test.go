@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 func TestCampaignCreatePauseResumeAbort(t *testing.T) {
@@ -125,7 +125,7 @@ func TestCampaignWait(t *testing.T) {
 	// setStatus writes the campaign's status once its generation reached gen.
 	setStatus := func(gen int64, status func(*fleetv1.Campaign)) {
 		t.Helper()
-		testenv.Eventually(t, 30*time.Second, func() error {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			c := &fleetv1.Campaign{}
 			if err := global.Client.Get(t.Context(), key, c); err != nil {
 				return err

@@ -8,16 +8,16 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // global is a real API server with the CRDs; no controller runs against it: the tests check
 // what the commands write, and how they print the status a controller would have written,
 // which the tests write themselves through the status subresource (fixture data).
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *controlplane.ControlPlane) error {
 		global = cp
 		return nil
 	}))
@@ -30,7 +30,7 @@ func adminKubeconfig(t *testing.T) string {
 }
 
 // kubeconfigOf writes the admin kubeconfig of cp and returns its path.
-func kubeconfigOf(t *testing.T, cp *testenv.ControlPlane) string {
+func kubeconfigOf(t *testing.T, cp *controlplane.ControlPlane) string {
 	t.Helper()
 	kc, err := cp.AdminKubeconfig()
 	if err != nil {

@@ -13,14 +13,15 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestReleaseWithTheController creates releases from artifacts uploaded to the artifact store
 // of a real global controller (bin/global-controller: run 'make build' first), which reports
 // them Ready, or not, as it does in production; --wait follows it.
 func TestReleaseWithTheController(t *testing.T) {
-	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{Dir: t.TempDir()})
+	fleet, err := testfleet.StartFleet(t.Context(), testfleet.FleetOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestReleaseWithTheController(t *testing.T) {
 		t.Helper()
 		path := filepath.Join(dir, kind+"-"+name+"-"+arch)
 		uploads++
-		data, digest := testenv.RandomContent(1024, uploads)
+		data, digest := testutil.RandomContent(1024, uploads)
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}

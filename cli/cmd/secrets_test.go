@@ -12,14 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/pkg/encryption"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // TestSecretsReencrypt switches encryption on where Secrets were stored in clear, then rotates
 // the secretbox key, running 'edgefleet secrets reencrypt' after each: what etcd holds follows
 // the current key, the namespace flag limits the run, and the Secrets read back.
 func TestSecretsReencrypt(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "reencrypt"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "reencrypt"})
 	ns, other := cp.Namespace(t), cp.Namespace(t)
 	values := map[client.ObjectKey]string{}
 	for _, key := range []client.ObjectKey{{Namespace: ns, Name: "a"}, {Namespace: ns, Name: "b"}, {Namespace: other, Name: "c"}} {

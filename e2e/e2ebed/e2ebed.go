@@ -1,4 +1,4 @@
-// Package e2ebed is the bed of edgefleet's end-to-end ginkgo suites: a testenv.Fleet started
+// Package e2ebed is the bed of edgefleet's end-to-end ginkgo suites: a testfleet.Fleet started
 // before the suite, the secrets sweep after it, and the controller's log on a failed spec.
 package e2ebed
 
@@ -11,7 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // Fleet registers, at the top level of a suite, a BeforeSuite that starts a Fleet of opts into
@@ -21,10 +21,10 @@ import (
 // global, site and application control planes (etcd data and write-ahead logs), the artifact
 // database, or the bed's logs and kubeconfigs; and the controller's log reported with a failed
 // spec. It returns true, for `var _ = e2ebed.Fleet(...)`.
-func Fleet(fleet **testenv.Fleet, opts testenv.FleetOptions) bool {
+func Fleet(fleet **testfleet.Fleet, opts testfleet.FleetOptions) bool {
 	ginkgo.BeforeSuite(func(ctx context.Context) {
 		ctrl.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter)))
-		f, err := testenv.StartFleet(ctx, opts)
+		f, err := testfleet.StartFleet(ctx, opts)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		*fleet = f
 		ginkgo.DeferCleanup(func() {

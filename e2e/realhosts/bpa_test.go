@@ -50,7 +50,11 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/pki"
 	"github.com/edgefleet/edgefleet/pkg/encryption"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/chromium"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // The BPA as the site's bootstrap provider, on five real hosts (needs root): see
@@ -61,11 +65,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		ns   = "bpa"
 	)
 	var (
-		hn *testenv.HostNet
+		hn *testhosts.HostNet
 		// members are the cluster's hosts: 3 control plane, 2 workers; hn's sixth host joins
 		// as a worker when the workers scale out.
-		members []*testenv.Host
-		vault   *testenv.Vault
+		members []*testhosts.Host
+		vault   *testvault.Vault
 		dir     string // this test's files: packages, chart, manifests
 		root    string // the repository's, with the binaries in bin/
 		siteD   *realSite
@@ -101,7 +105,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	// appClientVia is a client of the application cluster through the kubeconfig the BPA gave
 	// Cluster-API, held in memory only: through the cluster's endpoint (host-0), or through
 	// control-plane host h's API server.
-	appClientVia := func(ctx context.Context, h *testenv.Host) kubernetes.Interface {
+	appClientVia := func(ctx context.Context, h *testhosts.Host) kubernetes.Interface {
 		GinkgoHelper()
 		secret := &corev1.Secret{}
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, secret)).To(Succeed())
@@ -128,7 +132,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			var states []string
 			for i := range list.Items {
 				p := &list.Items[i]
-				states = append(states, testenv.PodState(p))
+				states = append(states, testhosts.PodState(p))
 				if p.DeletionTimestamp == nil && slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 					return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 				}) {
@@ -207,21 +211,21 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	}
 
 	BeforeAll(func(ctx context.Context) {
-		hn = testenv.NewHosts(GinkgoTB(), 6, testenv.HostOptions{})
+		hn = testhosts.NewHosts(GinkgoTB(), 6, testhosts.HostOptions{})
 		members = hn.Hosts[:5]
 		// Over TLS on the hosts' gateway: the clusters' KMS plugins reach it (the last spec).
-		vault = testenv.StartVaultWith(GinkgoTB(), testenv.VaultOptions{Host: hn.Gateway.String()})
+		vault = testvault.StartVaultWith(GinkgoTB(), testvault.VaultOptions{Host: hn.Gateway.String()})
 		store = secrets.NewVault(vault.Client, "secret", "edgefleet/"+site)
 		dir = GinkgoT().TempDir()
 		var err error
-		root, err = testenv.RepoRoot()
+		root, err = testutil.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		siteD = startRealSite(ctx, site, ns, hn, 3, 5, vault, nil)
 
 		// The cluster starts on the previous Kubernetes minor; the upgrades go to the current.
-		uploadBase(ctx, dir, testenv.PreviousKubernetesVersion, digest)
-		uploadKubernetes(ctx, testenv.KubernetesVersion, digest)
-		digest["kubelet broken"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", testenv.KubernetesVersion+"-1", func(dir string) {
+		uploadBase(ctx, dir, builders.PreviousKubernetesVersion, digest)
+		uploadKubernetes(ctx, builders.KubernetesVersion, digest)
+		digest["kubelet broken"] = uploadPackage(ctx, builders.BuildPackage(GinkgoTB(), "kubelet", builders.KubernetesVersion+"-1", func(dir string) {
 			Expect(os.WriteFile(filepath.Join(dir, "hooks", "health-check"), []byte("#!/bin/sh\necho 'this kubelet is broken' >&2\nexit 1\n"), 0o755)).To(Succeed())
 			// It fails for good: no need to wait the 120 s a healthy kubelet may take.
 			m, err := os.ReadFile(filepath.Join(dir, "manifest.yaml"))
@@ -229,11 +233,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(string(m)).To(ContainSubstring("timeoutSeconds: 120"))
 			Expect(os.WriteFile(filepath.Join(dir, "manifest.yaml"), bytes.Replace(m, []byte("timeoutSeconds: 120"), []byte("timeoutSeconds: 10"), 1), 0o644)).To(Succeed())
 		}))
-		digest["edge-hello"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
+		digest["edge-hello"] = uploadPackage(ctx, builders.BuildPackage(GinkgoTB(), "edge-hello", "1.0.0", nil))
 		// The site is air-gapped for its install: the release's artifacts come from a site pack
 		// on its bootstrap image, and the only artifact API URL it has closes every connection.
 		// The install spec gives the uplink back once the cluster is built.
-		createRelease(ctx, ns, "bpa-1", testenv.PreviousKubernetesVersion, digest, stackWith()...)
+		createRelease(ctx, ns, "bpa-1", builders.PreviousKubernetesVersion, digest, stackWith()...)
 		gap = siteD.cutOff(ctx, "bpa-1", dir)
 		useRelease(ctx, "bpa-1")
 	})
@@ -248,7 +252,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 	It("finishes an install the BPA was killed in, without redoing what was done", Label(bedLabel), func(ctx context.Context) {
 		// Wait until etcd is active on some control-plane host, then kill the BPA.
-		var done []*testenv.Host
+		var done []*testhosts.Host
 		Eventually(func(g Gomega) {
 			done = nil
 			for _, h := range hn.Hosts[:3] {
@@ -295,7 +299,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		b := s.Status.Cluster.Bootstrap
 		Expect(b.Nodes).To(Equal(int32(5)))
 		var want []sitev1.InstalledPackage
-		for _, p := range testenv.StackPackages(testenv.PreviousKubernetesVersion) {
+		for _, p := range builders.StackPackages(builders.PreviousKubernetesVersion) {
 			want = append(want, sitev1.InstalledPackage{Name: p.Name, Version: p.Version, SHA256: digest[p.Name]})
 		}
 		Expect(b.Packages).To(ConsistOf(want))
@@ -321,11 +325,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, n := range nodes.Items {
 			info := n.Status.NodeInfo
 			GinkgoWriter.Printf("node %s: kubelet %s, runtime %s, OS %s, kernel %s\n", n.Name, info.KubeletVersion, info.ContainerRuntimeVersion, info.OSImage, info.KernelVersion)
-			Expect(info.KubeletVersion).To(Equal("v"+testenv.PreviousKubernetesVersion), n.Name)
+			Expect(info.KubeletVersion).To(Equal("v"+builders.PreviousKubernetesVersion), n.Name)
 			Expect(info.ContainerRuntimeVersion).To(HavePrefix("containerd://1.6.20"), n.Name)
 			Expect(info.OSImage).To(HavePrefix("Debian GNU/Linux 12"), n.Name)
 			role := "node-role.kubernetes.io/worker"
-			if slices.ContainsFunc(hn.Hosts[:3], func(h *testenv.Host) bool { return h.Name == n.Name }) {
+			if slices.ContainsFunc(hn.Hosts[:3], func(h *testhosts.Host) bool { return h.Name == n.Name }) {
 				role = "node-role.kubernetes.io/control-plane"
 			}
 			Expect(n.Labels).To(HaveKey(role), n.Name)
@@ -355,11 +359,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, p := range pods {
 			image = p.Spec.Containers[0].Image
 		}
-		answers := testenv.RunPod(GinkgoTB(), cs, "webapp", "dns-client", client, testenv.WebappContainer(image, "by-name", "-get", url, "-count", "20"))["by-name"]
+		answers := testhosts.RunPod(GinkgoTB(), cs, "webapp", "dns-client", client, testhosts.WebappContainer(image, "by-name", "-get", url, "-count", "20"))["by-name"]
 		Expect(answers).To(HaveLen(20))
 		remote := 0
 		for _, line := range answers {
-			p := testenv.AnsweredBy(line, pods)
+			p := testhosts.AnsweredBy(line, pods)
 			Expect(p).NotTo(BeNil(), "%s answered %q to a pod on %s", url, line, client)
 			if p.Spec.NodeName != client {
 				remote++
@@ -400,7 +404,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		via := appClientVia(ctx, hn.Hosts[1])
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		endpoint := hn.Hosts[0]
 		DeferCleanup(func(ctx context.Context) {
 			if out, err := endpoint.Exec(ctx, "systemctl", "start", "kube-apiserver"); err != nil {
@@ -483,14 +487,14 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, h := range hn.Hosts { // the spare host too
 			dirs = append(dirs, filepath.Join(h.Dir, "upper"))
 		}
-		found, scanned, err := testenv.FindSecrets(dirs, secret)
+		found, scanned, err := testutil.FindSecrets(dirs, secret)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).To(BeEmpty())
 		Expect(scanned).To(BeNumerically(">", 100))
 		// The scan looks where keys would be: each host's own etcd key is found there.
 		serverKey, err := os.ReadFile(filepath.Join(hn.Hosts[0].Dir, "upper", "etc/kubernetes/pki/etcd/server.key"))
 		Expect(err).NotTo(HaveOccurred())
-		found, _, err = testenv.FindSecrets(dirs[len(dirs)-len(hn.Hosts):], map[string][]byte{"host-0's etcd key": serverKey})
+		found, _, err = testutil.FindSecrets(dirs[len(dirs)-len(hn.Hosts):], map[string][]byte{"host-0's etcd key": serverKey})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).NotTo(BeEmpty())
 	})
@@ -515,7 +519,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(out).To(ContainSubstring("Forbidden"))
 		Expect(out).To(ContainSubstring("edgefleet:system:serviceaccount:" + ns + ":carol"))
 		By("downloading a kubeconfig from the web UI, its key made in the browser")
-		browser, err := testenv.StartChromium(GinkgoTB(), "")
+		browser, err := chromium.StartChromium(GinkgoTB(), "")
 		Expect(err).NotTo(HaveOccurred())
 		downloads := filepath.Join(dir, "downloads")
 		Expect(os.MkdirAll(downloads, 0o700)).To(Succeed())
@@ -532,7 +536,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(chromedp.Do(tab, chromedp.Navigate(fleet.APIURL+"/ui/clusters?namespace="+ns))).To(Succeed())
 		// The cluster list redraws with live updates: a row replaced between finding and
 		// clicking its button is found again.
-		_, err = testenv.RunReplaced(tab, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(button)), chromedp.Click(chromedp.CSS(button))))
+		_, err = chromium.RunReplaced(tab, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(button)), chromedp.Click(chromedp.CSS(button))))
 		Expect(err).NotTo(HaveOccurred())
 		_, err = chromedp.Run(tab, chromedp.Poll[bool](`document.getElementById('kubeconfig-status').textContent.startsWith('Saved')`,
 			chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(time.Minute)))
@@ -572,8 +576,8 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
-		release(ctx, "bpa-2-broken", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "kubelet broken")...)...)
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		release(ctx, "bpa-2-broken", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion, "kubelet broken")...)...)
 		var b *sitev1.BootstrapStatus
 		Eventually(func(g Gomega) {
 			b = siteD.bootstrap(g, ctx)
@@ -587,19 +591,19 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(b.Message).To(ContainSubstring("stopped at host host-0"))
 		Expect(b.Message).To(ContainSubstring("this kubelet is broken"))
 		// Where it stopped, step by step: the kubelet's install on the first of the five nodes.
-		Expect(b.Step).To(PointTo(MatchFields(IgnoreExtras, Fields{"Package": Equal("kubelet"), "Version": Equal(testenv.KubernetesVersion + "-1"),
+		Expect(b.Step).To(PointTo(MatchFields(IgnoreExtras, Fields{"Package": Equal("kubelet"), "Version": Equal(builders.KubernetesVersion + "-1"),
 			"Node": Equal("host-0"), "Index": Equal(int32(1)), "Of": Equal(int32(5)), "Step": Equal(cluster.StepInstall)})))
 		// The control plane went first (the version skew policy: API servers before the
 		// kubelets): it runs the new version; every kubelet the previous one.
 		for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-			Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: testenv.KubernetesVersion, SHA256: digest[name+" "+testenv.KubernetesVersion]}))
+			Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: builders.KubernetesVersion, SHA256: digest[name+" "+builders.KubernetesVersion]}))
 			for _, h := range hn.Hosts[:3] {
-				Expect(installed(ctx, h, name)).To(Equal(testenv.KubernetesVersion+" "+testenv.KubernetesVersion), "%s on %s", name, h.Name)
+				Expect(installed(ctx, h, name)).To(Equal(builders.KubernetesVersion+" "+builders.KubernetesVersion), "%s on %s", name, h.Name)
 			}
 		}
-		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: testenv.PreviousKubernetesVersion, SHA256: digest["kubelet"]}))
+		Expect(b.Packages).To(ContainElement(sitev1.InstalledPackage{Name: "kubelet", Version: builders.PreviousKubernetesVersion, SHA256: digest["kubelet"]}))
 		for _, h := range members {
-			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.PreviousKubernetesVersion+" "+testenv.PreviousKubernetesVersion), h.Name)
+			Expect(installed(ctx, h, "kubelet")).To(Equal(builders.PreviousKubernetesVersion+" "+builders.PreviousKubernetesVersion), h.Name)
 		}
 		// The cluster still serves, every node Ready, schedulable and on the previous kubelet,
 		// the application's 3 pods Ready.
@@ -609,14 +613,14 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(nodes.Items).To(HaveLen(5))
 		for _, n := range nodes.Items {
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
-			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+testenv.PreviousKubernetesVersion), n.Name)
+			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+builders.PreviousKubernetesVersion), n.Name)
 		}
 		// The global Site says it too, and its cluster is not on the new version.
 		s := &fleetv1.Site{}
 		Eventually(func(g Gomega) {
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
 			g.Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapFailed))
-			g.Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + testenv.PreviousKubernetesVersion))
+			g.Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + builders.PreviousKubernetesVersion))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
@@ -639,8 +643,8 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 		machinesBefore := machines()
 		Expect(machinesBefore).To(HaveLen(5))
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
-		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[1])
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		etcd := testhosts.StartEtcdSamples(GinkgoTB(), hn.Hosts[1])
 		// The BPA crashes at a random step of the kubelets' patch (the API servers are on the new
 		// version already, since the spec before), the local controller at a random later node
 		// (the suite's seed picks them); both start again. A host whose kubelet was patched
@@ -652,7 +656,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 		bpaAt, bpaStep := 1+rng.IntN(4), rng.IntN(len(steps)-1)
 		lcAt := bpaAt + 1 + rng.IntN(5-bpaAt)
-		kubeletRun := func(h *testenv.Host) string {
+		kubeletRun := func(h *testhosts.Host) string {
 			out, _ := h.Exec(ctx, "systemctl", "show", "-p", "InvocationID", "--value", "kubelet.service")
 			return strings.TrimSpace(string(out))
 		}
@@ -661,14 +665,14 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			crash{what: "BPA", at: func(b *sitev1.BootstrapStatus) bool { return reached(b, bpaAt, bpaStep) },
 				before: func(b *sitev1.BootstrapStatus) {
 					for _, h := range members {
-						if h.Name != b.Step.Node && installed(ctx, h, "kubelet") == testenv.KubernetesVersion+" "+testenv.KubernetesVersion {
+						if h.Name != b.Step.Node && installed(ctx, h, "kubelet") == builders.KubernetesVersion+" "+builders.KubernetesVersion {
 							patchedBefore[h.Name] = kubeletRun(h)
 						}
 					}
 				}},
 			crash{what: "local controller", at: func(b *sitev1.BootstrapStatus) bool { return reached(b, lcAt, 0) }},
 		)
-		createRelease(ctx, ns, "bpa-3", testenv.KubernetesVersion, digest, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
+		createRelease(ctx, ns, "bpa-3", builders.KubernetesVersion, digest, stackWith(kubernetesAt(builders.KubernetesVersion)...)...)
 		out := runCampaign(ctx, ns, "upgrade-bpa-3", "--action", "upgrade", "--release", "bpa-3", "--sites", site)
 		Expect(out).To(ContainSubstring("phase Succeeded"))
 		crashes, err := crashed()
@@ -687,16 +691,16 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(answered).To(BeNumerically(">", 100))
 		Expect(len(samples)).To(BeNumerically(">", 10))
 		for i, e := range samples {
-			Expect(e).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}), "etcd sample %d of %d", i, len(samples))
+			Expect(e).To(Equal(testhosts.EtcdSample{Members: 3, Healthy: 3}), "etcd sample %d of %d", i, len(samples))
 		}
 		s := &fleetv1.Site{}
 		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
 		Expect(s.Status.LastOperation.Campaign).To(Equal("upgrade-bpa-3"))
 		Expect(s.Status.LastOperation.Action).To(Equal(fleetv1.ActionUpgrade))
 		Expect(s.Status.LastOperation.Phase).To(Equal(fleetv1.OperationSucceeded), s.Status.LastOperation.Message)
-		Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + testenv.KubernetesVersion))
-		for _, name := range testenv.KubernetesPackages() {
-			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: testenv.KubernetesVersion, SHA256: digest[name+" "+testenv.KubernetesVersion]}))
+		Expect(s.Status.Cluster.KubernetesVersion).To(Equal("v" + builders.KubernetesVersion))
+		for _, name := range builders.KubernetesPackages() {
+			Expect(s.Status.Cluster.Bootstrap.Packages).To(ContainElement(sitev1.InstalledPackage{Name: name, Version: builders.KubernetesVersion, SHA256: digest[name+" "+builders.KubernetesVersion]}))
 		}
 		// Every node on the new kubelet, Ready and schedulable, on the same machines (upgraded
 		// in place, not provisioned again).
@@ -705,11 +709,11 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nodes.Items).To(HaveLen(5))
 		for _, n := range nodes.Items {
-			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+testenv.KubernetesVersion), n.Name)
+			Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v"+builders.KubernetesVersion), n.Name)
 			Expect(n.Spec.Unschedulable).To(BeFalse(), n.Name)
 		}
 		for _, h := range members {
-			Expect(installed(ctx, h, "kubelet")).To(Equal(testenv.KubernetesVersion+" "+testenv.KubernetesVersion), h.Name)
+			Expect(installed(ctx, h, "kubelet")).To(Equal(builders.KubernetesVersion+" "+builders.KubernetesVersion), h.Name)
 		}
 		// Both workers were drained: every pod of the application was evicted and runs anew.
 		for name := range webappPods(ctx, cs) {
@@ -720,7 +724,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	It("rotates the cluster's Secret encryption key when the Site asks, every Secret stored again under the new key, the application's Service never failing a request", func(ctx context.Context) {
 		// The Site names a Release that exists (the specs before delete theirs, and nothing is
 		// pushed to a site whose Release is gone), of what the cluster runs already.
-		release(ctx, "bpa-3-rotation", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
+		release(ctx, "bpa-3-rotation", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion)...)...)
 		cs := appClient(ctx)
 		value := "rotation-" + rand.Text()
 		_, err := cs.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{
@@ -739,7 +743,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(storedUnder()).To(Equal("bpa-1"))
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"secretEncryptionKey":1}}}}`)
 		Expect(err).NotTo(HaveOccurred())
 		seen := map[sitev1.KeyRotationPhase]bool{}
@@ -786,7 +790,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("rolls the cluster's CAs over when the Site asks, pods restarted onto the new CA before it signs, the application's Service never failing a request", func(ctx context.Context) {
-		release(ctx, "bpa-3-ca-rollover", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion)...)...)
+		release(ctx, "bpa-3-ca-rollover", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion)...)...)
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -823,7 +827,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userBefore)
 		var beforeInAddNew string // what kubectl with the first said once the hosts trusted both CAs
 		var beforeErr error
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
 		Expect(err).NotTo(HaveOccurred())
 		began := map[sitev1.KeyRotationPhase]time.Time{} // each phase's start, as the status says
@@ -852,7 +856,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 		// The leaves the roll-over issued are renewed before they expire: the API servers'
 		// serving certificates and a worker's kubelet client certificate.
-		leafOf := func(h *testenv.Host, file string) *x509.Certificate {
+		leafOf := func(h *testhosts.Host, file string) *x509.Certificate {
 			GinkgoHelper()
 			out, err := h.Exec(ctx, "cat", file)
 			Expect(err).NotTo(HaveOccurred(), string(out))
@@ -863,7 +867,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			return c
 		}
 		type leaf struct {
-			h    *testenv.Host
+			h    *testhosts.Host
 			file string
 		}
 		leaves := []leaf{{members[3], "/etc/kubernetes/pki/node-client.crt"}}
@@ -1005,7 +1009,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	It("installs a package the BPA has never heard of on exactly the hosts its manifest names", func(ctx context.Context) {
-		release(ctx, "bpa-3-hello", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
+		release(ctx, "bpa-3-hello", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion, "edge-hello")...)...)
 		installedWith(ctx, sitev1.InstalledPackage{Name: "edge-hello", Version: "1.0.0", SHA256: digest["edge-hello"]})
 		// Its manifest says hosts: worker; the first three hosts are the control plane.
 		for i, h := range members {
@@ -1026,7 +1030,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		cs := appClient(ctx)
 		svc, err := cs.CoreV1().Services("webapp").Get(ctx, "webapp", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		workers := func(g Gomega, ready, total int32) {
 			s := &fleetv1.Site{}
 			g.Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
@@ -1045,7 +1049,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		spare, kept, wiped := hn.Hosts[5], hn.Hosts[4], hn.Hosts[5]
 		// The site's release of the spec before is gone with that spec (its cleanup), and a Site
 		// whose release does not exist keeps its cluster as last pushed: this spec's own.
-		release(ctx, "bpa-4", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
+		release(ctx, "bpa-4", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion, "edge-hello")...)...)
 
 		By("scale-out: a sixth host registered as a worker is provisioned, gets the release and joins")
 		siteD.register(ctx, 5, fleetv1.RoleWorker)
@@ -1056,7 +1060,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		n, err := cs.CoreV1().Nodes().Get(ctx, spare.Name, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v" + testenv.KubernetesVersion))
+		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v" + builders.KubernetesVersion))
 		Expect(n.Labels).To(HaveKey("node-role.kubernetes.io/worker"))
 		Expect(installed(ctx, spare, "edge-hello")).To(Equal("1.0.0 1.0.0"), "the release's worker package")
 		// The new node runs pods: one asks the application's Service by name from there.
@@ -1064,7 +1068,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for _, p := range webappPods(ctx, cs) {
 			image = p.Spec.Containers[0].Image
 		}
-		answers := testenv.RunPod(GinkgoTB(), cs, "webapp", "on-the-new-node", spare.Name, testenv.WebappContainer(image, "get", "-get", "http://webapp.webapp.svc.cluster.local/", "-count", "5"))["get"]
+		answers := testhosts.RunPod(GinkgoTB(), cs, "webapp", "on-the-new-node", spare.Name, testhosts.WebappContainer(image, "get", "-get", "http://webapp.webapp.svc.cluster.local/", "-count", "5"))["get"]
 		Expect(answers).To(HaveLen(5))
 
 		By("scale-in, keeping the host: its node drained (the application's pods run elsewhere first), its packages stopped, the host released as it is")
@@ -1081,7 +1085,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}
 		// Kept: still running, its kubelet stopped so that its node stays gone.
 		Expect(kept.Running()).To(BeTrue())
-		Expect(installed(ctx, kept, "kubelet")).To(Equal(testenv.KubernetesVersion), "kubelet installed, not active")
+		Expect(installed(ctx, kept, "kubelet")).To(Equal(builders.KubernetesVersion), "kubelet installed, not active")
 		out, _ := kept.Exec(ctx, "systemctl", "is-active", "kubelet.service")
 		Expect(strings.TrimSpace(string(out))).To(Equal("inactive"))
 		Consistently(func(g Gomega) {
@@ -1113,9 +1117,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(err).NotTo(HaveOccurred())
 		// The release of the spec before is gone with it (its cleanup), and a Site whose release
 		// does not exist keeps its cluster as last pushed: this spec's own.
-		release(ctx, "bpa-5", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello")...)...)
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
-		etcd := testenv.StartEtcdSamples(GinkgoTB(), hn.Hosts[0])
+		release(ctx, "bpa-5", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion, "edge-hello")...)...)
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		etcd := testhosts.StartEtcdSamples(GinkgoTB(), hn.Hosts[0])
 		// host-0 is the API endpoint; host-2 goes, and host-5 (wiped by the scale-in) comes back
 		// as a control-plane host. The local controller deletes the old host's Machine and makes
 		// the new one's at once: the BPA adds the new member only once the old one is removed.
@@ -1196,13 +1200,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		lcAt := bpaAt + rng.IntN(len(steps)-bpaAt)
 		bpaCrash, lcCrash := steps[bpaAt], steps[lcAt]
 		bpaCrash.what, lcCrash.what = "BPA", "local controller"
-		etcdRun := func(h *testenv.Host) string {
+		etcdRun := func(h *testhosts.Host) string {
 			GinkgoHelper()
 			out, err := h.Exec(ctx, "systemctl", "show", "-p", "InvocationID", "--value", "etcd.service")
 			Expect(err).NotTo(HaveOccurred(), "%s", out)
 			return strings.TrimSpace(string(out))
 		}
-		staying := map[*testenv.Host]string{hn.Hosts[0]: etcdRun(hn.Hosts[0]), hn.Hosts[1]: etcdRun(hn.Hosts[1])}
+		staying := map[*testhosts.Host]string{hn.Hosts[0]: etcdRun(hn.Hosts[0]), hn.Hosts[1]: etcdRun(hn.Hosts[1])}
 		crashed := siteD.crashes(ctx, bpaCrash, lcCrash)
 
 		_, err = fleet.Kubectl(ctx, "delete", "host", old.Name, "-n", ns, "--wait=false")
@@ -1246,13 +1250,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			sawTwo = sawTwo || e.Members == 2
 		}
 		Expect(sawTwo).To(BeTrue(), "etcd went down to 2 members before the new one was added")
-		Expect(samples[len(samples)-1]).To(Equal(testenv.EtcdSample{Members: 3, Healthy: 3}))
+		Expect(samples[len(samples)-1]).To(Equal(testhosts.EtcdSample{Members: 3, Healthy: 3}))
 		// Exactly the three hosts are members (none left behind, none added but never started),
 		// the new one under the member first added for it; the members that stayed ran on.
 		final, err := etcdMembers()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(final).To(HaveLen(3), "etcd's members: %+v", final)
-		for _, h := range []*testenv.Host{hn.Hosts[0], hn.Hosts[1], replacement} {
+		for _, h := range []*testhosts.Host{hn.Hosts[0], hn.Hosts[1], replacement} {
 			Expect(final).To(HaveKeyWithValue(h.IP.String(), HaveField("Name", h.Name)), "etcd's members")
 		}
 		Expect(final[replacement.IP.String()].ID).To(Equal(added.ID), "the member of %s was added again", replacement.Name)
@@ -1276,12 +1280,12 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(client.IgnoreAlreadyExists(siteD.client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clusterkms.Namespace}}))).To(Succeed())
 		Expect(vault.KubernetesAuth(ctx, fleet.Sites[site], "kube-system")).To(Succeed())
 		Expect(vault.KubernetesRole(ctx, "edgefleet-kms", clusterkms.Namespace, clusterkms.ServiceAccountPrefix+site, "edgefleet-kms-site-d",
-			encryption.TransitPolicy(testenv.TransitMount, key), time.Hour, 24*time.Hour)).To(Succeed())
+			encryption.TransitPolicy(testvault.TransitMount, key), time.Hour, 24*time.Hour)).To(Succeed())
 		Expect(vault.MountTransit(ctx)).To(Succeed())
-		digest["kms-plugin"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kms-plugin", "0.1.0", nil))
-		release(ctx, "bpa-6-kms", testenv.KubernetesVersion, stackWith(kubernetesAt(testenv.KubernetesVersion, "edge-hello", "kms-plugin")...)...)
+		digest["kms-plugin"] = uploadPackage(ctx, builders.BuildPackage(GinkgoTB(), "kms-plugin", "0.1.0", nil))
+		release(ctx, "bpa-6-kms", builders.KubernetesVersion, stackWith(kubernetesAt(builders.KubernetesVersion, "edge-hello", "kms-plugin")...)...)
 
-		requests := testenv.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
+		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		Expect(siteD.startBPA(ctx, "--cluster-kms-vault-addr", vault.Addr, "--cluster-kms-vault-ca-file", vault.CAFile,
 			"--cluster-kms-key-prefix", "site-d-", "--cluster-kms-token-ttl", "10m")).To(Succeed())
 		seen := map[sitev1.KeyRotationPhase]bool{}
@@ -1321,7 +1325,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// The plugin runs on the control-plane hosts only (host-2 was replaced by host-5); their
 		// API servers name it alone; the secretbox key is gone from the PKI; the BPA made the
 		// transit key and the plugin's ServiceAccount, labeled with its cluster.
-		controlPlanes := []*testenv.Host{hn.Hosts[0], hn.Hosts[1], hn.Hosts[5]}
+		controlPlanes := []*testhosts.Host{hn.Hosts[0], hn.Hosts[1], hn.Hosts[5]}
 		for _, h := range controlPlanes {
 			Expect(installed(ctx, h, "kms-plugin")).To(Equal("0.1.0 0.1.0"), h.Name)
 			out, err := h.Exec(ctx, "cat", "/etc/kubernetes/"+pki.EncryptionConfigFile)
@@ -1329,13 +1333,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			Expect(string(out)).To(ContainSubstring("name: "+pki.KMSProviderName), h.Name)
 			Expect(string(out)).NotTo(ContainSubstring("secretbox"), h.Name)
 		}
-		for _, worker := range []*testenv.Host{hn.Hosts[3], hn.Hosts[4]} {
+		for _, worker := range []*testhosts.Host{hn.Hosts[3], hn.Hosts[4]} {
 			Expect(installed(ctx, worker, "kms-plugin")).To(BeEmpty(), worker.Name)
 		}
 		stored, err := store.Get(ctx, site+"-pki")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(stored).NotTo(HaveKey("secretbox.key"))
-		transitKey, err := vault.Client.Logical().ReadWithContext(ctx, testenv.TransitMount+"/keys/"+key)
+		transitKey, err := vault.Client.Logical().ReadWithContext(ctx, testvault.TransitMount+"/keys/"+key)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(transitKey).NotTo(BeNil(), "transit key %s", key)
 		sa := &corev1.ServiceAccount{}
@@ -1346,17 +1350,17 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 		// The token (10 minutes) is minted again once half its life is gone, written to every
 		// control-plane host, and each plugin logs in with it.
-		tokenOn := func(h *testenv.Host) string {
+		tokenOn := func(h *testhosts.Host) string {
 			out, err := h.Exec(ctx, "cat", "/etc/edgefleet/kms-plugin/token")
 			Expect(err).NotTo(HaveOccurred())
 			return string(out)
 		}
-		logins := func(h *testenv.Host) int {
+		logins := func(h *testhosts.Host) int {
 			out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", "edgefleet-kms.service")
 			Expect(err).NotTo(HaveOccurred())
 			return strings.Count(string(out), "logged in to Vault")
 		}
-		first, loginsBefore := map[*testenv.Host]string{}, map[*testenv.Host]int{}
+		first, loginsBefore := map[*testhosts.Host]string{}, map[*testhosts.Host]int{}
 		for _, h := range controlPlanes {
 			first[h], loginsBefore[h] = tokenOn(h), logins(h)
 		}
@@ -1371,7 +1375,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 
 // storedSecret is what the etcd of control-plane host h holds for Secret ns/name, read there
 // with the API server's etcd client certificate.
-func storedSecret(ctx context.Context, h *testenv.Host, ns, name string) string {
+func storedSecret(ctx context.Context, h *testhosts.Host, ns, name string) string {
 	GinkgoHelper()
 	body := fmt.Sprintf(`{"key":%q}`, base64.StdEncoding.EncodeToString([]byte("/registry/secrets/"+ns+"/"+name)))
 	out, err := h.Exec(ctx, "curl", "-sS", "--max-time", "10", "--cacert", "/etc/kubernetes/pki/etcd/ca.crt",

@@ -12,7 +12,9 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // Campaigns over two sites whose clusters are built on real hosts (needs root): a campaign's
@@ -36,15 +38,15 @@ var _ = Describe("Campaigns over sites on real hosts", Ordered, ContinueOnFailur
 
 	BeforeAll(func(ctx context.Context) {
 		dir := GinkgoT().TempDir()
-		vault := testenv.StartVault(GinkgoTB())
+		vault := testvault.StartVault(GinkgoTB())
 		for _, name := range names {
-			hn := testenv.NewHosts(GinkgoTB(), 1, testenv.HostOptions{Names: []string{name + "-cp-0"}})
+			hn := testhosts.NewHosts(GinkgoTB(), 1, testhosts.HostOptions{Names: []string{name + "-cp-0"}})
 			sites = append(sites, startRealSite(ctx, name, ns, hn, 1, 0, vault, map[string]string{"ring": "e2e"}))
 		}
-		uploadBase(ctx, dir, testenv.KubernetesVersion, digest)
-		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
-		createRelease(ctx, ns, "edge-1", testenv.KubernetesVersion, digest, stackWith()...)
-		createRelease(ctx, ns, "edge-1-p1", testenv.KubernetesVersion, digest, stackWith("kubelet 1.36.3-2")...)
+		uploadBase(ctx, dir, builders.KubernetesVersion, digest)
+		digest["kubelet 1.36.3-2"] = uploadPackage(ctx, builders.BuildPackage(GinkgoTB(), "kubelet", "1.36.3-2", nil))
+		createRelease(ctx, ns, "edge-1", builders.KubernetesVersion, digest, stackWith()...)
+		createRelease(ctx, ns, "edge-1-p1", builders.KubernetesVersion, digest, stackWith("kubelet 1.36.3-2")...)
 	})
 
 	ReportAfterEach(func(r SpecReport) {

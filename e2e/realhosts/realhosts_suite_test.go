@@ -7,14 +7,14 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/edgefleet/edgefleet/e2e/e2ebed"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // fleet is a global control plane, a site control plane per real-host site and
 // bin/global-controller. The BPA suite sweeps its test hosts' disks itself, before they go.
-var fleet *testenv.Fleet
+var fleet *testfleet.Fleet
 
-var _ = e2ebed.Fleet(&fleet, testenv.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testenv.QuickSiteChecks()})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks()})
 
 func TestRealHosts(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -25,7 +25,11 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/setup"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // Helpers of the specs that run sites on real hosts (needs root): the global controller pushes
@@ -47,7 +51,7 @@ func upload(ctx context.Context, file, kind, name, version string) string {
 }
 
 // uploadPackage uploads a built package.
-func uploadPackage(ctx context.Context, b testenv.BuiltPackage) string {
+func uploadPackage(ctx context.Context, b builders.BuiltPackage) string {
 	GinkgoHelper()
 	return upload(ctx, b.Path, "binary-package", b.Manifest.Name, b.Manifest.Version)
 }
@@ -56,7 +60,7 @@ func uploadPackage(ctx context.Context, b testenv.BuiltPackage) string {
 // "NAME …" key replaces the stack's package NAME ("kubelet 1.36.3-2"), any other is added.
 func stackWith(others ...string) []string {
 	var names []string
-	for _, p := range testenv.StackPackages(testenv.KubernetesVersion) { // their names
+	for _, p := range builders.StackPackages(builders.KubernetesVersion) { // their names
 		names = append(names, p.Name)
 	}
 	for _, o := range others {
@@ -71,14 +75,14 @@ func stackWith(others ...string) []string {
 
 // uploadBase uploads what every real site's cluster at Kubernetes version kube needs, built
 // into dir, and records the digests by name: "os", the stack's packages by name, its images as
-// "image NAME" and its charts as "chart NAME" (testenv.BuildStack).
+// "image NAME" and its charts as "chart NAME" (builders.BuildStack).
 func uploadBase(ctx context.Context, dir, kube string, digest map[string]string) {
 	GinkgoHelper()
-	osImage, osDigest := testenv.RandomContent(1<<20, 11)
+	osImage, osDigest := testutil.RandomContent(1<<20, 11)
 	Expect(os.WriteFile(filepath.Join(dir, "edge-os.img"), osImage, 0o600)).To(Succeed())
 	Expect(upload(ctx, filepath.Join(dir, "edge-os.img"), "os-image", "edge-os", "1.0.0")).To(Equal(osDigest))
 	digest["os"] = osDigest
-	built, err := testenv.BuildStack(ctx, dir, kube)
+	built, err := builders.BuildStack(ctx, dir, kube)
 	Expect(err).NotTo(HaveOccurred())
 	for _, a := range built {
 		key := a.Name
@@ -92,19 +96,19 @@ func uploadBase(ctx context.Context, dir, kube string, digest map[string]string)
 	}
 }
 
-// uploadKubernetes uploads the stack's Kubernetes packages (testenv.KubernetesPackages) at
+// uploadKubernetes uploads the stack's Kubernetes packages (builders.KubernetesPackages) at
 // version kube and records their digests as "NAME kube"; kubernetesAt lists those keys, for
 // stackWith.
 func uploadKubernetes(ctx context.Context, kube string, digest map[string]string) {
 	GinkgoHelper()
-	for _, name := range testenv.KubernetesPackages() {
-		digest[name+" "+kube] = uploadPackage(ctx, testenv.BuildPackage(GinkgoTB(), name, kube, nil))
+	for _, name := range builders.KubernetesPackages() {
+		digest[name+" "+kube] = uploadPackage(ctx, builders.BuildPackage(GinkgoTB(), name, kube, nil))
 	}
 }
 
 func kubernetesAt(kube string, others ...string) []string {
 	var keys []string
-	for _, name := range testenv.KubernetesPackages() {
+	for _, name := range builders.KubernetesPackages() {
 		keys = append(keys, name+" "+kube)
 	}
 	return append(keys, others...)
@@ -139,29 +143,29 @@ func createRelease(ctx context.Context, ns, name, kube string, digest map[string
 // realSite is a site of the fleet whose hosts are real.
 type realSite struct {
 	name, ns string
-	hosts    *testenv.HostNet
-	vault    *testenv.Vault
+	hosts    *testhosts.HostNet
+	vault    *testvault.Vault
 	// client of the site's cluster, with the site kinds.
 	client client.Client
 	// opts it was started with.
-	opts testenv.RealSiteOptions
+	opts testfleet.RealSiteOptions
 }
 
-// startRealSite starts a real site (testenv.StartRealSite: Metal3, the local controller with
+// startRealSite starts a real site (testfleet.Fleet.StartRealSite: Metal3, the local controller with
 // the BPA as bootstrap provider, the BPA with its secrets in vault under edgefleet/<site>, the
 // harness's Ironic for hn's hosts) and registers the Site and the Hosts of the first registered
 // of hn's hosts (0: all; realSite.register registers another one later): the first
 // controlPlanes hosts are control plane, the rest workers; the Site has a cluster network but no
 // release (a campaign or the spec sets it). Everything stops when the container's specs are
 // done.
-func startRealSite(ctx context.Context, name, ns string, hn *testenv.HostNet, controlPlanes, registered int, vault *testenv.Vault, labels map[string]string) *realSite {
+func startRealSite(ctx context.Context, name, ns string, hn *testhosts.HostNet, controlPlanes, registered int, vault *testvault.Vault, labels map[string]string) *realSite {
 	GinkgoHelper()
 	scheme, err := setup.Scheme()
 	Expect(err).NotTo(HaveOccurred())
 	s := &realSite{name: name, ns: ns, hosts: hn, vault: vault}
 	s.client, err = client.New(fleet.Sites[name].Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
-	s.opts = testenv.RealSiteOptions{
+	s.opts = testfleet.RealSiteOptions{
 		Name: name, Namespace: ns, Labels: labels, Hosts: hn, ControlPlanes: controlPlanes, Registered: registered, Vault: vault, Network: true,
 		Report: func(err error) { GinkgoWriter.Println(name, "ironic:", err) },
 	}
@@ -213,7 +217,7 @@ func skipAfterFailedBed() {
 }
 
 // installed is a package's installed state on a host: "<current> <active>".
-func installed(ctx context.Context, h *testenv.Host, pkg string) string {
+func installed(ctx context.Context, h *testhosts.Host, pkg string) string {
 	GinkgoHelper()
 	out, _ := h.Exec(ctx, "sh", "-c", fmt.Sprintf("basename \"$(readlink /opt/edgefleet/packages/%[1]s/current)\"; cat /opt/edgefleet/packages/%[1]s/.active 2>/dev/null", pkg))
 	return strings.Join(strings.Fields(string(out)), " ")
@@ -343,7 +347,7 @@ func (s *realSite) cutOff(ctx context.Context, release, dir string) *airGap {
 	out, err := fleet.Edgefleet(ctx, "site", "image", s.name, "-n", s.ns, "-o", image, "--base", siteimagetest.Base(GinkgoTB()),
 		"--url", "https://global.invalid:8443", "--ca-file", ca, "--with-release", release)
 	Expect(err).NotTo(HaveOccurred(), "site image --with-release: %s", out)
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	start := time.Now()
 	out, err = exec.CommandContext(ctx, filepath.Join(root, "bin", "local-controller"), "pack-import",

@@ -18,7 +18,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/sitesim"
 )
 
 // A patch campaign over 1,000 sites — the real global controller binary pushing to simulated
@@ -31,7 +31,7 @@ var _ = Describe("A campaign across SIGKILLs of the global controller", Ordered,
 		sites = 1000
 	)
 	var (
-		sim   *testenv.ClusterSimulator
+		sim   *sitesim.ClusterSimulator
 		names []string
 	)
 	// About 1% of the sites fail the patch and are rolled back; never a canary (the first 1%,
@@ -50,7 +50,7 @@ var _ = Describe("A campaign across SIGKILLs of the global controller", Ordered,
 				Spec:       fleetv1.ReleaseSpec{KubernetesVersion: version, OSImage: sitev1.OSImage{SHA256: strings.Repeat("b", 64)}},
 			})).To(Succeed())
 		}
-		sim = &testenv.ClusterSimulator{
+		sim = &sitesim.ClusterSimulator{
 			WorkTime: 2 * time.Second,
 			Fail:     func(site, op string) bool { return failing(site) && !strings.HasSuffix(op, fleetv1.RollbackIDSuffix) },
 		}

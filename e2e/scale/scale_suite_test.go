@@ -9,13 +9,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // fleet is a global control plane, one site control plane that a ClusterSimulator answers on for
 // many simulated sites, and bin/global-controller. A fleet of its own: a thousand sites would
 // weigh on the other end-to-end specs.
-var fleet *testenv.Fleet
+var fleet *testfleet.Fleet
 
 // controllerArgs: heartbeats far apart (a thousand sites), operations followed every second.
 var controllerArgs = []string{"--site-heartbeat-interval=5m", "--site-operation-poll-interval=1s", "--site-timeout=5s", "--api-bind-address=0"}
@@ -28,7 +28,7 @@ func TestScale(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
-	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs})
+	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(fleet.Stop()).To(Succeed())

@@ -16,16 +16,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/chromium"
 )
 
 // pollTimeout bounds every wait for the page to show something.
 const pollTimeout = 2 * time.Minute
 
-// startBrowser starts headless Chromium (testenv.StartChromium) trusting the artifact API's
+// startBrowser starts headless Chromium (chromium.StartChromium) trusting the artifact API's
 // certificate (caFile). It is stopped when the suite ends.
 func startBrowser(caFile string) context.Context {
-	browser, err := testenv.StartChromium(GinkgoTB(), caFile)
+	browser, err := chromium.StartChromium(GinkgoTB(), caFile)
 	Expect(err).NotTo(HaveOccurred())
 	return browser
 }
@@ -89,7 +89,7 @@ func (u *user) click(sel string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(u.tab, pollTimeout)
 	defer cancel()
-	_, err := testenv.RunReplaced(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel))))
+	_, err := chromium.RunReplaced(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel))))
 	Expect(err).NotTo(HaveOccurred(), "browser of %s: click %s", u.name, sel)
 }
 
@@ -99,7 +99,7 @@ func (u *user) click0(sel string) {
 	GinkgoHelper()
 	ctx, cancel := context.WithTimeout(u.tab, pollTimeout)
 	defer cancel()
-	_, err := testenv.RunReplaced(ctx, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))))
+	_, err := chromium.RunReplaced(ctx, chromedp.Steps(chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Click(chromedp.CSS(sel))))
 	Expect(err).NotTo(HaveOccurred(), "browser of %s: click %s", u.name, sel)
 }
 

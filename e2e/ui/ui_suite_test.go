@@ -29,7 +29,9 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/sitesim"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // The test bed, one for the suite: a global control plane; site control plane sim, where a
@@ -37,7 +39,7 @@ import (
 // unreachable spec cuts off; the real bin/global-controller serving the UI over HTTPS; Debian's
 // chromium.
 var (
-	fleet   *testenv.Fleet
+	fleet   *testfleet.Fleet
 	browser context.Context
 	// base is the UI's origin (https://127.0.0.1:PORT).
 	base string
@@ -74,7 +76,7 @@ func TestUI(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
-	fleet, err = testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"sim", "far"}, ControllerArgs: controllerArgs, TLS: true})
+	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim", "far"}, ControllerArgs: controllerArgs, TLS: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(fleet.Stop()).To(Succeed()) })
 	base = fleet.APIURL
@@ -87,14 +89,14 @@ var _ = BeforeSuite(func(ctx context.Context) {
 	simCtx, stopSims := context.WithCancel(context.WithoutCancel(ctx))
 	DeferCleanup(stopSims)
 	for _, name := range []string{"sim", "far"} {
-		sim := &testenv.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == failing && op != "" }}
+		sim := &sitesim.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == failing && op != "" }}
 		Expect(sim.Start(simCtx, fleet.Sites[name].Config)).To(Succeed())
 	}
 
 	By("answering sim's LogRequests as its local controller would, from a ring the test logs into")
 	ring := sitelogs.NewRing(sitelogs.DefaultRingLines, sitelogs.DefaultRingBytes)
 	simLog = uberzap.NewNop().WithOptions(ring.Tee()).Named("sim")
-	simMgr, err := ctrl.NewManager(fleet.Sites["sim"].Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	simMgr, err := ctrl.NewManager(fleet.Sites["sim"].Config, ctrl.Options{Scheme: controlplane.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	Expect(err).NotTo(HaveOccurred())
 	responder := &sitelogs.Responder{Client: simMgr.GetClient(), Component: sitev1.LogComponentLocalController, Ring: ring,
 		Instance: sitelogs.Instance(time.Now()), Clock: clock.RealClock{}}

@@ -21,7 +21,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // answer is what the server answered; the body is read and closed.
@@ -111,7 +111,7 @@ func uploadWithTrailer(t *testing.T, path string, data []byte, digest string) (a
 }
 
 func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
-	data, digest := testenv.RandomContent(24<<20+123, 1)
+	data, digest := testutil.RandomContent(24<<20+123, 1)
 	resp, body := uploadWithTrailer(t, query(restv1.KindOSImage, "debian-bookworm", "12.8"), data, digest)
 	expect(t, resp, body, http.StatusCreated)
 	a := decode[restv1.Artifact](t, body)
@@ -133,7 +133,7 @@ func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
 }
 
 func TestRangeAndConditionalDownload(t *testing.T) {
-	data, digest := testenv.RandomContent(1<<20, 2)
+	data, digest := testutil.RandomContent(1<<20, 2)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	for _, r := range []struct {
@@ -179,7 +179,7 @@ func cutUpload(t *testing.T, id string, offset int64, data []byte, n int) {
 }
 
 func TestResumableUploadSurvivesACut(t *testing.T) {
-	data, digest := testenv.RandomContent(9<<20+77, 3)
+	data, digest := testutil.RandomContent(9<<20+77, 3)
 	resp, body := do(t, adminToken, http.MethodPost, "/api/v1/uploads",
 		strings.NewReader(`{"kind":"helm-chart","name":"cilium","version":"1.18.0","architecture":"noarch","labels":{"edgefleet.io/layer":"cni"}}`), nil)
 	expect(t, resp, body, http.StatusCreated)
@@ -188,7 +188,7 @@ func TestResumableUploadSurvivesACut(t *testing.T) {
 	cutUpload(t, up.ID, 0, data, 5<<20+1000)
 	// The server keeps what arrived; ask where to continue.
 	var offset int64
-	testenv.Eventually(t, 30*time.Second, func() error { // the server saves after the client is gone
+	testutil.Eventually(t, 30*time.Second, func() error { // the server saves after the client is gone
 		resp, _ = do(t, adminToken, http.MethodHead, "/api/v1/uploads/"+up.ID, nil, nil)
 		offset, _ = strconv.ParseInt(resp.Header.Get(restv1.HeaderUploadOffset), 10, 64)
 		if offset != 5<<20+1000 {
@@ -212,8 +212,8 @@ func TestResumableUploadSurvivesACut(t *testing.T) {
 }
 
 func TestWrongDigestStoresNothing(t *testing.T) {
-	data, digest := testenv.RandomContent(300_000, 4)
-	_, wrong := testenv.RandomContent(1, 5)
+	data, digest := testutil.RandomContent(300_000, 4)
+	_, wrong := testutil.RandomContent(1, 5)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "wrong-digest", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: wrong})
 	expect(t, resp, body, http.StatusBadRequest)
 	e := decode[restv1.Error](t, body)
@@ -230,7 +230,7 @@ func TestWrongDigestStoresNothing(t *testing.T) {
 }
 
 func TestConcurrentSameBytesShareOneBlob(t *testing.T) {
-	data, digest := testenv.RandomContent(2<<20, 6)
+	data, digest := testutil.RandomContent(2<<20, 6)
 	var wg sync.WaitGroup
 	ids := make([]string, 2)
 	for i := range 2 {
@@ -333,7 +333,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	data, digest := testenv.RandomContent(1000, 7)
+	data, digest := testutil.RandomContent(1000, 7)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "to-delete", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	id := decode[restv1.Artifact](t, body).ID
@@ -349,7 +349,7 @@ func TestDelete(t *testing.T) {
 // deleted (409 naming the release), even just after the Release was made, until the release is
 // gone.
 func TestDeleteReferencedArtifactConflicts(t *testing.T) {
-	data, digest := testenv.RandomContent(1000, 8)
+	data, digest := testutil.RandomContent(1000, 8)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "referenced", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	id := decode[restv1.Artifact](t, body).ID
@@ -369,7 +369,7 @@ func TestDeleteReferencedArtifactConflicts(t *testing.T) {
 	if err := global.Client.Delete(t.Context(), rel); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		resp, body := do(t, adminToken, http.MethodDelete, "/api/v1/artifacts/"+id, nil, nil)
 		if resp.StatusCode != http.StatusNoContent {
 			return fmt.Errorf("delete answered %d %s, want 204 once the release is gone", resp.StatusCode, body)

@@ -17,7 +17,7 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // partialRequest sends a request announcing Content-Length len(data) but only the first n
@@ -112,7 +112,7 @@ func TestBrokenUploadBodyKeepsWhatArrived(t *testing.T) {
 		{"stalled", 1<<20 + 300, 1 << 19, false, http.StatusRequestTimeout, "request body sent nothing for 1s after %d of %d bytes"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			data, digest := testenv.RandomContent(tt.size, uint64(50+i))
+			data, digest := testutil.RandomContent(tt.size, uint64(50+i))
 			up := createUpload(t, tt.name+"-body")
 			resp, body := partialRequest(t, srv.URL, http.MethodPatch, "/api/v1/uploads/"+up.ID, map[string]string{restv1.HeaderUploadOffset: "0"}, data, tt.sent, tt.hangUp)
 			checkBodyAnswer(t, resp, body, tt.status, fmt.Sprintf(tt.message, tt.sent, len(data)), int64(tt.sent))
@@ -127,7 +127,7 @@ func TestBrokenSingleRequestUploadStoresNothing(t *testing.T) {
 	api := &artifactapi.Server{Store: store, Auth: auth, Log: logr.Discard(), BodyReadTimeout: time.Second}
 	srv := httptest.NewServer(api.Handler())
 	defer srv.Close()
-	data, digest := testenv.RandomContent(1<<20, 52)
+	data, digest := testutil.RandomContent(1<<20, 52)
 	for _, tt := range []struct {
 		name    string
 		hangUp  bool

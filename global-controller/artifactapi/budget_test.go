@@ -18,7 +18,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // slowReader reads a download a little at a time, pausing between reads, like a client on a
@@ -47,7 +47,7 @@ func TestConcurrentDownloadsStayInBudget(t *testing.T) {
 	}
 	srv := httptest.NewServer((&artifactapi.Server{Store: s, Auth: auth, Log: logr.Discard()}).Handler())
 	defer srv.Close()
-	data, digest := testenv.RandomContent(6<<20+999, 60)
+	data, digest := testutil.RandomContent(6<<20+999, 60)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "budget", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 

@@ -14,7 +14,7 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifactclient"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // flakyTransport sends the admin's token and breaks the first request whose method and path
@@ -59,7 +59,7 @@ func flakyClient(method, pathPrefix string, cut int64) (*artifactclient.Client, 
 // TestClientResumesBrokenUpload breaks the upload's first PATCH half way: the client asks the
 // server for its offset and sends the rest.
 func TestClientResumesBrokenUpload(t *testing.T) {
-	data, digest := testenv.RandomContent(6<<20+5, 20)
+	data, digest := testutil.RandomContent(6<<20+5, 20)
 	path := filepath.Join(t.TempDir(), "image.raw")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestClientResumesBrokenUpload(t *testing.T) {
 // TestClientResumesBrokenDownload breaks the download's answer half way: the client continues
 // with a Range request and verifies the whole file before renaming it into place.
 func TestClientResumesBrokenDownload(t *testing.T) {
-	data, digest := testenv.RandomContent(3<<20+11, 21)
+	data, digest := testutil.RandomContent(3<<20+11, 21)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "flaky-download", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 
@@ -105,7 +105,7 @@ func TestClientResumesBrokenDownload(t *testing.T) {
 
 // TestClientRejectsCorruptDownload serves a part file that does not match: the client refuses it.
 func TestClientRejectsCorruptDownload(t *testing.T) {
-	data, digest := testenv.RandomContent(200_000, 22)
+	data, digest := testutil.RandomContent(200_000, 22)
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "corrupt-part", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	dst := filepath.Join(t.TempDir(), "pkg")

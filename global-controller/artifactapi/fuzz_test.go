@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // FuzzUploadHandlers throws arbitrary session JSON, offsets and bodies at the upload handlers:
@@ -59,7 +59,7 @@ func FuzzUploadHandlers(f *testing.F) {
 // exactly those bytes of the content; a 416 has Content-Range: bytes */size; a 200 has the
 // whole content.
 func FuzzDownloadRange(f *testing.F) {
-	data, digest := testenv.RandomContent(2*(128<<10)+5000, 40)
+	data, digest := testutil.RandomContent(2*(128<<10)+5000, 40)
 	etag := `"sha256:` + digest + `"`
 	for _, seed := range [][3]string{
 		{"bytes=-0", "", ""},

@@ -23,14 +23,15 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // The suite runs the API over the real stack: a global control plane answering TokenReview and
 // SubjectAccessReview with the ClusterRoles shipped in deploy/, the store on an embedded
 // FerretDB, and an HTTP server.
 var (
-	global   *testenv.ControlPlane
+	global   *controlplane.ControlPlane
 	server   *httptest.Server
 	store    *artifacts.Store
 	auth     *kubeauth.Reviewer
@@ -45,7 +46,7 @@ func run(m *testing.M) int {
 	ctx := context.Background()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
 	var err error
-	global, err = testenv.Start(testenv.Options{Name: "global", InstallCRDs: true})
+	global, err = controlplane.Start(controlplane.Options{Name: "global", InstallCRDs: true})
 	if err != nil {
 		return fail(err)
 	}
@@ -85,7 +86,7 @@ func run(m *testing.M) int {
 
 // setUpUsers applies the shipped ClusterRoles and returns tokens of three service accounts.
 func setUpUsers(ctx context.Context, cs kubernetes.Interface) (admin, viewer, nobody string, err error) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return "", "", "", err
 	}

@@ -39,7 +39,9 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/enroll"
 	"github.com/edgefleet/edgefleet/pkg/siteimage"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const ns = "fleet"
@@ -48,7 +50,7 @@ const ns = "fleet"
 // HTTPS) on a real global control plane, and two real site control planes.
 type bed struct {
 	t        *testing.T
-	f        *testenv.Fleet
+	f        *testfleet.Fleet
 	http     *http.Client
 	admin    string // token of a fleet admin
 	viewer   string // token of a fleet viewer
@@ -62,7 +64,7 @@ type bed struct {
 func TestEnrollment(t *testing.T) {
 	ctx := t.Context()
 	// site-b keeps its kubeconfig in the global controller's Vault, site-a in a Secret.
-	f, err := testenv.StartFleet(ctx, testenv.FleetOptions{Sites: []string{"site-a", "site-b"}, TLS: true, Vault: true,
+	f, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"site-a", "site-b"}, TLS: true, Vault: true,
 		ControllerArgs: []string{"--site-heartbeat-interval", "2s", "--zap-log-level", "debug"}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +87,11 @@ func TestEnrollment(t *testing.T) {
 	if b.viewer, err = f.Token(ctx, "edgefleet-system", "watcher", "edgefleet-fleet-viewer"); err != nil {
 		t.Fatal(err)
 	}
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.manifest, err = os.ReadFile(root + "/" + testenv.SiteAccessManifest); err != nil {
+	if b.manifest, err = os.ReadFile(root + "/" + controlplane.SiteAccessManifest); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -431,7 +433,7 @@ func TestEnrollment(t *testing.T) {
 		if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		root, err := testenv.RepoRoot()
+		root, err := testutil.RepoRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -524,7 +526,7 @@ func TestEnrollment(t *testing.T) {
 		for _, token := range b.issued {
 			_, secret, _ := strings.Cut(token, ".")
 			for _, needle := range []string{token, secret} {
-				for name, cp := range map[string]*testenv.ControlPlane{"global": b.f.Global, "site-a": b.f.Sites["site-a"], "site-b": b.f.Sites["site-b"]} {
+				for name, cp := range map[string]*controlplane.ControlPlane{"global": b.f.Global, "site-a": b.f.Sites["site-a"], "site-b": b.f.Sites["site-b"]} {
 					files, err := cp.EtcdFilesContaining([]byte(needle))
 					if err != nil {
 						t.Fatal(err)
@@ -552,7 +554,7 @@ func TestEnrollment(t *testing.T) {
 		if err := b.f.StartController(ctx, "--enrollment-token-retention", "30s", "--janitor-interval", "1s"); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, time.Minute, "the expired token's record pruned", func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, "the expired token's record pruned", func() (bool, string) {
 			err := b.f.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrollment.SecretName(expired)}, &corev1.Secret{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -734,7 +736,7 @@ func (b *bed) allEvents() string {
 
 func (b *bed) waitReady(site string) {
 	b.t.Helper()
-	testenv.WaitFor(b.t, time.Minute, site+" Ready", func() (bool, string) {
+	testutil.WaitFor(b.t, time.Minute, site+" Ready", func() (bool, string) {
 		s := &fleetv1.Site{}
 		err := b.f.Global.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: site}, s)
 		if apierrors.IsNotFound(err) || err != nil {

@@ -39,7 +39,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // The suite runs the endpoint over real components: a global control plane answering
@@ -48,7 +48,7 @@ import (
 // another component, is stood in for by answer, which signs requests with a CA of the test
 // (the BPA's own reconciler is tested in bpa/reconcilers/clustercredential).
 var (
-	global, site *testenv.ControlPlane
+	global, site *controlplane.ControlPlane
 	globalCS     kubernetes.Interface
 	// server serves the endpoint; impatientServer too, waiting only 2 s for the BPA.
 	server, impatientServer *httptest.Server
@@ -75,11 +75,11 @@ func run(m *testing.M) int {
 	defer cancel()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
 	var err error
-	if global, err = testenv.Start(testenv.Options{Name: "global", InstallCRDs: true}); err != nil {
+	if global, err = controlplane.Start(controlplane.Options{Name: "global", InstallCRDs: true}); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = global.Stop() }()
-	if site, err = testenv.Start(testenv.Options{Name: "site", InstallSiteCRDs: true}); err != nil {
+	if site, err = controlplane.Start(controlplane.Options{Name: "site", InstallSiteCRDs: true}); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = site.Stop() }()
@@ -103,19 +103,19 @@ func run(m *testing.M) int {
 		}
 	}
 	// The site: the global controller's Role (and its namespaces), an installed cluster.
-	if err := site.ApplyManifest(ctx, testenv.SiteAccessManifest); err != nil {
+	if err := site.ApplyManifest(ctx, controlplane.SiteAccessManifest); err != nil {
 		return fail(err)
 	}
 	asGlobal := rest.CopyConfig(site.Config)
 	asGlobal.Impersonate = rest.ImpersonationConfig{UserName: "edgefleet-global", Groups: []string{"system:authenticated"}}
-	siteClient, err := client.New(asGlobal, client.Options{Scheme: testenv.Scheme()})
+	siteClient, err := client.New(asGlobal, client.Options{Scheme: controlplane.Scheme()})
 	if err != nil {
 		return fail(err)
 	}
 	// The BPA, stood in for.
 	go answer(ctx)
 	// The global controller's side.
-	globalMgr, err := ctrl.NewManager(global.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	globalMgr, err := ctrl.NewManager(global.Config, ctrl.Options{Scheme: controlplane.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		return fail(err)
 	}

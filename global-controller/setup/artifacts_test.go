@@ -12,7 +12,8 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestJanitorCompactsWastefulDatabase runs the janitor's compaction step on a real embedded
@@ -37,9 +38,9 @@ func TestJanitorCompactsWastefulDatabase(t *testing.T) {
 	const size = 8 << 20
 	var ids []string
 	for i := range 10 {
-		data, _ := testenv.RandomContent(size, uint64(200+i))
+		data, _ := testutil.RandomContent(size, uint64(200+i))
 		spec := restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}
-		ids = append(ids, testenv.PutArtifact(t, store, spec, data).ID)
+		ids = append(ids, builders.PutArtifact(t, store, spec, data).ID)
 	}
 	step := func(deleted int) int64 {
 		t.Helper()

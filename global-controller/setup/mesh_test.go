@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestMeshComponentFollowsTheServedPorts checks that the policies open the ports the
@@ -64,7 +65,7 @@ func TestMeshComponentFollowsTheServedPorts(t *testing.T) {
 // global cluster with Istio's CRDs: its policies open the artifact API's port to the ingress
 // gateway, and a run with --uninstall-mesh-policies after it stopped removes them.
 func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "global", InstallCRDs: true, IstioCRDs: true})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "global", InstallCRDs: true, IstioCRDs: true})
 	kubeconfig, err := cp.AdminKubeconfig()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
 	opts.DataDir = t.TempDir()
 	opts.Istio = meshpolicy.ModeOn
 	opts.IstioNamespace = cp.Namespace(t)
-	s := testenv.Scheme()
+	s := controlplane.Scheme()
 	if err := securityv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
 		return <-done
 	})
 	t.Cleanup(func() { _ = stop() })
-	testenv.Eventually(t, time.Minute, func() error {
+	testutil.Eventually(t, time.Minute, func() error {
 		pa, ap := &securityv1.PeerAuthentication{}, &securityv1.AuthorizationPolicy{}
 		if err := cl.Get(t.Context(), key, pa); err != nil {
 			return err

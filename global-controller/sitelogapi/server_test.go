@@ -35,7 +35,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/logline"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // The suite runs the endpoint over real components: a global control plane answering
@@ -43,7 +43,7 @@ import (
 // plane reached through siteclient.Cache as the user the shipped site Role binds, and on it the
 // real sitelogs.Responder of the local controller, fed by a logger of the test. No BPA answers.
 var (
-	global, site *testenv.ControlPlane
+	global, site *controlplane.ControlPlane
 	globalCS     kubernetes.Interface
 	// controllerLog is teed into the answering local controller's ring.
 	controllerLog *zap.Logger
@@ -82,11 +82,11 @@ func run(m *testing.M) int {
 	defer cancel()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
 	var err error
-	if global, err = testenv.Start(testenv.Options{Name: "global", InstallCRDs: true}); err != nil {
+	if global, err = controlplane.Start(controlplane.Options{Name: "global", InstallCRDs: true}); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = global.Stop() }()
-	if site, err = testenv.Start(testenv.Options{Name: "site", InstallSiteCRDs: true}); err != nil {
+	if site, err = controlplane.Start(controlplane.Options{Name: "site", InstallSiteCRDs: true}); err != nil {
 		return fail(err)
 	}
 	defer func() { _ = site.Stop() }()
@@ -125,7 +125,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	// The site's local controller answers; its BPA does not run.
-	siteMgr, err := ctrl.NewManager(site.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	siteMgr, err := ctrl.NewManager(site.Config, ctrl.Options{Scheme: controlplane.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	if err != nil {
 		return fail(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // askedAuth passes every call to the real reviewer and remembers who access was asked for.
@@ -56,12 +56,12 @@ func (a *askedAuth) askedFor(name string) (kubeauth.User, bool) {
 // viewer.
 func TestOIDCLogin(t *testing.T) {
 	const audience, prefix = "edgefleet", "oidc:"
-	issuer, err := testenv.StartOIDCIssuer()
+	issuer, err := controlplane.StartOIDCIssuer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(issuer.Close)
-	cp := testenv.StartT(t, testenv.Options{Name: "global", InstallCRDs: true,
+	cp := controlplane.StartT(t, controlplane.Options{Name: "global", InstallCRDs: true,
 		JWTAuthenticators: []apiserverv1.JWTAuthenticator{issuer.JWTAuthenticator(audience, prefix)}})
 	ctx := t.Context()
 	applyRoles(t, cp.Client)
@@ -174,7 +174,7 @@ func TestOIDCLogin(t *testing.T) {
 	})
 
 	t.Run("tokens the API server does not trust are refused", func(t *testing.T) {
-		other, err := testenv.StartOIDCIssuer()
+		other, err := controlplane.StartOIDCIssuer()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,8 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // countingAuth passes every call to the real reviewer and counts the access reviews asked.
@@ -47,7 +48,7 @@ func (c *countingAuth) AuthorizeAccess(ctx context.Context, u kubeauth.User, a k
 // applyRoles creates the ClusterRoles deploy/rbac/global-controller/roles.yaml ships.
 func applyRoles(t *testing.T, c client.Client) {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func applyRoles(t *testing.T, c client.Client) {
 // in a Role of another, a fleet viewer, and a user bound to nothing. Reviews are real
 // TokenReviews and SubjectAccessReviews; the Sites come from a controller-runtime cache.
 func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "global", InstallCRDs: true})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "global", InstallCRDs: true})
 	ctx := t.Context()
 	c := cp.Client
 	applyRoles(t, c)
@@ -137,7 +138,7 @@ func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
 		tokens[name] = tr.Status.Token
 	}
 
-	informers, err := cache.New(cp.Config, cache.Options{Scheme: testenv.Scheme()})
+	informers, err := cache.New(cp.Config, cache.Options{Scheme: controlplane.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

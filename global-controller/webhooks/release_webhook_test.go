@@ -17,14 +17,14 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // global is a real API server with the CRDs and the webhook configurations of deploy/webhook,
 // calling the validators served by a manager's webhook server (the release validator over
 // store, the site version validator over the API server).
 var (
-	global *testenv.ControlPlane
+	global *controlplane.ControlPlane
 	store  = &digests{have: map[string]bool{}}
 )
 
@@ -51,12 +51,12 @@ func (d *digests) set(f func(*digests)) {
 }
 
 func TestMain(m *testing.M) {
-	var cp *testenv.ControlPlane
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: true}, func(ctx context.Context, c *testenv.ControlPlane) error {
+	var cp *controlplane.ControlPlane
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: true}, func(ctx context.Context, c *controlplane.ControlPlane) error {
 		cp, global = c, c
 		host, port, certDir := cp.WebhookServerOptions()
 		mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-			Scheme:                 testenv.Scheme(),
+			Scheme:                 controlplane.Scheme(),
 			WebhookServer:          webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir}),
 			HealthProbeBindAddress: "0",
 		})

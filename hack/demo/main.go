@@ -40,7 +40,12 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 const manifest = "deploy/samples/fleet.yaml"
@@ -56,7 +61,7 @@ func main() {
 }
 
 func run(ctx context.Context) (err error) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -65,7 +70,7 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	step("Starting a global control plane and two site control planes (site-a, site-b), then the global controller")
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{
+	fleet, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{
 		Sites:          []string{"site-a", "site-b"},
 		Dir:            dir,
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
@@ -84,7 +89,7 @@ func run(ctx context.Context) (err error) {
 	if err := fleet.StartSiteMetal3(ctx, "site-a"); err != nil {
 		return err
 	}
-	vault, err := testenv.StartVaultIn(ctx, filepath.Join(dir, "vault"))
+	vault, err := testvault.StartVaultIn(ctx, filepath.Join(dir, "vault"))
 	if err != nil {
 		return err
 	}
@@ -94,19 +99,19 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 	step("Making site-a's two bare-metal hosts: real Debian hosts (systemd, sshd) in namespaces of their own, powered off; they boot when Metal3 provisions them")
-	hosts, err := testenv.NewHostNet(2, testenv.HostOptions{Dir: filepath.Join(dir, "hosts"), Names: []string{"site-a-cp-0", "site-a-worker-0"}})
+	hosts, err := testhosts.NewHostNet(2, testhosts.HostOptions{Dir: filepath.Join(dir, "hosts"), Names: []string{"site-a-cp-0", "site-a-worker-0"}})
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, hosts.Close()) }()
-	siteA, err := client.New(fleet.Sites["site-a"].Config, client.Options{Scheme: testenv.Metal3Scheme()})
+	siteA, err := client.New(fleet.Sites["site-a"].Config, client.Options{Scheme: metal3.Scheme()})
 	if err != nil {
 		return err
 	}
 	defer hosts.PlayIronic(ctx, siteA, sitev1.HostsNamespace, fleet.LocalController("site-a").CacheCAFile, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
 
 	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (the global controller gives each its own token for the artifact API once registered)")
-	local := map[string]testenv.LocalController{}
+	local := map[string]testfleet.LocalController{}
 	for site, args := range map[string][]string{"site-a": {"--node-bootstrap=bpa"}, "site-b": nil} {
 		if local[site], err = fleet.StartLocalController(ctx, site, args...); err != nil {
 			return err
@@ -210,12 +215,12 @@ Global controller log: %[3]s; local controller logs: %[7]s, %[8]s; site-a's BPA:
 func step(s string) { fmt.Printf("\n==> %s\n", s) }
 
 // provisionSite uploads an OS image and the real node stack's packages, images and charts
-// (testenv.BuildStack), makes them a Release, gives the site's hosts their addresses and
+// (builders.BuildStack), makes them a Release, gives the site's hosts their addresses and
 // the site a cluster of that Release, and follows it until the site's BPA built the cluster;
 // then it asks the application cluster for its nodes and pods.
-func provisionSite(ctx context.Context, fleet *testenv.Fleet, dir, site string, hosts *testenv.HostNet) error {
+func provisionSite(ctx context.Context, fleet *testfleet.Fleet, dir, site string, hosts *testhosts.HostNet) error {
 	image := filepath.Join(dir, "edge-os-1.0.img")
-	data, imageDigest := testenv.RandomContent(4<<20, 1)
+	data, imageDigest := testutil.RandomContent(4<<20, 1)
 	if err := os.WriteFile(image, data, 0o600); err != nil {
 		return err
 	}
@@ -238,8 +243,8 @@ spec:
   kubernetesVersion: v%s
   osImage: {sha256: %s}
   packages:
-`, testenv.KubernetesVersion, imageDigest)
-	built, err := testenv.BuildStack(ctx, dir, testenv.KubernetesVersion)
+`, builders.KubernetesVersion, imageDigest)
+	built, err := builders.BuildStack(ctx, dir, builders.KubernetesVersion)
 	if err != nil {
 		return err
 	}

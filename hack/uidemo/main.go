@@ -1,7 +1,7 @@
 // Command uidemo runs the web UI on this machine over a simulated fleet, without root: a global
 // control plane and one site control plane, bin/global-controller serving the UI over HTTPS (a
 // certificate made for 127.0.0.1), -sites stores whose local controllers and BPAs a
-// testenv.ClusterSimulator plays (each operation takes -work-time; one store's patch fails),
+// sitesim.ClusterSimulator plays (each operation takes -work-time; one store's patch fails),
 // releases r0 (installed) and r1, a patch campaign to r1 that runs a few stores at a time, and
 // tokens of a fleet admin and a fleet viewer to sign in with. It keeps everything running until
 // Ctrl-C and stops all it started. Run it with `make ui-demo`.
@@ -26,7 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/sitesim"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const ns = "fleet"
@@ -47,7 +49,7 @@ func main() {
 }
 
 func run(ctx context.Context, n int, workTime time.Duration) (err error) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -56,7 +58,7 @@ func run(ctx context.Context, n int, workTime time.Duration) (err error) {
 		return err
 	}
 	step("Starting a global control plane, a site control plane for the stores, and the global controller (UI over HTTPS)")
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, Sites: []string{"sim"}, TLS: true,
+	fleet, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{Dir: dir, Sites: []string{"sim"}, TLS: true,
 		ControllerArgs: []string{"--site-heartbeat-interval=5s", "--site-operation-poll-interval=1s"}})
 	if err != nil {
 		return err
@@ -76,7 +78,7 @@ func run(ctx context.Context, n int, workTime time.Duration) (err error) {
 	}
 
 	step(fmt.Sprintf("Simulating the stores' local controllers and BPAs (%s per operation; store-00005's patch fails)", workTime))
-	sim := &testenv.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == "store-00005" && op != "" }}
+	sim := &sitesim.ClusterSimulator{WorkTime: workTime, Bootstrap: true, Fail: func(site, op string) bool { return site == "store-00005" && op != "" }}
 	if err := sim.Start(ctx, fleet.Sites["sim"].Config); err != nil {
 		return err
 	}

@@ -12,14 +12,16 @@ import (
 	"time"
 
 	"github.com/edgefleet/edgefleet/pkg/encryption"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestRunWithKubernetesAuth runs the plugin logging in to a real Vault dev server with Vault's
 // Kubernetes auth method, as the ServiceAccount of its role, against a real API server.
 func TestRunWithKubernetesAuth(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "kms"})
-	v := testenv.StartVault(t)
+	cp := controlplane.StartT(t, controlplane.Options{Name: "kms"})
+	v := testvault.StartVault(t)
 	ctx := t.Context()
 	ns := cp.Namespace(t)
 	if err := v.KubernetesAuth(ctx, cp, ns); err != nil {
@@ -29,7 +31,7 @@ func TestRunWithKubernetesAuth(t *testing.T) {
 	if err := v.TransitKey(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if err := v.KubernetesRole(ctx, "kms-site-a", ns, "kms", "edgefleet-kms-site-a", encryption.TransitPolicy(testenv.TransitMount, key), time.Minute, time.Hour); err != nil {
+	if err := v.KubernetesRole(ctx, "kms-site-a", ns, "kms", "edgefleet-kms-site-a", encryption.TransitPolicy(testvault.TransitMount, key), time.Minute, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	saFile, err := cp.ServiceAccountTokenFile(ctx, ns, "kms", t.TempDir())
@@ -43,7 +45,7 @@ func TestRunWithKubernetesAuth(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	opts := DefaultOptions()
-	opts.Socket, opts.HealthAddr, opts.TransitKey = filepath.Join(dir, "kms.sock"), testenv.FreeAddr(t), key
+	opts.Socket, opts.HealthAddr, opts.TransitKey = filepath.Join(dir, "kms.sock"), testutil.FreeAddr(t), key
 	opts.Vault.Addr, opts.Vault.Role, opts.Vault.ServiceAccountTokenFile = v.Addr, "kms-site-a", saFile
 	log := slog.New(slog.DiscardHandler)
 

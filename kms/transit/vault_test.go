@@ -8,18 +8,18 @@ import (
 
 	"k8s.io/kms/pkg/service"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestWithVault runs the service against a real Vault dev server: what the fake answers is
 // what Vault answers, and a rotation shows in the key ID.
 func TestWithVault(t *testing.T) {
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
+	vault := testvault.StartVault(t)
 	if err := vault.TransitKey(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	s := New(vault.Client.Logical(), testenv.TransitMount, "k", 5*time.Second)
+	s := New(vault.Client.Logical(), testvault.TransitMount, "k", 5*time.Second)
 	plaintext := randomBytes(t)
 
 	first, err := s.Encrypt(ctx, "uid-1", plaintext)
@@ -47,7 +47,7 @@ func TestWithVault(t *testing.T) {
 		}
 	}
 
-	missing := New(vault.Client.Logical(), testenv.TransitMount, "missing", 5*time.Second)
+	missing := New(vault.Client.Logical(), testvault.TransitMount, "missing", 5*time.Second)
 	if _, err := missing.Status(ctx); err == nil || !strings.Contains(err.Error(), "no such key") {
 		t.Errorf("status of a missing key: %v, want an error saying there is no such key", err)
 	}

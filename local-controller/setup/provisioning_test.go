@@ -28,7 +28,9 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/setup"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // The bed of these tests: a site control plane with the site, Cluster-API and Metal3 CRDs,
@@ -36,7 +38,7 @@ import (
 // standing for the application cluster (the node simulator registers nodes there), and the
 // local controller's manager with all its controllers, in-process.
 var (
-	site, app *testenv.ControlPlane
+	site, app *controlplane.ControlPlane
 	siteC     client.Client
 	appC      client.Client
 )
@@ -50,12 +52,12 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var err error
-	if site, err = testenv.Start(testenv.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true}); err != nil {
+	if site, err = controlplane.Start(controlplane.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer stop("site control plane", site.Stop)
-	m3, err := site.StartMetal3(ctx, testenv.Metal3Options{})
+	m3, err := metal3.Start(ctx, site, metal3.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -70,7 +72,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if app, err = testenv.Start(testenv.Options{Name: "application-cluster"}); err != nil {
+	if app, err = controlplane.Start(controlplane.Options{Name: "application-cluster"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -187,7 +189,7 @@ func cluster(ns, name, version string, hosts ...sitev1.ClusterHost) *sitev1.Appl
 // waitFor polls the ApplicationCluster until check passes.
 func waitFor(t *testing.T, ac *sitev1.ApplicationCluster, timeout time.Duration, check func(*sitev1.ApplicationCluster) error) {
 	t.Helper()
-	testenv.Eventually(t, timeout, func() error {
+	testutil.Eventually(t, timeout, func() error {
 		if err := siteC.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
 			return err
 		}
@@ -306,7 +308,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 
 	update := func(change func(*sitev1.ApplicationCluster)) {
 		t.Helper()
-		testenv.Update(t, siteC, ac, change)
+		controlplane.Update(t, siteC, ac, change)
 	}
 	bmh := func(name string) (*metal3api.BareMetalHost, error) {
 		b := &metal3api.BareMetalHost{}
@@ -323,7 +325,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w0.Name })
 	})
 	waitFor(t, ac, 3*time.Minute, settled(1, 2, "v1.36.3"))
-	testenv.Eventually(t, time.Minute, func() error {
+	testutil.Eventually(t, time.Minute, func() error {
 		b, err := bmh(w0.Name)
 		switch {
 		case apierrors.IsNotFound(err):
@@ -359,7 +361,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w1.Name })
 	})
 	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
-	testenv.Eventually(t, time.Minute, func() error {
+	testutil.Eventually(t, time.Minute, func() error {
 		b, err := bmh(w1.Name)
 		switch {
 		case err != nil:
@@ -372,7 +374,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		return nil
 	})
 	// Cluster-API deletes a removed machine's node last, after its infrastructure.
-	testenv.Eventually(t, time.Minute, func() error {
+	testutil.Eventually(t, time.Minute, func() error {
 		if n := nodes(t, w0.Name, w1.Name); len(n) != 0 {
 			return fmt.Errorf("nodes of removed hosts still registered: %v", slices.Collect(maps.Keys(n)))
 		}
@@ -499,7 +501,7 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	if err := siteC.Delete(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 3*time.Minute, func() error {
+	testutil.Eventually(t, 3*time.Minute, func() error {
 		var left []string
 		for _, list := range []client.ObjectList{&sitev1.ApplicationClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 			&metal3api.BareMetalHostList{}, &sitev1.EdgeMachineList{}, &clusterv1.MachineDeploymentList{}} {

@@ -8,13 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // TestEnsureURLKey runs against a real API server: the key is made once and kept (a restart
 // signs as before), and a damaged one is an error naming the Secret, changing nothing.
 func TestEnsureURLKey(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "site"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "site"})
 	ctx := t.Context()
 	ns := cp.Namespace(t)
 	first, err := EnsureURLKey(ctx, cp.Client, ns)

@@ -14,13 +14,14 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // upload stores data as an artifact and returns its id.
 func upload(t *testing.T, s *artifacts.Store, name string, data []byte) string {
 	t.Helper()
-	return testenv.PutArtifact(t, s, spec(name, "1"), data).ID
+	return builders.PutArtifact(t, s, spec(name, "1"), data).ID
 }
 
 // insert writes documents as they are.
@@ -39,9 +40,9 @@ func TestMigrateFromSharedChunks(t *testing.T) {
 	db := newDB(t)
 	ctx := t.Context()
 	const cs = artifacts.ChunkSize
-	blobA, digestA := testenv.RandomContent(3*cs+100, 21)
-	blobB, digestB := testenv.RandomContent(2*cs, 22)
-	pending, digestP := testenv.RandomContent(4*cs+50, 23)
+	blobA, digestA := testutil.RandomContent(3*cs+100, 21)
+	blobB, digestB := testutil.RandomContent(2*cs, 22)
+	pending, digestP := testutil.RandomContent(4*cs+50, 23)
 	const idA, idB, idP = "aaaaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbbbb", "cccccccccccccccccccccccc"
 	now := time.Now().UTC().Truncate(time.Millisecond)
 
@@ -161,7 +162,7 @@ func TestChunksOutOfOrder(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
 	const cs = artifacts.ChunkSize
-	data, digest := testenv.RandomContent(70*cs+5, 31) // more chunks than one read window
+	data, digest := testutil.RandomContent(70*cs+5, 31) // more chunks than one read window
 	id := upload(t, s, "ooo", data)
 	coll := db.Collection("blobs." + id + ".chunks")
 	cur, err := coll.Find(t.Context(), bson.D{})
@@ -204,8 +205,8 @@ func TestChunksOutOfOrder(t *testing.T) {
 func TestOrphanBucketsDropped(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
-	keep, _ := testenv.RandomContent(cs3, 41)
-	gone, goneDigest := testenv.RandomContent(cs3, 42)
+	keep, _ := testutil.RandomContent(cs3, 41)
+	gone, goneDigest := testutil.RandomContent(cs3, 42)
 	upload(t, s, "keep", keep)
 	upload(t, s, "gone", gone)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("live", "1")}, "x")
@@ -235,10 +236,10 @@ func TestCrashedWriterLeftovers(t *testing.T) {
 	for _, finishNow := range []bool{false, true} {
 		db := newDB(t)
 		s := open(t, db, artifacts.Options{LockTTL: time.Millisecond})
-		data, digest := testenv.RandomContent(3*cs+10, 61)
+		data, digest := testutil.RandomContent(3*cs+10, 61)
 		saved := 2*cs + 5
 		if finishNow {
-			data, digest = testenv.RandomContent(saved, 62)
+			data, digest = testutil.RandomContent(saved, 62)
 		}
 		up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("crash", "1")}, "x")
 		if err != nil {

@@ -9,7 +9,8 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestCompactGivesDeletedSpaceBack stores artifacts in the embedded FerretDB, deletes most of
@@ -28,8 +29,8 @@ func TestCompactGivesDeletedSpaceBack(t *testing.T) {
 	const size, kept = 8 << 20, 1
 	var ids []string
 	for i := range 5 {
-		data, _ := testenv.RandomContent(size, uint64(100+i))
-		ids = append(ids, testenv.PutArtifact(t, s, spec("compact", strconv.Itoa(i)), data).ID)
+		data, _ := testutil.RandomContent(size, uint64(100+i))
+		ids = append(ids, builders.PutArtifact(t, s, spec("compact", strconv.Itoa(i)), data).ID)
 	}
 	full := disk()
 	for _, id := range ids[kept:] {
@@ -59,7 +60,7 @@ func TestCompactGivesDeletedSpaceBack(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{Budget: artifacts.NewBudget(32 << 20)})
-	data, digest := testenv.RandomContent(300_000, 110)
+	data, digest := testutil.RandomContent(300_000, 110)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("metrics", "1"), SHA256: digest}, "alice")
 	if err != nil {
 		t.Fatal(err)

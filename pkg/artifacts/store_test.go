@@ -22,7 +22,8 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/mongodb"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // client talks to one embedded FerretDB (the real MongoDB wire protocol) for the whole package;
@@ -138,7 +139,7 @@ func TestRoundTripAndRanges(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
 	size := 3*artifacts.ChunkSize*flush + 12345 // several flushes and a partial last chunk
-	data, digest := testenv.RandomContent(size, 1)
+	data, digest := testutil.RandomContent(size, 1)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("kubelet", "1.36.3"), SHA256: digest}, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestResumeAfterCutAndRestart(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
 	size := 2*artifacts.ChunkSize*flush + 777
-	data, digest := testenv.RandomContent(size, 2)
+	data, digest := testutil.RandomContent(size, 2)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("etcd", "3.6.16")}, "bob")
 	if err != nil {
 		t.Fatal(err)
@@ -220,8 +221,8 @@ func TestResumeAfterCutAndRestart(t *testing.T) {
 func TestWrongDigestStoresNothing(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
-	data, digest := testenv.RandomContent(300_000, 3)
-	_, other := testenv.RandomContent(10, 4)
+	data, digest := testutil.RandomContent(300_000, 3)
+	_, other := testutil.RandomContent(10, 4)
 	up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("bad", "1"), SHA256: other}, "eve")
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +246,7 @@ func TestWrongDigestStoresNothing(t *testing.T) {
 func TestSameBytesStoredOnce(t *testing.T) {
 	db := newDB(t)
 	s := open(t, db, artifacts.Options{})
-	data, digest := testenv.RandomContent(500_000, 5)
+	data, digest := testutil.RandomContent(500_000, 5)
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i := range 2 {
@@ -291,8 +292,8 @@ func TestSameBytesStoredOnce(t *testing.T) {
 
 func TestConflictAndValidation(t *testing.T) {
 	s := open(t, newDB(t), artifacts.Options{})
-	data, digest := testenv.RandomContent(10, 6)
-	a := testenv.PutArtifact(t, s, spec("dup", "1"), data)
+	data, digest := testutil.RandomContent(10, 6)
+	a := builders.PutArtifact(t, s, spec("dup", "1"), data)
 	var ce *artifacts.ConflictError
 	if _, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("dup", "1")}, "x"); !errors.As(err, &ce) || ce.ID != a.ID {
 		t.Errorf("second upload of the same artifact: %v, want ConflictError naming %s", err, a.ID)
@@ -336,7 +337,7 @@ func (r refs) ReferencesTo(_ context.Context, digest string) ([]string, error) {
 
 func TestListFiltersPagesAndReferences(t *testing.T) {
 	db := newDB(t)
-	data, digest := testenv.RandomContent(100, 7)
+	data, digest := testutil.RandomContent(100, 7)
 	s := open(t, db, artifacts.Options{References: refs{digest: {"Release/fleet/r1"}}})
 	for i, l := range []map[string]string{
 		{"edgefleet.io/channel": "stable", "tier": "base"},
@@ -351,7 +352,7 @@ func TestListFiltersPagesAndReferences(t *testing.T) {
 		}
 		d, dd := data, digest
 		if i > 0 {
-			d, dd = testenv.RandomContent(100+i, uint64(10+i))
+			d, dd = testutil.RandomContent(100+i, uint64(10+i))
 		}
 		if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(d)); err != nil {
 			t.Fatal(err)
@@ -425,7 +426,7 @@ func TestExpireUploads(t *testing.T) {
 	db := newDB(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	s := open(t, db, artifacts.Options{Clock: clk, UploadTTL: time.Hour})
-	data, _ := testenv.RandomContent(200_000, 8)
+	data, _ := testutil.RandomContent(200_000, 8)
 	old, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec("old", "1")}, "x")
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/pkg/encryption"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // transitKey is the Vault transit key of the tests' KMS plugins.
@@ -49,13 +51,13 @@ func TestSecretsAtRest(t *testing.T) {
 			return []apiserverv1.ProviderConfiguration{p}
 		}, "k8s:enc:secretbox:v1:key-1:"},
 		{"KMS v2 through Vault transit", func(t *testing.T) []apiserverv1.ProviderConfiguration {
-			plugin := testenv.StartKMSPlugin(t, testenv.StartVault(t), transitKey)
+			plugin := testvault.StartKMSPlugin(t, testvault.StartVault(t), transitKey)
 			return []apiserverv1.ProviderConfiguration{plugin.Provider()}
 		}, "k8s:enc:kms:v2:edgefleet-vault:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cp := testenv.StartT(t, testenv.Options{Name: "encryption", Encryption: tc.providers(t)})
+			cp := controlplane.StartT(t, controlplane.Options{Name: "encryption", Encryption: tc.providers(t)})
 			ns := cp.Namespace(t)
 			value := randomValue(t)
 			writeSecret(t, cp, ns, "s", value)
@@ -90,7 +92,7 @@ func TestSecretsAtRest(t *testing.T) {
 // Reencrypt rewrites every one of them.
 func TestReencryptPageByPage(t *testing.T) {
 	t.Parallel()
-	cp := testenv.StartT(t, testenv.Options{Name: "reencrypt-pages"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "reencrypt-pages"})
 	ns := cp.Namespace(t)
 	n := encryption.ReencryptPageSize + 1
 	for i := range n {
@@ -130,9 +132,9 @@ func TestReencryptPageByPage(t *testing.T) {
 func TestKMSKeyRotation(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	vault := testenv.StartVault(t)
-	plugin := testenv.StartKMSPlugin(t, vault, transitKey)
-	cp := testenv.StartT(t, testenv.Options{Name: "kms-rotation", Encryption: []apiserverv1.ProviderConfiguration{plugin.Provider()}})
+	vault := testvault.StartVault(t)
+	plugin := testvault.StartKMSPlugin(t, vault, transitKey)
+	cp := controlplane.StartT(t, controlplane.Options{Name: "kms-rotation", Encryption: []apiserverv1.ProviderConfiguration{plugin.Provider()}})
 	ns := cp.Namespace(t)
 	meta, err := metadata.NewForConfig(cp.Config)
 	if err != nil {
@@ -168,7 +170,7 @@ func TestKMSKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 3*time.Minute, "the API server writes under the rotated key", func() (bool, string) {
+	testutil.WaitFor(t, 3*time.Minute, "the API server writes under the rotated key", func() (bool, string) {
 		_, _ = kube.Discovery().RESTClient().Get().AbsPath("/healthz/kms-providers").DoRaw(ctx)
 		value := randomValue(t)
 		writeSecret(t, cp, ns, "canary", value)
@@ -198,9 +200,9 @@ func TestKMSKeyRotation(t *testing.T) {
 // storing anything in clear, and writes again once Vault answers.
 func TestKMSVaultOutage(t *testing.T) {
 	t.Parallel()
-	vault := testenv.StartVault(t)
-	plugin := testenv.StartKMSPlugin(t, vault, transitKey)
-	cp := testenv.StartT(t, testenv.Options{Name: "kms-outage", Encryption: []apiserverv1.ProviderConfiguration{plugin.Provider()}})
+	vault := testvault.StartVault(t)
+	plugin := testvault.StartKMSPlugin(t, vault, transitKey)
+	cp := controlplane.StartT(t, controlplane.Options{Name: "kms-outage", Encryption: []apiserverv1.ProviderConfiguration{plugin.Provider()}})
 	ns := cp.Namespace(t)
 	before := randomValue(t)
 	writeSecret(t, cp, ns, "before", before)
@@ -209,7 +211,7 @@ func TestKMSVaultOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused, lastStored string
-	testenv.WaitFor(t, 6*time.Minute, "a write refused while Vault does not answer", func() (bool, string) {
+	testutil.WaitFor(t, 6*time.Minute, "a write refused while Vault does not answer", func() (bool, string) {
 		value := randomValue(t)
 		err := cp.Client.Create(t.Context(), secret(ns, "during", value))
 		if err == nil {
@@ -238,7 +240,7 @@ func TestKMSVaultOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := randomValue(t)
-	testenv.Eventually(t, 2*time.Minute, func() error {
+	testutil.Eventually(t, 2*time.Minute, func() error {
 		return cp.Client.Create(t.Context(), secret(ns, "after", after))
 	})
 	readBack(t, cp, ns, "after", after)
@@ -248,7 +250,7 @@ func TestKMSVaultOutage(t *testing.T) {
 }
 
 // pluginKeyID asks the plugin's socket for its status, as the API server does.
-func pluginKeyID(t *testing.T, plugin *testenv.KMSPlugin) string {
+func pluginKeyID(t *testing.T, plugin *testvault.KMSPlugin) string {
 	t.Helper()
 	conn, err := grpc.NewClient("unix://"+plugin.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -280,7 +282,7 @@ func secret(ns, name, value string) *corev1.Secret {
 }
 
 // writeSecret creates the Secret or replaces its value.
-func writeSecret(t *testing.T, cp *testenv.ControlPlane, ns, name, value string) {
+func writeSecret(t *testing.T, cp *controlplane.ControlPlane, ns, name, value string) {
 	t.Helper()
 	s := secret(ns, name, value)
 	if err := cp.Client.Get(t.Context(), client.ObjectKeyFromObject(s), &corev1.Secret{}); err == nil {
@@ -295,7 +297,7 @@ func writeSecret(t *testing.T, cp *testenv.ControlPlane, ns, name, value string)
 	}
 }
 
-func deleteSecret(t *testing.T, cp *testenv.ControlPlane, ns, name string) {
+func deleteSecret(t *testing.T, cp *controlplane.ControlPlane, ns, name string) {
 	t.Helper()
 	if err := cp.Client.Delete(t.Context(), secret(ns, name, "")); err != nil {
 		t.Fatalf("delete Secret %s/%s: %v", ns, name, err)
@@ -303,7 +305,7 @@ func deleteSecret(t *testing.T, cp *testenv.ControlPlane, ns, name string) {
 }
 
 // readBack fails the test unless the API server gives the Secret's value back.
-func readBack(t *testing.T, cp *testenv.ControlPlane, ns, name, value string) {
+func readBack(t *testing.T, cp *controlplane.ControlPlane, ns, name, value string) {
 	t.Helper()
 	var got corev1.Secret
 	if err := cp.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &got); err != nil {
@@ -315,7 +317,7 @@ func readBack(t *testing.T, cp *testenv.ControlPlane, ns, name, value string) {
 }
 
 // storedSecret is what etcd holds for the Secret, read straight from etcd.
-func storedSecret(t *testing.T, cp *testenv.ControlPlane, ns, name string) []byte {
+func storedSecret(t *testing.T, cp *controlplane.ControlPlane, ns, name string) []byte {
 	t.Helper()
 	key := "/registry/secrets/" + ns + "/" + name
 	stored, err := cp.Stored(t.Context(), key)

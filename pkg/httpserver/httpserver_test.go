@@ -19,7 +19,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // writePair writes p's certificate and key into dir as name.crt and name.key.
@@ -96,7 +96,7 @@ func TestServesRenewedCertificateAndVerifiesClients(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s := &httpserver.Server{Name: "test server", Addr: testenv.FreeAddr(t), CertFile: crt, KeyFile: key, ClientCAFile: caFile, Log: logr.Discard(),
+	s := &httpserver.Server{Name: "test server", Addr: testutil.FreeAddr(t), CertFile: crt, KeyFile: key, ClientCAFile: caFile, Log: logr.Discard(),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if len(r.TLS.VerifiedChains) == 0 {
 				_, _ = io.WriteString(w, "anonymous")
@@ -180,7 +180,7 @@ func TestRefusesBadTLSFiles(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.s.Name, tc.s.Addr, tc.s.Log = "test server "+strconv.Itoa(i), testenv.FreeAddr(t), logr.Discard()
+			tc.s.Name, tc.s.Addr, tc.s.Log = "test server "+strconv.Itoa(i), testutil.FreeAddr(t), logr.Discard()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			err := tc.s.Start(ctx)

@@ -28,7 +28,8 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const (
@@ -38,10 +39,10 @@ const (
 )
 
 // global is a real kube-apiserver (RBAC, ServiceAccount tokens) that every test shares.
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global"}, func(_ context.Context, cp *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "global"}, func(_ context.Context, cp *controlplane.ControlPlane) error {
 		global = cp
 		return nil
 	}))
@@ -334,7 +335,7 @@ func TestAuthorizeAccess(t *testing.T) {
 	}
 	// RBAC reads bindings from an informer: wait (uncached) until the grant shows.
 	uncached := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: group, Resource: resource, CacheTTL: -1})
-	testenv.Eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if allowed, reason, err := uncached.AuthorizeAccess(t.Context(), u, sites("list", ns, "")); err != nil || !allowed {
 			return fmt.Errorf("the RoleBinding has not taken effect (%s): %w", reason, err)
 		}

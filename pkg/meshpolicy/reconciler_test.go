@@ -21,14 +21,15 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const timeout = 10 * time.Second
 
 func scheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
-	s := testenv.Scheme()
+	s := controlplane.Scheme()
 	if err := securityv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func scheme(t *testing.T) *runtime.Scheme {
 // startManager runs a manager with the mesh policies of c set up in mode on cp until the test
 // ends or the returned function is called, which returns what the manager's Start returned.
 // The manager logs to log.
-func startManager(t *testing.T, cp *testenv.ControlPlane, mode string, c meshpolicy.Component, log logr.Logger) func() error {
+func startManager(t *testing.T, cp *controlplane.ControlPlane, mode string, c meshpolicy.Component, log logr.Logger) func() error {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
 		Scheme:                 scheme(t),
@@ -107,7 +108,7 @@ func current(ctx context.Context, cl client.Client, c meshpolicy.Component) erro
 // PERMISSIVE, a principal deleted, the managed-by label changed, an object deleted — are
 // repaired while labels of others stay, and Uninstall removes both.
 func TestPoliciesKeptAndUninstalled(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "istio", IstioCRDs: true})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "istio", IstioCRDs: true})
 	cl, err := client.New(cp.Config, client.Options{Scheme: scheme(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestPoliciesKeptAndUninstalled(t *testing.T) {
 	stop := startManager(t, cp, meshpolicy.ModeOn, c, testr.New(t))
 	ctx := t.Context()
 	key := client.ObjectKey{Namespace: ns, Name: c.Name}
-	testenv.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
+	testutil.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
 
 	pa := &securityv1.PeerAuthentication{}
 	if err := cl.Get(ctx, key, pa); err != nil {
@@ -128,7 +129,7 @@ func TestPoliciesKeptAndUninstalled(t *testing.T) {
 	if err := cl.Update(ctx, pa); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
+	testutil.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
 	if err := cl.Get(ctx, key, pa); err != nil || pa.Labels["team"] != "mesh" {
 		t.Fatalf("labels of others after the repair: %v, %v; want team=mesh kept", pa.Labels, err)
 	}
@@ -142,7 +143,7 @@ func TestPoliciesKeptAndUninstalled(t *testing.T) {
 	if err := cl.Update(ctx, ap); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
+	testutil.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
 
 	for _, o := range []client.Object{&securityv1.PeerAuthentication{}, &securityv1.AuthorizationPolicy{}} {
 		o.SetNamespace(ns)
@@ -150,7 +151,7 @@ func TestPoliciesKeptAndUninstalled(t *testing.T) {
 		if err := cl.Delete(ctx, o); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
+		testutil.Eventually(t, 30*time.Second, func() error { return current(ctx, cl, c) })
 	}
 
 	// The documented uninstall: the controller is stopped, then its policies are removed.
@@ -172,7 +173,7 @@ func TestPoliciesKeptAndUninstalled(t *testing.T) {
 // TestNothingWithoutIstio checks that where Istio's CRDs are absent the default mode runs the
 // manager without error and Uninstall does nothing, while --istio=on refuses to start.
 func TestNothingWithoutIstio(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "no-istio"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "no-istio"})
 	c := globalController("edgefleet-system")
 	if ok, err := meshpolicy.Installed(t.Context(), cp.Config, timeout); ok || err != nil {
 		t.Fatalf("Installed = %v, %v; want false, nil", ok, err)

@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 func TestValidateName(t *testing.T) {
@@ -115,7 +117,7 @@ func testStore(t *testing.T, s secrets.Store) {
 // lives (KV v2 under the prefix), that Delete removes every version, and that neither the root
 // token nor a secret reaches the server's log.
 func TestVault(t *testing.T) {
-	v := testenv.StartVault(t)
+	v := testvault.StartVault(t)
 	s := secrets.NewVault(v.Client, "secret", "edgefleet")
 	testStore(t, s)
 
@@ -144,7 +146,7 @@ func TestVault(t *testing.T) {
 	// Vault's dev mode prints its unseal key (and, with a generated root token, that too): wait
 	// for the banner (printed after the server answers), which went through the filter.
 	var log []byte
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		var err error
 		if log, err = os.ReadFile(v.Log); err != nil {
 			return err
@@ -165,7 +167,7 @@ func TestVault(t *testing.T) {
 // TestKubernetes runs the contract against Secrets of a real API server, and checks that the
 // store leaves Secrets it did not write alone.
 func TestKubernetes(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "secrets"})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "secrets"})
 	ns := cp.Namespace(t)
 	s := secrets.NewKubernetes(cp.Client, ns)
 	testStore(t, s)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/pkg/siteimage"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 func TestInjectThenRead(t *testing.T) {
@@ -175,7 +175,7 @@ func TestReadRefusesDamagedArea(t *testing.T) {
 func BenchmarkInject(b *testing.B) {
 	base := os.Getenv("EDGEFLEET_BASE_ISO")
 	if base == "" {
-		root, err := testenv.RepoRoot()
+		root, err := testutil.RepoRoot()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -21,18 +21,18 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 var (
-	site *testenv.ControlPlane
+	site *controlplane.ControlPlane
 	// bpaLog and controllerLog are the loggers teed into the two responders' rings.
 	bpaLog, controllerLog *zap.Logger
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "site", InstallSiteCRDs: true},
-		func(_ context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	os.Exit(controlplane.RunWithManager(m, controlplane.Options{Name: "site", InstallSiteCRDs: true},
+		func(_ context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			site = cp
 			for component, log := range map[string]**zap.Logger{sitev1.LogComponentBPA: &bpaLog, sitev1.LogComponentLocalController: &controllerLog} {
 				ring := sitelogs.NewRing(1000, 1<<20)
@@ -132,7 +132,7 @@ func TestLeftOverRequestsAreDeleted(t *testing.T) {
 	created := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	lr := &sitev1.LogRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "edgefleet-system", Name: "log-1", CreationTimestamp: metav1.NewTime(created)},
 		Spec: sitev1.LogRequestSpec{Component: sitev1.LogComponentBPA, TailLines: 5}}
-	c := fake.NewClientBuilder().WithScheme(testenv.Scheme()).WithObjects(lr).WithStatusSubresource(lr).Build()
+	c := fake.NewClientBuilder().WithScheme(controlplane.Scheme()).WithObjects(lr).WithStatusSubresource(lr).Build()
 	clk := clocktesting.NewFakePassiveClock(created.Add(time.Second))
 	r := &sitelogs.Responder{Client: c, Component: sitev1.LogComponentBPA, Ring: sitelogs.NewRing(10, 1000), Instance: "bpa@test", Clock: clk}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(lr)}

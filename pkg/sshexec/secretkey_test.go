@@ -16,7 +16,8 @@ import (
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestKeyFromSecretStore is the path the BPA takes: the private key lives in Vault only, the
@@ -24,16 +25,16 @@ import (
 // no file the test, the host or Vault wrote holds the private key.
 func TestKeyFromSecretStore(t *testing.T) {
 	ctx := t.Context()
-	v := testenv.StartVault(t)
+	v := testvault.StartVault(t)
 	store := secrets.NewVault(v.Client, "secret", "edgefleet")
 
-	privPEM, authorized := testenv.SSHKeyPEM(t)
+	privPEM, authorized := testhosts.SSHKeyPEM(t)
 	if err := store.Put(ctx, "site-a.ssh", map[string][]byte{"ssh-privatekey": privPEM}); err != nil {
 		t.Fatal(err)
 	}
 
 	hostsDir := t.TempDir()
-	hn := testenv.StartHosts(t, 1, authorized, testenv.HostOptions{Dir: hostsDir})
+	hn := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{Dir: hostsDir})
 	h := hn.Hosts[0]
 
 	data, err := store.Get(ctx, "site-a.ssh")

@@ -12,10 +12,11 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
-func targets(hn *testenv.HostNet) []sshexec.Target {
+func targets(hn *testhosts.HostNet) []sshexec.Target {
 	var ts []sshexec.Target
 	for _, h := range hn.Hosts {
 		ts = append(ts, sshexec.Target{Name: h.Name, Addr: h.SSHAddr()})
@@ -27,8 +28,8 @@ func targets(hn *testenv.HostNet) []sshexec.Target {
 // bounded output, Check, stdin, a cut host not holding up the other, and host key pinning — a
 // changed host key is refused.
 func TestOnRealHosts(t *testing.T) {
-	signer, authorized := testenv.SSHKey(t)
-	hn := testenv.StartHosts(t, 2, authorized, testenv.HostOptions{})
+	signer, authorized := testhosts.SSHKey(t)
+	hn := testhosts.StartHosts(t, 2, authorized, testhosts.HostOptions{})
 	keys := &sshexec.MemoryHostKeys{}
 	e := sshexec.New(signer, keys, sshexec.Options{MaxOutput: 1024, Parallelism: 2})
 	ctx := t.Context()
@@ -82,7 +83,7 @@ func TestOnRealHosts(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err %v, want a timeout", err)
 		}
-		testenv.Eventually(t, 20*time.Second, func() error {
+		testutil.Eventually(t, 20*time.Second, func() error {
 			if out, err := h0.Exec(ctx, "pgrep", "-x", "sleep"); err == nil {
 				j, _ := h0.Exec(ctx, "journalctl", "-u", "ssh", "--no-pager", "-n", "30")
 				return fmt.Errorf("sleep still runs: %s\n%s", out, j)

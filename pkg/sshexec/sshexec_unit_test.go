@@ -15,7 +15,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
 )
 
 func TestTailBuffer(t *testing.T) {
@@ -65,7 +65,7 @@ func TestHostKeyAlgorithms(t *testing.T) {
 
 func newPublicKey(t *testing.T) ssh.PublicKey {
 	t.Helper()
-	signer, _ := testenv.SSHKey(t)
+	signer, _ := testhosts.SSHKey(t)
 	return signer.PublicKey()
 }
 
@@ -107,7 +107,7 @@ func TestCheckHostKey(t *testing.T) {
 
 func TestParseSignerDoesNotQuoteKey(t *testing.T) {
 	// A key generated here, its body cut short so it no longer parses.
-	key, _ := testenv.SSHKeyPEM(t)
+	key, _ := testhosts.SSHKeyPEM(t)
 	block, _ := pem.Decode(key)
 	if block == nil {
 		t.Fatal("the generated key is not PEM")

@@ -15,15 +15,16 @@ import (
 	vaultapi "github.com/hashicorp/vault/api"
 
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
 	"github.com/edgefleet/edgefleet/pkg/vaultauth"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestKubernetesAuth logs a component in to a real Vault dev server with Vault's Kubernetes
 // auth method against a real API server, and keeps it working past its token's max TTL.
 func TestKubernetesAuth(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "vaultauth"})
-	v := testenv.StartVault(t)
+	cp := controlplane.StartT(t, controlplane.Options{Name: "vaultauth"})
+	v := testvault.StartVault(t)
 	ctx := t.Context()
 	ns := cp.Namespace(t)
 	if err := v.KubernetesAuth(ctx, cp, ns); err != nil {

@@ -8,13 +8,13 @@ import (
 
 	vaultapi "github.com/hashicorp/vault/api"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // TestVault runs the Store against a real Vault dev server, with a token of Policy alone.
 func TestVault(t *testing.T) {
-	v := testenv.StartVault(t)
+	v := testvault.StartVault(t)
 	ctx := t.Context()
 	if err := v.Client.Sys().PutPolicyWithContext(ctx, "edgefleet-global", vaultref.Policy("secret", "edgefleet/global")); err != nil {
 		t.Fatal(err)

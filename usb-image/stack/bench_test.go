@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
 )
 
 // BenchmarkFirstBoot measures a bootstrap machine's first boot on a test host (root): the
@@ -18,9 +18,9 @@ func BenchmarkFirstBoot(b *testing.B) {
 	var bare, stack, site time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		hn := testenv.NewHosts(b, 1, testenv.HostOptions{Names: []string{"site-0"}})
+		hn := testhosts.NewHosts(b, 1, testhosts.HostOptions{Names: []string{"site-0"}})
 		h := hn.Hosts[0]
-		if err := h.Provision(testenv.UserData{}); err != nil {
+		if err := h.Provision(testhosts.UserData{}); err != nil {
 			b.Fatal(err)
 		}
 		// The anchor: the bare host, to the end of its start-up.
@@ -59,7 +59,7 @@ func BenchmarkFirstBoot(b *testing.B) {
 // waitStartedUp waits until systemd on the host has finished starting up: `systemctl
 // is-system-running --wait` says running or degraded (its exit status differs, start-up is over
 // either way). Before systemd's bus is up the command fails at once, so it is asked again.
-func waitStartedUp(b *testing.B, h *testenv.Host) {
+func waitStartedUp(b *testing.B, h *testhosts.Host) {
 	b.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

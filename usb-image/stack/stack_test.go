@@ -39,7 +39,12 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/siteimage/siteimagetest"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // readyMarker starts the line edgefleet-site-ready.service writes; the image's boot test waits
@@ -58,9 +63,9 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // on the global cluster and the stack builds the application cluster on them from the
 // stick's pack alone.
 func TestSiteStackOnTestHost(t *testing.T) {
-	hn := testenv.NewHosts(t, 3, testenv.HostOptions{Names: []string{"site-0", "node-0", "node-1"}})
+	hn := testhosts.NewHosts(t, 3, testhosts.HostOptions{Names: []string{"site-0", "node-0", "node-1"}})
 	h := hn.Hosts[0]
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +75,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 	}
 	upper := filepath.Join(h.Dir, "upper")
-	if err := h.Provision(testenv.UserData{}); err != nil {
+	if err := h.Provision(testhosts.UserData{}); err != nil {
 		t.Fatal(err)
 	}
 	// The global side: its API over TLS on the hosts' gateway, a Site, and the site's identity
@@ -193,7 +198,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		if err := c.Create(ctx, set); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, time.Minute, "the release's ArtifactSet Ready", func() (bool, string) {
+		testutil.WaitFor(t, time.Minute, "the release's ArtifactSet Ready", func() (bool, string) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
 				return false, err.Error()
 			}
@@ -215,14 +220,14 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	// first-boot data the BareMetalHost carries); the stack's BPA, its keys in the Kubernetes
 	// Secret store, installs over SSH what the site cache holds, all of it from the pack.
 	t.Run("builds the application cluster on the site's other hosts from the stick alone", func(t *testing.T) {
-		metal3Client, err := client.New(restConfigAs(t, h.IP.String(), site, "admin"), client.Options{Scheme: testenv.Metal3Scheme()})
+		metal3Client, err := client.New(restConfigAs(t, h.IP.String(), site, "admin"), client.Options{Scheme: metal3.Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Ironic's agent reads the image from the stack's site cache, whose certificate the site CA signs.
 		stopIronic := hn.PlayIronic(context.Background(), metal3Client, sitev1.HostsNamespace, filepath.Join(site, "pki", "ca.crt"), func(err error) { t.Logf("ironic: %v", err) })
 		defer stopIronic()
-		opts := testenv.RealSiteOptions{Name: siteName, Namespace: siteNamespace, Hosts: hn}
+		opts := testfleet.RealSiteOptions{Name: siteName, Namespace: siteNamespace, Hosts: hn}
 		for i, role := range map[int]fleetv1.HostRole{1: fleetv1.RoleControlPlane, 2: fleetv1.RoleWorker} {
 			if err := fleet.RegisterRealHost(ctx, opts, i, role); err != nil {
 				t.Fatal(err)
@@ -230,14 +235,14 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		}
 		network := hn.ClusterNetwork()
 		network.ControlPlaneEndpoint.Host = hn.Hosts[1].IP.String()
-		// testenv.Update retries on a conflict: the global controller writes the Site's status as
+		// controlplane.Update retries on a conflict: the global controller writes the Site's status as
 		// the Hosts register.
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: siteName}}
-		testenv.Update(t, fleet.Global.Client, s, func(s *fleetv1.Site) {
+		controlplane.Update(t, fleet.Global.Client, s, func(s *fleetv1.Site) {
 			s.Spec.Cluster = &fleetv1.SiteCluster{Release: release.Name, Network: network}
 		})
 		start := time.Now()
-		testenv.WaitFor(t, 15*time.Minute, "the site's cluster Provisioned and Installed, its charts' pods ready", func() (bool, string) {
+		testutil.WaitFor(t, 15*time.Minute, "the site's cluster Provisioned and Installed, its charts' pods ready", func() (bool, string) {
 			if err := fleet.Global.Client.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
 				return false, err.Error()
 			}
@@ -260,7 +265,7 @@ func TestSiteStackOnTestHost(t *testing.T) {
 			installed = append(installed, p.Name+" "+p.Version)
 		}
 		var want []string
-		for _, p := range testenv.StackPackages(testenv.KubernetesVersion) {
+		for _, p := range builders.StackPackages(builders.KubernetesVersion) {
 			want = append(want, p.Name+" "+p.Version)
 		}
 		slices.Sort(installed)
@@ -332,14 +337,14 @@ func TestSiteStackOnTestHost(t *testing.T) {
 	}
 	t.Run("Secrets encrypted at rest", func(t *testing.T) {
 		etcdDir := filepath.Join(upper, "var", "lib", "edgefleet", "etcd")
-		named, err := testenv.FilesContaining(etcdDir, []byte("/registry/secrets/"+secret.Namespace+"/"+secret.Name))
+		named, err := testutil.FilesContaining(etcdDir, []byte("/registry/secrets/"+secret.Namespace+"/"+secret.Name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(named) == 0 {
 			t.Fatalf("no file of %s holds the Secret's key: not etcd's data directory?", etcdDir)
 		}
-		clear, err := testenv.FilesContaining(etcdDir, []byte(value))
+		clear, err := testutil.FilesContaining(etcdDir, []byte(value))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,13 +444,13 @@ func TestSiteStackOnTestHost(t *testing.T) {
 // installWithIdentity starts the global side for the test host of hn whose disk is upper — its API
 // over TLS on the hosts' gateway, stopped in the cleanup — writes the site's identity on the
 // disk (writeIdentity) and installs the site stack there, as the image carries both.
-func installWithIdentity(t testing.TB, hn *testenv.HostNet, upper string) *testenv.Fleet {
+func installWithIdentity(t testing.TB, hn *testhosts.HostNet, upper string) *testfleet.Fleet {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := testenv.StartFleet(t.Context(), testenv.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
+	fleet, err := testfleet.StartFleet(t.Context(), testfleet.FleetOptions{TLS: true, APIHost: hn.Gateway.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -465,10 +470,10 @@ func installWithIdentity(t testing.TB, hn *testenv.HostNet, upper string) *teste
 // writePack makes a release of the real node stack on fleet's global cluster and the site's image
 // with it (edgefleet site image --with-release, on a small base) on the host's disk, named by
 // /etc/edgefleet/pack-source as the boot medium would be; it returns the release.
-func writePack(t testing.TB, fleet *testenv.Fleet, upper string) *fleetv1.Release {
+func writePack(t testing.TB, fleet *testfleet.Fleet, upper string) *fleetv1.Release {
 	t.Helper()
 	ctx := t.Context()
-	release, err := fleet.CreateStackRelease(ctx, siteNamespace, "edge-1", t.TempDir(), testenv.KubernetesVersion)
+	release, err := fleet.CreateStackRelease(ctx, siteNamespace, "edge-1", t.TempDir(), builders.KubernetesVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +529,7 @@ const siteNamespace, siteName = "fleet", "site-0"
 // writeIdentity creates the Site on fleet's global cluster, issues an enrollment token for it
 // (edgefleet site token create, as the fleet admin) and writes the site identity into the
 // host's /etc/edgefleet/identity, root-only.
-func writeIdentity(t testing.TB, fleet *testenv.Fleet, upper string) {
+func writeIdentity(t testing.TB, fleet *testfleet.Fleet, upper string) {
 	t.Helper()
 	ctx := t.Context()
 	if err := fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: siteNamespace}}); err != nil {
@@ -556,7 +561,7 @@ func writeIdentity(t testing.TB, fleet *testenv.Fleet, upper string) {
 }
 
 // waitReady waits for /run/edgefleet/ready on the host and returns its line.
-func waitReady(t testing.TB, h *testenv.Host) string {
+func waitReady(t testing.TB, h *testhosts.Host) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
 	defer cancel()
@@ -617,7 +622,7 @@ func restConfigAs(t *testing.T, ip, site, id string) *rest.Config {
 }
 
 // unitProps are a unit's MainPID, NRestarts, ActiveState and SubState.
-func unitProps(t *testing.T, h *testenv.Host, unit string) map[string]string {
+func unitProps(t *testing.T, h *testhosts.Host, unit string) map[string]string {
 	t.Helper()
 	out, err := h.Exec(t.Context(), "systemctl", "show", "-p", "MainPID,NRestarts,ActiveState,SubState", unit)
 	if err != nil {

@@ -12,15 +12,15 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // global is a real API server with the CRDs of deploy/crds installed; the tests check that it
 // applies their OpenAPI and CEL rules.
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *controlplane.ControlPlane) error {
 		global = cp
 		return nil
 	}))

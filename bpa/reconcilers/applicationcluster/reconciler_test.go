@@ -39,11 +39,13 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 var (
-	site  *testenv.ControlPlane
+	site  *controlplane.ControlPlane
 	hosts = fixture.New()
 	cache = &siteCache{archives: map[string][]byte{}}
 	// nodes is the application cluster as the reconciler's client of it sees it: a fake.
@@ -53,8 +55,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true},
-		func(_ context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	os.Exit(controlplane.RunWithManager(m, controlplane.Options{Name: "site", InstallSiteCRDs: true, ClusterAPICRDs: true},
+		func(_ context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			site = cp
 			srv := httptest.NewServer(cache)
 			r := &applicationcluster.Reconciler{
@@ -437,7 +439,7 @@ func TestReconcilerPhases(t *testing.T) {
 	})
 
 	t.Run("charts get the cluster's facts as global values, over the site's", func(t *testing.T) {
-		hello := testenv.BuildChart(t, "hello", "", nil)
+		hello := builders.BuildChart(t, "hello", "", nil)
 		cache.addBytes(hello.Archive)
 		siteValues := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: applicationcluster.ValuesConfigMap("app")},
@@ -566,7 +568,7 @@ func TestReconcilerPhases(t *testing.T) {
 	t.Run("a worker's Machine deleted and drained: its packages stop, then the Machine may go", func(t *testing.T) {
 		before := len(hosts.Log())
 		deleteDrained(t, "app-w-0")
-		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
 			a := machine(t, "app-w-0").Annotations
 			return a[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(a)
 		})
@@ -616,7 +618,7 @@ func TestReconcilerPhases(t *testing.T) {
 			t.Errorf("cp-2 ran %v before cp-1 left", got)
 		}
 		drained(t, "app-cp-1")
-		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-cp-1", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "the BPA to release app-cp-1", func() (bool, string) {
 			a := machine(t, "app-cp-1").Annotations
 			return a[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(a)
 		})
@@ -653,7 +655,7 @@ func TestReconcilerPhases(t *testing.T) {
 		if err := site.Client.Delete(ctx, ac); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, 30*time.Second, "the BPA to release app-cp-0", func() (bool, string) {
+		testutil.WaitFor(t, 30*time.Second, "the BPA to release app-cp-0", func() (bool, string) {
 			m := &clusterv1.Machine{}
 			err := site.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app-cp-0"}, m)
 			return err == nil && m.Annotations[applicationcluster.LeaveHookAnnotation] == "", fmt.Sprint(m.Annotations, err)

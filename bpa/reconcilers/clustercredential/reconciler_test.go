@@ -29,19 +29,19 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/clustercredential"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 const maxTTL = 2 * time.Hour
 
 var (
-	site  *testenv.ControlPlane
+	site  *controlplane.ControlPlane
 	store = &secretsfake.Store{}
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "site", InstallSiteCRDs: true},
-		func(_ context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	os.Exit(controlplane.RunWithManager(m, controlplane.Options{Name: "site", InstallSiteCRDs: true},
+		func(_ context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			site = cp
 			r := &clustercredential.Reconciler{
 				Client: mgr.GetClient(), Secrets: store, Recorder: mgr.GetEventRecorder("bpa"),

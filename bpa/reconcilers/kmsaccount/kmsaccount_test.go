@@ -21,7 +21,8 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/clusterkms"
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/kmsaccount"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // forgotten is a fake of the KMS source's token memory: it records what it was told to forget.
@@ -67,7 +68,7 @@ func applicationCluster(ns, name string) *sitev1.ApplicationCluster {
 // BPA starts is deleted at the start, one whose cluster is deleted later at that deletion, and
 // the accounts of clusters that exist, new or old, and other ServiceAccounts stay.
 func TestReconciler(t *testing.T) {
-	cp := testenv.StartT(t, testenv.Options{Name: "site", InstallSiteCRDs: true})
+	cp := controlplane.StartT(t, controlplane.Options{Name: "site", InstallSiteCRDs: true})
 	ctx := t.Context()
 	for _, ns := range []string{clusterkms.Namespace, sitev1.InfoNamespace} {
 		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -88,7 +89,7 @@ func TestReconciler(t *testing.T) {
 	}
 
 	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
+		Scheme:                 controlplane.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{sitev1.InfoNamespace: {}},
@@ -117,7 +118,7 @@ func TestReconciler(t *testing.T) {
 			return apierrors.IsNotFound(err), "ServiceAccount " + sa.Name + " still there"
 		}
 	}
-	testenv.WaitFor(t, 30*time.Second, "the orphan account deleted at the start", gone(orphan))
+	testutil.WaitFor(t, 30*time.Second, "the orphan account deleted at the start", gone(orphan))
 	if !tokens.has(types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: "gone"}) {
 		t.Errorf("the orphan's token not forgotten: %v", tokens.keys)
 	}
@@ -135,7 +136,7 @@ func TestReconciler(t *testing.T) {
 	if err := cp.Client.Delete(ctx, kept); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "the deleted cluster's account deleted", gone(account(sitev1.InfoNamespace, "kept")))
+	testutil.WaitFor(t, 30*time.Second, "the deleted cluster's account deleted", gone(account(sitev1.InfoNamespace, "kept")))
 	if !tokens.has(client.ObjectKeyFromObject(kept)) {
 		t.Errorf("the deleted cluster's token not forgotten: %v", tokens.keys)
 	}

@@ -16,7 +16,8 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const succeeded, failed = fleetv1.OperationSucceeded, fleetv1.OperationFailed
@@ -63,7 +64,7 @@ func TestCanariesGateWindowAndRamp(t *testing.T) {
 	if got.Status.Progress != "10/10" || got.Status.Counts.Succeeded != 10 || got.Status.CompletionTime == nil {
 		t.Errorf("status %+v, want 10/10 succeeded with a completion time", got.Status)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if n := gauge(t, reg, "edgefleet_campaign_sites", map[string]string{"campaign": "ramp", "state": "succeeded"}); n != 10 {
 			return fmt.Errorf("metric of succeeded sites %v, want 10", n)
 		}
@@ -208,7 +209,7 @@ func TestPauseResumeAbort(t *testing.T) {
 	g.finish(succeeded, s...)
 	got := waitPhase(t, c, fleetv1.CampaignAborted)
 	waitDispatched(t, sim, id, s[0:2])
-	testenv.Eventually(t, wait, func() error { return hasEvents(t, c, "Paused", "Aborting", "Aborted", fleetv1.ReasonAbortRequested) })
+	testutil.Eventually(t, wait, func() error { return hasEvents(t, c, "Paused", "Aborting", "Aborted", fleetv1.ReasonAbortRequested) })
 	if got.Status.Counts.Succeeded != 2 || got.Status.Counts.Pending != 3 {
 		t.Errorf("counts %+v, want 2 succeeded, 3 never dispatched", got.Status.Counts)
 	}
@@ -240,7 +241,7 @@ func TestMaintenanceWindowDefers(t *testing.T) {
 	}
 	id := string(getCampaign(t, c).UID)
 	waitDispatched(t, sim, id, s[1:3])
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		got := getCampaign(t, c)
 		cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition)
 		if cond == nil || cond.Reason != fleetv1.ReasonOutsideMaintenanceWindow || !strings.Contains(cond.Message, "2027-11-20T02:00:00Z") ||
@@ -266,7 +267,7 @@ func TestWindowsThatNeverFireHoldEverything(t *testing.T) {
 	createRelease(t, ns, "r1")
 	s := createSites(t, ns, 2, "r0")
 	never := []fleetv1.MaintenanceWindow{{Schedule: "0 2 30 2 *", Duration: metav1.Duration{Duration: 168 * time.Hour}}}
-	testenv.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[0]}}, func(site *fleetv1.Site) {
+	controlplane.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[0]}}, func(site *fleetv1.Site) {
 		site.Spec.MaintenanceWindows = never
 	})
 
@@ -274,7 +275,7 @@ func TestWindowsThatNeverFireHoldEverything(t *testing.T) {
 	if err := global.Client.Create(t.Context(), held); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cond := meta.FindStatusCondition(getCampaign(t, held).Status.Conditions, fleetv1.CampaignProgressingCondition)
 		if cond == nil || cond.Reason != fleetv1.ReasonInvalidSpec || !strings.Contains(cond.Message, "spec.strategy.maintenanceWindows") || !strings.Contains(cond.Message, "never fires") {
 			return fmt.Errorf("Progressing %+v, want %s naming spec.strategy.maintenanceWindows", cond, fleetv1.ReasonInvalidSpec)
@@ -380,7 +381,7 @@ func TestBlockedByWaits(t *testing.T) {
 	if err := global.Client.Create(t.Context(), same); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		cond := meta.FindStatusCondition(getCampaign(t, same).Status.Conditions, fleetv1.CampaignProgressingCondition)
 		if cond == nil || cond.Reason != fleetv1.ReasonSitesBusy || !strings.Contains(cond.Message, "held by another campaign's operation: 2") ||
 			!strings.Contains(cond.Message, `operation `+firstID+` of campaign "first"`) {
@@ -418,7 +419,7 @@ func TestBlockedByAFailedCampaignSaysSo(t *testing.T) {
 	if err := global.Client.Create(t.Context(), second); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		got := getCampaign(t, second)
 		cond := meta.FindStatusCondition(got.Status.Conditions, fleetv1.CampaignProgressingCondition)
 		if got.Status.Phase != fleetv1.CampaignBlocked || cond == nil || !strings.Contains(cond.Message, `"first" of spec.blockedBy ended Failed, not Succeeded: this campaign will not start`) {
@@ -440,9 +441,9 @@ func TestDryRunTouchesNothing(t *testing.T) {
 		5: func(site *fleetv1.Site) { site.Spec.Cluster = nil },
 		6: func(site *fleetv1.Site) { site.Spec.Cluster.Release = "r1" },
 	} {
-		testenv.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, edit)
+		controlplane.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, edit)
 	}
-	testenv.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[6]}}, func(at *fleetv1.Site) {
+	controlplane.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[6]}}, func(at *fleetv1.Site) {
 		at.Status.LastOperation = &fleetv1.SiteOperationStatus{ID: "earlier", Release: "r1", Phase: succeeded}
 	})
 	before := siteVersions(t, ns)
@@ -518,7 +519,7 @@ func TestDryRunSkipsWhatTheSkewPolicyForbids(t *testing.T) {
 	}
 	s := createSites(t, ns, 3, "r0")
 	for i, running := range map[int]string{0: "v1.36.3", 1: "v1.33.5"} {
-		testenv.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, func(at *fleetv1.Site) {
+		controlplane.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, func(at *fleetv1.Site) {
 			at.Status.Cluster = &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioned, KubernetesVersion: running}
 		})
 	}

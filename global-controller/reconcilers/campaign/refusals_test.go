@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestDispatchedReleaseDiffersFromSpec puts the campaign in the state a swapped release left:
@@ -37,7 +38,7 @@ func TestDispatchedReleaseDiffersFromSpec(t *testing.T) {
 	now := metav1.Now()
 	deadline := metav1.NewTime(now.Add(time.Hour))
 	for _, name := range s[0:2] {
-		testenv.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, func(site *fleetv1.Site) {
+		controlplane.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, func(site *fleetv1.Site) {
 			site.Spec.Cluster.Release = "r1"
 			site.Spec.Operation = &fleetv1.SiteOperation{ID: id, Campaign: c.Name, Action: fleetv1.ActionPatch, Stage: fleetv1.StageApply,
 				Release: "r1", PreviousRelease: "r0", DispatchTime: now, Deadline: &deadline}
@@ -58,7 +59,7 @@ func TestDispatchedReleaseDiffersFromSpec(t *testing.T) {
 	}
 	waitDispatched(t, sim, id, s[0:2])
 	waitDispatched(t, sim, id+fleetv1.RollbackIDSuffix, nil)
-	testenv.Eventually(t, wait, func() error { return hasEvents(t, c, "Failed", fleetv1.ReasonSpecChanged) })
+	testutil.Eventually(t, wait, func() error { return hasEvents(t, c, "Failed", fleetv1.ReasonSpecChanged) })
 	for i, name := range s {
 		site := &fleetv1.Site{}
 		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, site); err != nil {
@@ -104,7 +105,7 @@ func TestAbortBeforeStartEndsAborted(t *testing.T) {
 			t.Errorf("%s: status %+v, want a completion time and no start time", c.Name, got.Status)
 		}
 	}
-	testenv.Eventually(t, wait, func() error { return hasEvents(t, waiting, "Aborted", fleetv1.ReasonAbortRequested) })
+	testutil.Eventually(t, wait, func() error { return hasEvents(t, waiting, "Aborted", fleetv1.ReasonAbortRequested) })
 	// What they waited for comes: the release, and the blocking campaign succeeds. They stay
 	// Aborted and dispatch nothing.
 	createRelease(t, ns, "r1")
@@ -145,7 +146,7 @@ func TestInvalidSpecBeforeStartEndsFailed(t *testing.T) {
 			t.Errorf("%s %+v, want %s naming spec.targets.selector and what to do", typ, cond, fleetv1.ReasonInvalidSpec)
 		}
 	}
-	testenv.Eventually(t, wait, func() error { return hasEvents(t, c, "Failed", fleetv1.ReasonInvalidSpec) })
+	testutil.Eventually(t, wait, func() error { return hasEvents(t, c, "Failed", fleetv1.ReasonInvalidSpec) })
 	time.Sleep(time.Second) // give a wrong controller time to dispatch
 	if n := len(sim.Log()); n != 0 {
 		t.Errorf("an invalid campaign dispatched %d operations: %v", n, sim.Log())

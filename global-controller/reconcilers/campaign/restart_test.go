@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/sitesim"
 )
 
 // TestKillAndRestartDispatchesEverySiteOnce runs a campaign over 1,000 sites with pre-cache,
@@ -28,7 +28,7 @@ func TestKillAndRestartDispatchesEverySiteOnce(t *testing.T) {
 	createRelease(t, ns, "r1")
 	names := createSites(t, ns, n, "r0")
 	fails := func(site string) bool { h := fnv.New32a(); h.Write([]byte(site)); return h.Sum32()%100 == 0 }
-	sim, err := testenv.NewFakeSiteReconciler(global.Config, testenv.FakeSiteReconcilerOptions{
+	sim, err := sitesim.NewFakeSiteReconciler(global.Config, sitesim.FakeSiteReconcilerOptions{
 		Namespace: ns,
 		Workers:   16,
 		WorkTime: func(site string, _ *fleetv1.SiteOperation) time.Duration {

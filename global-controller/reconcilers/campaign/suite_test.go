@@ -27,18 +27,20 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/sitesim"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // global is the global cluster. Each test starts its own controller (startController) so a
 // test can stop and restart it, and its own site simulator over its namespace.
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 const wait = 60 * time.Second
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	os.Exit(testenv.Run(m, testenv.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "global", InstallCRDs: true}, func(_ context.Context, cp *controlplane.ControlPlane) error {
 		global = cp
 		return nil
 	}))
@@ -60,7 +62,7 @@ func startController(t *testing.T, opts controllerOptions) (stop func()) {
 		opts.clock = clock.RealClock{}
 	}
 	mgr, err := ctrl.NewManager(global.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme(),
+		Scheme:                 controlplane.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -113,7 +115,7 @@ func startController(t *testing.T, opts controllerOptions) (stop func()) {
 type gate struct {
 	mu       sync.Mutex
 	outcomes map[string]fleetv1.OperationPhase
-	sim      *testenv.FakeSiteReconciler
+	sim      *sitesim.FakeSiteReconciler
 }
 
 func (g *gate) outcome(site string, _ *fleetv1.SiteOperation) (fleetv1.OperationPhase, string) {
@@ -140,13 +142,13 @@ func (g *gate) finish(phase fleetv1.OperationPhase, sites ...string) {
 
 // startSimulator simulates the sites of ns; with gated, every site hangs until finished through
 // the returned gate, otherwise outcome decides (nil: every site succeeds at once).
-func startSimulator(t *testing.T, ns string, gated bool, outcome func(string, *fleetv1.SiteOperation) (fleetv1.OperationPhase, string)) (*testenv.FakeSiteReconciler, *gate) {
+func startSimulator(t *testing.T, ns string, gated bool, outcome func(string, *fleetv1.SiteOperation) (fleetv1.OperationPhase, string)) (*sitesim.FakeSiteReconciler, *gate) {
 	t.Helper()
 	g := &gate{outcomes: map[string]fleetv1.OperationPhase{}}
 	if gated {
 		outcome = g.outcome
 	}
-	sim, err := testenv.NewFakeSiteReconciler(global.Config, testenv.FakeSiteReconcilerOptions{Namespace: ns, Outcome: outcome})
+	sim, err := sitesim.NewFakeSiteReconciler(global.Config, sitesim.FakeSiteReconcilerOptions{Namespace: ns, Outcome: outcome})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +174,7 @@ func createRelease(t *testing.T, ns, name string) {
 // createSites creates n sites at release from, labelled role=store.
 func createSites(t *testing.T, ns string, n int, from string) []string {
 	t.Helper()
-	names, err := testenv.CreateFakeSites(t.Context(), global.Client, ns, "site", n, from, map[string]string{"role": "store"})
+	names, err := sitesim.CreateFakeSites(t.Context(), global.Client, ns, "site", n, from, map[string]string{"role": "store"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +208,7 @@ func getCampaign(t *testing.T, c *fleetv1.Campaign) *fleetv1.Campaign {
 func waitPhase(t *testing.T, c *fleetv1.Campaign, phase fleetv1.CampaignPhase) *fleetv1.Campaign {
 	t.Helper()
 	var got *fleetv1.Campaign
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		got = getCampaign(t, c)
 		if got.Status.Phase != phase {
 			return fmt.Errorf("campaign %s is %q (%s), want %s", c.Name, got.Status.Phase, got.Status.Progress, phase)
@@ -218,7 +220,7 @@ func waitPhase(t *testing.T, c *fleetv1.Campaign, phase fleetv1.CampaignPhase) *
 
 // waitDispatched waits until exactly want sites were dispatched operation id, then checks
 // that it stays so for a while (the controller had every chance to dispatch more).
-func waitDispatched(t *testing.T, sim *testenv.FakeSiteReconciler, id string, want []string) {
+func waitDispatched(t *testing.T, sim *sitesim.FakeSiteReconciler, id string, want []string) {
 	t.Helper()
 	slices.Sort(want)
 	check := func() error {
@@ -227,7 +229,7 @@ func waitDispatched(t *testing.T, sim *testenv.FakeSiteReconciler, id string, wa
 		}
 		return nil
 	}
-	testenv.Eventually(t, wait, check)
+	testutil.Eventually(t, wait, check)
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if err := check(); err != nil {
@@ -240,11 +242,11 @@ func waitDispatched(t *testing.T, sim *testenv.FakeSiteReconciler, id string, wa
 // update changes the campaign's spec, retrying on conflicts.
 func update(t *testing.T, c *fleetv1.Campaign, change func(*fleetv1.Campaign)) {
 	t.Helper()
-	testenv.Update(t, global.Client, c.DeepCopy(), change)
+	controlplane.Update(t, global.Client, c.DeepCopy(), change)
 }
 
 // dispatchedOnce checks that every site the simulator saw was dispatched each ID at most once.
-func dispatchedOnce(t *testing.T, sim *testenv.FakeSiteReconciler) {
+func dispatchedOnce(t *testing.T, sim *sitesim.FakeSiteReconciler) {
 	t.Helper()
 	for site, ids := range sim.Dispatches() {
 		seen := map[string]bool{}

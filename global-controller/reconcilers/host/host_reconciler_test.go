@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const wait = 30 * time.Second
@@ -67,7 +67,7 @@ func createHostOnly(t *testing.T, ns, name, site, mac string) *fleetv1.Host {
 func waitFor(t *testing.T, key types.NamespacedName, condType string, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
 	var msg string
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		h := &fleetv1.Host{}
 		if err := global.Client.Get(t.Context(), key, h); err != nil {
 			return err

@@ -10,16 +10,16 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // global is the global cluster: a real API server with the fleet CRDs and the host reconciler
 // running against it.
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
-		func(ctx context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	os.Exit(controlplane.RunWithManager(m, controlplane.Options{Name: "global", InstallCRDs: true},
+		func(ctx context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			global = cp
 			if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 				return err

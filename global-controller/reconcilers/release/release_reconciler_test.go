@@ -13,7 +13,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 func digest(c byte) string { return strings.Repeat(string(c), 64) }
@@ -52,15 +52,15 @@ func TestReleaseReadyOnceEveryArtifactIsStored(t *testing.T) {
 			return nil
 		}
 	}
-	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+pkg))
+	testutil.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+pkg))
 	store.add(pkg)
-	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+image))
+	testutil.Eventually(t, 30*time.Second, ready(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, "sha256:"+image))
 	store.add(image)
-	testenv.Eventually(t, 30*time.Second, ready(metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, ""))
+	testutil.Eventually(t, 30*time.Second, ready(metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, ""))
 
 	want := "Release/" + ns + "/edge-1.36.3"
 	for _, d := range []string{os, pkg, chart, image} {
-		testenv.Eventually(t, 10*time.Second, func() error {
+		testutil.Eventually(t, 10*time.Second, func() error {
 			by, err := refs.ReferencesTo(t.Context(), d)
 			if err != nil {
 				return err

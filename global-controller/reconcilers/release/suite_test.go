@@ -12,13 +12,13 @@ import (
 
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // global is the global cluster with the release reconciler running against it over store, and
 // refs answering the artifact store's reference question from the manager's cache.
 var (
-	global *testenv.ControlPlane
+	global *controlplane.ControlPlane
 	store  = &digests{have: map[string]bool{}}
 	refs   release.References
 )
@@ -42,8 +42,8 @@ func (d *digests) add(sha256 string) {
 }
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
-		func(ctx context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	os.Exit(controlplane.RunWithManager(m, controlplane.Options{Name: "global", InstallCRDs: true},
+		func(ctx context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			global = cp
 			if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
 				return err

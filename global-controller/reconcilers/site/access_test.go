@@ -17,7 +17,8 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // tokenUser asks the global API server who a token is (empty: nobody).
@@ -35,10 +36,10 @@ func tokenUser(t *testing.T, token string) string {
 }
 
 // waitAPISecret waits until the site's artifact API Secret passes check, and returns it.
-func waitAPISecret(t *testing.T, cp *testenv.ControlPlane, check func(*corev1.Secret) error) *corev1.Secret {
+func waitAPISecret(t *testing.T, cp *controlplane.ControlPlane, check func(*corev1.Secret) error) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.HostsNamespace, Name: sitev1.GlobalAPISecretName}, s); err != nil {
 			return err
 		}
@@ -94,7 +95,7 @@ func TestArtifactAccess(t *testing.T) {
 	}
 
 	// A token with less than half its life left is renewed.
-	testenv.Update(t, siteCP.Client, secret, func(s *corev1.Secret) {
+	controlplane.Update(t, siteCP.Client, secret, func(s *corev1.Secret) {
 		s.Annotations[site.TokenExpiresAnnotation] = time.Now().Add(20 * time.Minute).UTC().Format(time.RFC3339)
 	})
 	renewed := waitAPISecret(t, siteCP, func(s *corev1.Secret) error {
@@ -109,7 +110,7 @@ func TestArtifactAccess(t *testing.T) {
 
 	// A new URL reaches the site.
 	current := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	testenv.Update(t, global.Client, current, func(s *fleetv1.Site) {
+	controlplane.Update(t, global.Client, current, func(s *fleetv1.Site) {
 		s.Spec.ArtifactAPIURL = "https://proxy.example:9443"
 	})
 	waitAPISecret(t, siteCP, func(s *corev1.Secret) error {
@@ -123,7 +124,7 @@ func TestArtifactAccess(t *testing.T) {
 	if err := global.Client.Delete(t.Context(), current); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: identityNamespace, Name: identity}, &corev1.ServiceAccount{})
 		if !apierrors.IsNotFound(err) {
 			return fmt.Errorf("ServiceAccount still there (err %w)", err)
@@ -133,7 +134,7 @@ func TestArtifactAccess(t *testing.T) {
 	if err := global.Client.Get(t.Context(), types.NamespacedName{Name: "edgefleet-" + identity}, &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ClusterRoleBinding still there (err %v)", err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if got := tokenUser(t, first); got != "" {
 			return fmt.Errorf("the deleted site's token still authenticates as %q", got)
 		}

@@ -19,7 +19,8 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 var osImageSHA = strings.Repeat("5d", 32)
@@ -38,9 +39,9 @@ func withCluster(s *fleetv1.Site) {
 
 // startClusterSite starts a site control plane with the site CRDs (no local controller: the test
 // plays its part on the ApplicationCluster).
-func startClusterSite(t *testing.T) (*testenv.ControlPlane, []byte) {
+func startClusterSite(t *testing.T) (*controlplane.ControlPlane, []byte) {
 	t.Helper()
-	return startSiteWith(t, testenv.Options{Name: "site", InstallSiteCRDs: true}, "v0.1.0-test")
+	return startSiteWith(t, controlplane.Options{Name: "site", InstallSiteCRDs: true}, "v0.1.0-test")
 }
 
 // createBMCHost creates a Host and its BMC credentials Secret (<name>-creds) on the global cluster.
@@ -87,10 +88,10 @@ func creds(host string) map[string]string {
 }
 
 // waitCluster waits until the site's ApplicationCluster passes check, and returns it.
-func waitCluster(t *testing.T, cp *testenv.ControlPlane, name string, check func(*sitev1.ApplicationCluster) error) *sitev1.ApplicationCluster {
+func waitCluster(t *testing.T, cp *controlplane.ControlPlane, name string, check func(*sitev1.ApplicationCluster) error) *sitev1.ApplicationCluster {
 	t.Helper()
 	ac := &sitev1.ApplicationCluster{}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: name}, ac); err != nil {
 			return err
 		}
@@ -129,7 +130,7 @@ func hostEntry(ac *sitev1.ApplicationCluster, name string) sitev1.ClusterHost {
 func waitSite(t *testing.T, key types.NamespacedName, check func(*fleetv1.Site) error) *fleetv1.Site {
 	t.Helper()
 	site := &fleetv1.Site{}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if err := global.Client.Get(t.Context(), key, site); err != nil {
 			return err
 		}
@@ -153,7 +154,7 @@ func conditionIs(condType string, status metav1.ConditionStatus, reason string, 
 	}
 }
 
-func siteSecret(t *testing.T, cp *testenv.ControlPlane, host string) (*corev1.Secret, error) {
+func siteSecret(t *testing.T, cp *controlplane.ControlPlane, host string) (*corev1.Secret, error) {
 	t.Helper()
 	s := &corev1.Secret{}
 	err := cp.Client.Get(t.Context(), types.NamespacedName{Namespace: sitev1.HostsNamespace, Name: host + "-bmc"}, s)
@@ -161,9 +162,9 @@ func siteSecret(t *testing.T, cp *testenv.ControlPlane, host string) (*corev1.Se
 }
 
 // waitSecretGone waits until the site has no BMC Secret for host.
-func waitSecretGone(t *testing.T, cp *testenv.ControlPlane, host string) {
+func waitSecretGone(t *testing.T, cp *controlplane.ControlPlane, host string) {
 	t.Helper()
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if _, err := siteSecret(t, cp, host); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("Secret %s-bmc still on the site (err %w)", host, err)
 		}
@@ -172,10 +173,10 @@ func waitSecretGone(t *testing.T, cp *testenv.ControlPlane, host string) {
 }
 
 // waitSecretData waits until the site's BMC Secret of host holds data, and returns it.
-func waitSecretData(t *testing.T, cp *testenv.ControlPlane, host string, data map[string]string) *corev1.Secret {
+func waitSecretData(t *testing.T, cp *controlplane.ControlPlane, host string, data map[string]string) *corev1.Secret {
 	t.Helper()
 	var s *corev1.Secret
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		var err error
 		if s, err = siteSecret(t, cp, host); err != nil {
 			return err
@@ -203,7 +204,7 @@ func waitSecretData(t *testing.T, cp *testenv.ControlPlane, host string, data ma
 func heartbeats(t *testing.T, key types.NamespacedName, n int) {
 	t.Helper()
 	seen := map[float64]bool{}
-	testenv.Eventually(t, time.Duration(n+2)*heartbeat+wait, func() error {
+	testutil.Eventually(t, time.Duration(n+2)*heartbeat+wait, func() error {
 		if at := lastProbe(t, key); at != 0 {
 			seen[at] = true
 		}
@@ -238,8 +239,8 @@ func lastProbe(t *testing.T, key types.NamespacedName) float64 {
 	return 0
 }
 
-// siteRequests are the requests the site's API server has served (testenv.RequestCounts).
-func siteRequests(t *testing.T, cp *testenv.ControlPlane) testenv.RequestCounts {
+// siteRequests are the requests the site's API server has served (controlplane.RequestCounts).
+func siteRequests(t *testing.T, cp *controlplane.ControlPlane) controlplane.RequestCounts {
 	t.Helper()
 	r, err := cp.Requests(t.Context())
 	if err != nil {
@@ -250,7 +251,7 @@ func siteRequests(t *testing.T, cp *testenv.ControlPlane) testenv.RequestCounts 
 
 // siteWrites counts the write requests the site's API server served on ApplicationClusters and
 // Secrets (their subresources included).
-func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
+func siteWrites(t *testing.T, cp *controlplane.ControlPlane) float64 {
 	t.Helper()
 	total := 0.0
 	for key, n := range siteRequests(t, cp) {
@@ -264,10 +265,10 @@ func siteWrites(t *testing.T, cp *testenv.ControlPlane) float64 {
 }
 
 // reportStatus writes the ApplicationCluster's status as the site's local controller would.
-func reportStatus(t *testing.T, cp *testenv.ControlPlane, name string, edit func(*sitev1.ApplicationCluster)) {
+func reportStatus(t *testing.T, cp *controlplane.ControlPlane, name string, edit func(*sitev1.ApplicationCluster)) {
 	t.Helper()
 	ac := &sitev1.ApplicationCluster{ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: name}}
-	testenv.UpdateStatus(t, cp.Client, ac, func(ac *sitev1.ApplicationCluster) {
+	controlplane.UpdateStatus(t, cp.Client, ac, func(ac *sitev1.ApplicationCluster) {
 		ac.Status.ObservedGeneration = ac.Generation
 		edit(ac)
 	})
@@ -364,7 +365,7 @@ func TestClusterPushedToSite(t *testing.T) {
 	}
 
 	// A new BMC address updates the host's entry, and only the ApplicationCluster is written.
-	testenv.Update(t, global.Client, &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-0"}}, func(h *fleetv1.Host) {
+	controlplane.Update(t, global.Client, &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "w-0"}}, func(h *fleetv1.Host) {
 		h.Spec.BMC.Address = "ipmi://192.0.2.99:623"
 	})
 	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
@@ -388,7 +389,7 @@ func TestClusterPushedToSite(t *testing.T) {
 	}
 	waitSecretData(t, siteCP, "cp-0", map[string]string{"username": "admin-cp-0", "password": "rotated"})
 	tampered, _ := siteSecret(t, siteCP, "w-1")
-	testenv.Update(t, siteCP.Client, tampered, func(s *corev1.Secret) { s.Data["password"] = []byte("changed-on-site") })
+	controlplane.Update(t, siteCP.Client, tampered, func(s *corev1.Secret) { s.Data["password"] = []byte("changed-on-site") })
 	waitSecretData(t, siteCP, "w-1", creds("w-1"))
 
 	// The site's status is mirrored into the Site.
@@ -427,7 +428,7 @@ func TestClusterPushedToSite(t *testing.T) {
 	if c := got.Status.Cluster; c.Phase != sitev1.ClusterProvisioned || c.KubernetesVersion != "v1.36.3" || c.LastError != "" {
 		t.Errorf("status.cluster = %+v", c)
 	}
-	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonClusterReady) })
+	testutil.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonClusterReady) })
 
 	// Deleting a Host takes it out of the spec; its Secret stays while the site still reports the
 	// host (it is deprovisioning it), and goes when the site no longer does.
@@ -450,10 +451,10 @@ func TestClusterPushedToSite(t *testing.T) {
 	// Removing spec.cluster deletes the ApplicationCluster; the Secrets stay until the site has
 	// taken the cluster down (here: until the test removes the local controller's finalizer).
 	ac = waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil })
-	testenv.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
+	controlplane.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
 		controllerutil.AddFinalizer(ac, sitev1.ApplicationClusterFinalizer)
 	})
-	testenv.Update(t, global.Client, site, func(site *fleetv1.Site) { site.Spec.Cluster = nil })
+	controlplane.Update(t, global.Client, site, func(site *fleetv1.Site) { site.Spec.Cluster = nil })
 	ac = waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
 		if ac.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("ApplicationCluster %s is not being deleted", ac.Name)
@@ -466,7 +467,7 @@ func TestClusterPushedToSite(t *testing.T) {
 			t.Errorf("Secret of %s went before the cluster was down: %v", h, err)
 		}
 	}
-	testenv.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
+	controlplane.Update(t, siteCP.Client, ac, func(ac *sitev1.ApplicationCluster) {
 		controllerutil.RemoveFinalizer(ac, sitev1.ApplicationClusterFinalizer)
 	})
 	for _, h := range []string{"cp-0", "w-0", "w-1"} {
@@ -488,7 +489,7 @@ func TestClusterPushedToSite(t *testing.T) {
 // waitHostReport waits until the Host's status.cluster is want.
 func waitHostReport(t *testing.T, ns, name string, want *fleetv1.HostClusterStatus) {
 	t.Helper()
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		h := &fleetv1.Host{}
 		if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, h); err != nil {
 			return err
@@ -519,8 +520,8 @@ func TestUnreachableSiteKeepsClusterSummary(t *testing.T) {
 
 	waitCluster(t, cpA, siteA.Name, hostsAre("a-cp-0"))
 	waitCluster(t, cpB, siteB.Name, hostsAre("b-cp-0"))
-	for _, cp := range []*testenv.ControlPlane{cpA, cpB} {
-		name := map[*testenv.ControlPlane]string{cpA: siteA.Name, cpB: siteB.Name}[cp]
+	for _, cp := range []*controlplane.ControlPlane{cpA, cpB} {
+		name := map[*controlplane.ControlPlane]string{cpA: siteA.Name, cpB: siteB.Name}[cp]
 		reportStatus(t, cp, name, func(ac *sitev1.ApplicationCluster) {
 			ac.Status.Phase = sitev1.ClusterProvisioned
 			ac.Status.ControlPlane = sitev1.NodeCounts{Ready: 1, Total: 1}

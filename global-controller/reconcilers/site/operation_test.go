@@ -16,7 +16,8 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // withNetworkOnly describes a site's cluster without saying what it runs: a campaign (here the
@@ -118,7 +119,7 @@ func TestOperations(t *testing.T) {
 	if len(set.Spec.Artifacts) != 2 || set.Spec.Artifacts[0].SHA256 != osImageSHA || set.Spec.Artifacts[1].SHA256 != pkg {
 		t.Fatalf("pre-cache set lists %+v, want the OS image then the package", set.Spec.Artifacts)
 	}
-	testenv.UpdateStatus(t, siteCP.Client, set, func(set *sitev1.ArtifactSet) {
+	controlplane.UpdateStatus(t, siteCP.Client, set, func(set *sitev1.ArtifactSet) {
 		set.Status.ObservedGeneration = set.Generation
 		set.Status.Cached = 2
 		set.Status.Conditions = []metav1.Condition{{Type: sitev1.ArtifactSetReadyCondition, Status: metav1.ConditionTrue,
@@ -165,7 +166,7 @@ func TestOperations(t *testing.T) {
 		t.Errorf("succeeded operation lacks its completion time or generation: %+v", done.Status.LastOperation)
 	}
 	// The pre-cache set goes once the apply is over (the cluster's own set holds what it runs).
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if err := siteCP.Client.Get(t.Context(), setKey, &sitev1.ArtifactSet{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("pre-cache set still on the site (err %w)", err)
 		}
@@ -349,7 +350,7 @@ func TestOperationAnsweredBeforeThePoll(t *testing.T) {
 		}
 		return r
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if r := reasons(); !slices.Equal(r, []string{"OperationSucceeded"}) {
 			return fmt.Errorf("operation events %v, want one OperationSucceeded", r)
 		}

@@ -19,21 +19,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const wait = 60 * time.Second
 
 // startSite starts a control plane standing for a site, with its local controller's version
 // published, and returns it with the least-privilege kubeconfig the global controller gets.
-func startSite(t *testing.T, localVersion string) (*testenv.ControlPlane, []byte) {
+func startSite(t *testing.T, localVersion string) (*controlplane.ControlPlane, []byte) {
 	t.Helper()
-	return startSiteWith(t, testenv.Options{Name: "site"}, localVersion)
+	return startSiteWith(t, controlplane.Options{Name: "site"}, localVersion)
 }
 
-func startSiteWith(t *testing.T, opts testenv.Options, localVersion string) (*testenv.ControlPlane, []byte) {
+func startSiteWith(t *testing.T, opts controlplane.Options, localVersion string) (*controlplane.ControlPlane, []byte) {
 	t.Helper()
-	cp := testenv.StartT(t, opts)
+	cp := controlplane.StartT(t, opts)
 	kc, err := cp.SiteKubeconfig(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func register(t *testing.T, ns, name string, kubeconfig []byte, edits ...func(*f
 func waitFor(t *testing.T, key types.NamespacedName, condType string, status metav1.ConditionStatus, reason string) *fleetv1.Site {
 	t.Helper()
 	site := &fleetv1.Site{}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		if err := global.Client.Get(t.Context(), key, site); err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ func waitFor(t *testing.T, key types.NamespacedName, condType string, status met
 
 func waitForHosts(t *testing.T, key types.NamespacedName, want fleetv1.HostCounts) {
 	t.Helper()
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		s := &fleetv1.Site{}
 		if err := global.Client.Get(t.Context(), key, s); err != nil {
 			return err
@@ -124,7 +125,7 @@ func createHost(t *testing.T, ns, name, site string, role fleetv1.HostRole, mac 
 	}
 }
 
-func serverVersion(t *testing.T, cp *testenv.ControlPlane) string {
+func serverVersion(t *testing.T, cp *controlplane.ControlPlane) string {
 	t.Helper()
 	v, err := discovery.NewDiscoveryClientForConfigOrDie(cp.Config).ServerVersion()
 	if err != nil {
@@ -161,7 +162,7 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 		t.Errorf("finalizer %s missing: %v", fleetv1.SiteFinalizer, got.Finalizers)
 	}
 	waitForHosts(t, key, fleetv1.HostCounts{Total: 3, ControlPlane: 1, Worker: 2})
-	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonSiteReady) })
+	testutil.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonSiteReady) })
 
 	// Counts follow hosts going away, down to zero workers.
 	for _, name := range []string{"w-0", "w-1"} {
@@ -173,7 +174,7 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 
 	// The heartbeat moves on while the site stays reachable.
 	first := got.Status.LastHeartbeatTime.Time
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		s := &fleetv1.Site{}
 		if err := global.Client.Get(t.Context(), key, s); err != nil {
 			return err
@@ -188,7 +189,7 @@ func TestReachableSiteBecomesReady(t *testing.T) {
 	if err := global.Client.Delete(t.Context(), site); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, wait, func() error {
+	testutil.Eventually(t, wait, func() error {
 		err := global.Client.Get(t.Context(), key, &fleetv1.Site{})
 		if err == nil {
 			return fmt.Errorf("site %s still exists", key)
@@ -283,7 +284,7 @@ func TestStoppedSiteBecomesUnreachableAndRecovers(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1.SiteKubeconfigValidCondition) {
 		t.Errorf("KubeconfigValid went False for an unreachable site: %+v", got.Status.Conditions)
 	}
-	testenv.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonAPIServerUnreachable) })
+	testutil.Eventually(t, wait, func() error { return hasEvent(t, ns, site.Name, fleetv1.ReasonAPIServerUnreachable) })
 
 	if err := siteCP.StartAPIServer(); err != nil {
 		t.Fatal(err)

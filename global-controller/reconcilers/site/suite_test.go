@@ -18,13 +18,14 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/site"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // global is the global cluster: a real API server with the fleet CRDs, and the site and host
 // reconcilers running against it in a manager. Each test starts the site control planes it needs.
-var global *testenv.ControlPlane
+var global *controlplane.ControlPlane
 
 // metrics is the registry of the site reconciler's metrics.
 var metrics *prometheus.Registry
@@ -45,7 +46,7 @@ const (
 // vault is a Vault dev server holding what Sites and Hosts reference there; the reconciler reads
 // it as the global controller does (through a vaultref.Breaker), with the root token, a short
 // bound on each call and as short a pause after Vault did not answer (vaultTimeout).
-var vault *testenv.Vault
+var vault *testvault.Vault
 
 const vaultTimeout = 2 * time.Second
 
@@ -58,7 +59,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if vault, err = testenv.StartVaultIn(context.Background(), dir); err != nil {
+	if vault, err = testvault.StartVaultIn(context.Background(), dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -74,8 +75,8 @@ func run(m *testing.M) int {
 	}
 	vaultClient.SetToken(vault.Client.Token())
 	vaultClient.SetClientTimeout(vaultTimeout)
-	return testenv.RunWithManager(m, testenv.Options{Name: "global", InstallCRDs: true},
-		func(ctx context.Context, cp *testenv.ControlPlane, mgr manager.Manager) error {
+	return controlplane.RunWithManager(m, controlplane.Options{Name: "global", InstallCRDs: true},
+		func(ctx context.Context, cp *controlplane.ControlPlane, mgr manager.Manager) error {
 			global = cp
 			if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: identityNamespace}}); err != nil {
 				return err

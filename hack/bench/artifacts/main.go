@@ -26,7 +26,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 func main() {
@@ -96,7 +96,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	slices.Sort(cfg.sizes)
 	slices.Sort(cfg.concurrentSizes)
 	logf("starting a global control plane and bin/global-controller (embedded FerretDB) %s", strings.Join(cfg.controllerArgs, " "))
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: cfg.dir, ControllerArgs: cfg.controllerArgs})
+	fleet, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{Dir: cfg.dir, ControllerArgs: cfg.controllerArgs})
 	if err != nil {
 		return err
 	}

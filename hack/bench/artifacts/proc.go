@@ -9,16 +9,16 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // controller is the running bin/global-controller process, whose memory the benchmark reads.
 type controller struct{ pid int }
 
-// findController finds bin/global-controller among this process's children (testenv.Fleet
+// findController finds bin/global-controller among this process's children (testfleet.Fleet
 // starts it and does not expose its PID).
 func findController() (*controller, error) {
-	root, err := testenv.RepoRoot()
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifactclient"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 // restStore goes through the global controller's artifact REST API, as the CLI does: the same
@@ -29,7 +29,7 @@ type restStore struct {
 	client *artifactclient.Client
 }
 
-func newRESTStore(ctx context.Context, f *testenv.Fleet) (*restStore, error) {
+func newRESTStore(ctx context.Context, f *testfleet.Fleet) (*restStore, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", f.OperatorKubeconfig())
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", f.OperatorKubeconfig(), err)

@@ -15,11 +15,11 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
 )
 
 // format lists the counts per site, largest first, as "VERB resource 1.23".
-func format(b testenv.RequestCounts, sites int) string {
+func format(b controlplane.RequestCounts, sites int) string {
 	keys := make([]string, 0, len(b))
 	for k := range b {
 		keys = append(keys, k)
@@ -72,7 +72,7 @@ func profile(ctx context.Context, httpClient *http.Client, base string, d time.D
 
 // startProfiles starts CPU profiles of the controller and the control planes (when prof.dir is
 // set) and returns a function that waits for them.
-func startProfiles(ctx context.Context, prof profiling, planes []*testenv.ControlPlane, n int) func() error {
+func startProfiles(ctx context.Context, prof profiling, planes []*controlplane.ControlPlane, n int) func() error {
 	if prof.dir == "" {
 		return func() error { return nil }
 	}

@@ -1,6 +1,6 @@
 // Command campaign is the Campaign-10k harness of DESIGN.md: it starts a global control plane
 // and the real bin/global-controller, registers N sites that all point at one site control
-// plane, where a testenv.ClusterSimulator answers on each site's ApplicationCluster as its local
+// plane, where a sitesim.ClusterSimulator answers on each site's ApplicationCluster as its local
 // controller would (work time 0) — so the global controller's site reconciler pushes and reads
 // every site over the real transport, as in production — runs one patch
 // campaign over them (1% canaries, a window from 2% doubling per wave up to 20%, abort above 2%

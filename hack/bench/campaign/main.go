@@ -27,7 +27,9 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/sitesim"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 )
 
 func main() {
@@ -106,7 +108,7 @@ func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, ex
 		prof.controller = "http://127.0.0.1:" + strconv.Itoa(port)
 		args = append(args, "--pprof-bind-address", "127.0.0.1:"+strconv.Itoa(port))
 	}
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{Dir: dir, Sites: []string{"sim"}, ControllerArgs: args})
+	fleet, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{Dir: dir, Sites: []string{"sim"}, ControllerArgs: args})
 	if err != nil {
 		return err
 	}
@@ -131,7 +133,7 @@ func run(ctx context.Context, sizes []int, timeout time.Duration, dir string, ex
 	return nil
 }
 
-func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeout time.Duration, prof profiling) (result, error) {
+func runOnce(ctx context.Context, fleet *testfleet.Fleet, proc *proc, n int, timeout time.Duration, prof profiling) (result, error) {
 	res := result{sites: n}
 	c := fleet.Global.Client
 	ns := fmt.Sprintf("bench-%d", n)
@@ -150,7 +152,7 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	logf("%d sites: starting the cluster simulator (the sites' local controllers, work time 0)", n)
 	simCtx, stopSim := context.WithCancel(ctx)
 	defer stopSim()
-	sim := &testenv.ClusterSimulator{Concurrency: 32}
+	sim := &sitesim.ClusterSimulator{Concurrency: 32}
 	if err := sim.Start(simCtx, fleet.Sites["sim"].Config); err != nil {
 		return res, err
 	}
@@ -199,8 +201,8 @@ func runOnce(ctx context.Context, fleet *testenv.Fleet, proc *proc, n int, timeo
 	if err != nil {
 		return res, err
 	}
-	planes := []*testenv.ControlPlane{fleet.Global, fleet.Sites["sim"]}
-	var req0 []testenv.RequestCounts
+	planes := []*controlplane.ControlPlane{fleet.Global, fleet.Sites["sim"]}
+	var req0 []controlplane.RequestCounts
 	for _, cp := range planes {
 		r, err := cp.Requests(ctx)
 		if err != nil {

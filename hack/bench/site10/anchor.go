@@ -16,7 +16,8 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/sshexec"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // anchorResult is the anchor: the site's install steps, one at a time.
@@ -34,14 +35,14 @@ type anchorResult struct {
 // images on them with cluster.BringUp, one call at a time (serialInstaller); everything it
 // started is stopped when it returns.
 func runAnchor(ctx context.Context, dir string, stack []stackFile, timeout time.Duration) (_ *anchorResult, err error) {
-	vault, err := testenv.StartVaultIn(ctx, filepath.Join(dir, "anchor-vault"))
+	vault, err := testvault.StartVaultIn(ctx, filepath.Join(dir, "anchor-vault"))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, vault.Stop()) }()
 	logf("anchor: booting %d fresh hosts", controlPlanes+workers)
 	hostsDir := filepath.Join(dir, "anchor-hosts")
-	hn, err := testenv.NewHostNet(controlPlanes+workers, testenv.HostOptions{Dir: hostsDir, Names: hostNames()})
+	hn, err := testhosts.NewHostNet(controlPlanes+workers, testhosts.HostOptions{Dir: hostsDir, Names: hostNames()})
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func runAnchor(ctx context.Context, dir string, stack []stackFile, timeout time.
 		logf("anchor: stopping the hosts")
 		err = errors.Join(err, hn.Close(), os.RemoveAll(hostsDir))
 	}()
-	signer, authorizedKey, err := testenv.NewSSHKey()
+	signer, authorizedKey, err := testhosts.NewSSHKey()
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +114,7 @@ func runAnchor(ctx context.Context, dir string, stack []stackFile, timeout time.
 }
 
 // hostsCPU is the CPU time the hosts used since they booted, all together.
-func hostsCPU(hn *testenv.HostNet) (time.Duration, error) {
+func hostsCPU(hn *testhosts.HostNet) (time.Duration, error) {
 	var sum time.Duration
 	for _, h := range hn.Hosts {
 		cpu, err := h.CPU()

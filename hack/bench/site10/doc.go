@@ -1,12 +1,12 @@
 // Command site10 is the Site-10 harness of DESIGN.md (needs root): the first install of a site of
 // 3 control-plane and 7 worker hosts — real test hosts (systemd, sshd) with the real node stack
-// (testenv.BuildStack: etcd, kube-apiserver, the API server proxy, kube-controller-manager, kube-scheduler, containerd,
+// (builders.BuildStack: etcd, kube-apiserver, the API server proxy, kube-controller-manager, kube-scheduler, containerd,
 // the pod network, kubelet, kube-proxy, the stack's images and chart) — timed from setting the
 // Site's spec.cluster (release and network) on the global cluster until all 10 nodes are Ready
 // and the test application serves.
 //
 // It starts a global control plane, the site's control plane and everything a site runs
-// (testenv.StartRealSite: Metal3 with its fixture provisioner, the local controller with the BPA
+// (testfleet.Fleet.StartRealSite: Metal3 with its fixture provisioner, the local controller with the BPA
 // as bootstrap provider, the BPA with its secrets in a Vault dev server, the harness's Ironic
 // booting each host once Metal3 provisioned it), uploads the stack and an OS image through the
 // artifact API, makes them a Release and registers the Site and its 10 Hosts; all of that is
@@ -18,7 +18,7 @@
 // the API server answers), the application serving, and the global Site reporting it. The BPA's
 // log gives each level of the install (its "installed level" lines: wall time, slowest host and
 // package, time by kind of step), hence the install and health-check time on the critical path
-// and the orchestration overhead around it. The hosts' memory and CPU time (testenv.Host.Memory,
+// and the orchestration overhead around it. The hosts' memory and CPU time (testhosts.Host.Memory,
 // Host.CPU) are read once the application serves.
 //
 // The anchor: the same install steps, one at a time, in the same run. After the site is torn

@@ -17,15 +17,20 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/bpa/cluster"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/builders"
+	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testhosts"
+	"github.com/edgefleet/edgefleet/test/testutil"
+	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
 // kubernetesVersion is the version of the stack's Kubernetes packages.
-const kubernetesVersion = "v" + testenv.KubernetesVersion
+const kubernetesVersion = "v" + builders.KubernetesVersion
 
 // stackFile is an artifact of the site's Release: built, uploaded, its sha256 known.
 type stackFile struct {
-	testenv.StackArtifact
+	builders.StackArtifact
 	SHA256 string
 	Size   int64
 }
@@ -67,7 +72,7 @@ type hostUsage struct {
 // started is stopped when it returns.
 func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteResult, err error) {
 	logf("starting a global control plane, the site's control plane (%s) and bin/global-controller", siteName)
-	fleet, err := testenv.StartFleet(ctx, testenv.FleetOptions{
+	fleet, err := testfleet.StartFleet(ctx, testfleet.FleetOptions{
 		Sites: []string{siteName}, Dir: filepath.Join(dir, "fleet"),
 		// The global Site follows the site's status at each heartbeat: every 10 s, as in the demo.
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
@@ -79,14 +84,14 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 		logf("stopping the global controller, Metal3 and the control planes")
 		err = errors.Join(err, fleet.Stop())
 	}()
-	vault, err := testenv.StartVaultIn(ctx, filepath.Join(dir, "vault"))
+	vault, err := testvault.StartVaultIn(ctx, filepath.Join(dir, "vault"))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, vault.Stop()) }()
 	logf("making the site's %d hosts (%d control plane, %d workers): powered off, they boot when Metal3 provisions them", controlPlanes+workers, controlPlanes, workers)
 	hostsDir := filepath.Join(dir, "hosts")
-	hn, err := testenv.NewHostNet(controlPlanes+workers, testenv.HostOptions{Dir: hostsDir, Names: hostNames()})
+	hn, err := testhosts.NewHostNet(controlPlanes+workers, testhosts.HostOptions{Dir: hostsDir, Names: hostNames()})
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +100,7 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 		err = errors.Join(err, hn.Close(), os.RemoveAll(hostsDir))
 	}()
 	logf("starting the site: Metal3 (fixture provisioner), the local controller, the BPA, the harness's Ironic; registering the Site and its Hosts")
-	stopSite, err := fleet.StartRealSite(ctx, testenv.RealSiteOptions{
+	stopSite, err := fleet.StartRealSite(ctx, testfleet.RealSiteOptions{
 		Name: siteName, Namespace: siteNamespace, Hosts: hn, ControlPlanes: controlPlanes, Vault: vault,
 		Report: func(err error) { logf("ironic: %v", err) },
 	})
@@ -119,14 +124,14 @@ func runSite(ctx context.Context, dir string, timeout time.Duration) (_ *siteRes
 		return nil, err
 	}
 	if !slices.ContainsFunc(res.stack, func(a stackFile) bool { return a.Kind == "helm-chart" && a.Name == appChart }) {
-		return nil, fmt.Errorf("the real node stack (testenv.StackCharts) has no chart %s, the test application", appChart)
+		return nil, fmt.Errorf("the real node stack (builders.StackCharts) has no chart %s, the test application", appChart)
 	}
 
-	siteClient, err := client.New(fleet.Sites[siteName].Config, client.Options{Scheme: testenv.Metal3Scheme()})
+	siteClient, err := client.New(fleet.Sites[siteName].Config, client.Options{Scheme: metal3.Scheme()})
 	if err != nil {
 		return nil, err
 	}
-	store := secrets.NewVault(vault.Client, "secret", "edgefleet/"+siteName) // the BPA's (testenv.StartRealSiteBPA)
+	store := secrets.NewVault(vault.Client, "secret", "edgefleet/"+siteName) // the BPA's (testfleet.Fleet.StartRealSiteBPA)
 	w := &watcher{fleet: fleet, site: siteClient, hosts: hn, res: res,
 		adminKubeconfig: func(ctx context.Context) ([]byte, error) {
 			data, err := store.Get(ctx, cluster.AdminKubeconfigSecret(siteName))
@@ -163,23 +168,23 @@ const releaseName = "site10-1"
 // provisioner writes nothing; only the site cache takes it in.
 const osImageSize = 4 << 20
 
-// uploadStack builds the real node stack (testenv.BuildStack) and an OS image into dir and uploads
+// uploadStack builds the real node stack (builders.BuildStack) and an OS image into dir and uploads
 // them through the artifact API; the OS image comes first.
-func uploadStack(ctx context.Context, fleet *testenv.Fleet, dir string) ([]stackFile, error) {
+func uploadStack(ctx context.Context, fleet *testfleet.Fleet, dir string) ([]stackFile, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	image := filepath.Join(dir, "edge-os-1.0.img")
-	data, _ := testenv.RandomContent(osImageSize, 10)
+	data, _ := testutil.RandomContent(osImageSize, 10)
 	if err := os.WriteFile(image, data, 0o600); err != nil {
 		return nil, err
 	}
-	built, err := testenv.BuildStack(ctx, dir, testenv.KubernetesVersion)
+	built, err := builders.BuildStack(ctx, dir, builders.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}
 	var out []stackFile
-	for _, a := range append([]testenv.StackArtifact{{Path: image, Kind: "os-image", Name: "edge-os", Version: "1.0"}}, built...) {
+	for _, a := range append([]builders.StackArtifact{{Path: image, Kind: "os-image", Name: "edge-os", Version: "1.0"}}, built...) {
 		stored, err := fleet.Upload(ctx, a.Path, a.Kind, a.Name, a.Version)
 		if err != nil {
 			return nil, err
@@ -191,7 +196,7 @@ func uploadStack(ctx context.Context, fleet *testenv.Fleet, dir string) ([]stack
 
 // createRelease makes the stack a Release and waits until the global controller says it is
 // Ready (every artifact stored).
-func createRelease(ctx context.Context, fleet *testenv.Fleet, stack []stackFile) error {
+func createRelease(ctx context.Context, fleet *testfleet.Fleet, stack []stackFile) error {
 	r := &fleetv1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: siteNamespace, Name: releaseName},
 		Spec: fleetv1.ReleaseSpec{KubernetesVersion: kubernetesVersion}}
 	for _, a := range stack {

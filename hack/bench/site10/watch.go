@@ -18,7 +18,8 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testhosts"
 )
 
 // Milestones of the site's install, in the order they are expected.
@@ -47,10 +48,10 @@ const siteReportGrace = time.Minute
 
 // watcher follows the site's install from t0 and records its milestones in res.
 type watcher struct {
-	fleet *testenv.Fleet
+	fleet *testfleet.Fleet
 	// site is a client of the site cluster.
 	site  client.Client
-	hosts *testenv.HostNet
+	hosts *testhosts.HostNet
 	// adminKubeconfig reads the application cluster's admin kubeconfig where the BPA keeps it,
 	// from the start of its install.
 	adminKubeconfig func(context.Context) ([]byte, error)

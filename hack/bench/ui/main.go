@@ -33,7 +33,8 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/setup"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 func main() {
@@ -56,7 +57,7 @@ const ns = "bench"
 
 func run(ctx context.Context, n, requests, workers int) (err error) {
 	logf("starting a global control plane")
-	cp, err := testenv.Start(testenv.Options{Name: "global", InstallCRDs: true})
+	cp, err := controlplane.Start(controlplane.Options{Name: "global", InstallCRDs: true})
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func run(ctx context.Context, n, requests, workers int) (err error) {
 	logf("registered in %s", time.Since(start).Round(time.Second))
 
 	logf("starting the web UI as the global controller wires it, over an informer cache of the sites")
-	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cp.Config, ctrl.Options{Scheme: controlplane.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		return err
 	}
@@ -213,8 +214,8 @@ func logf(format string, args ...any) {
 
 // viewerToken applies the ClusterRoles people are bound to (deploy/rbac/global-controller/roles.yaml)
 // and returns a token of a ServiceAccount bound to edgefleet-fleet-viewer.
-func viewerToken(ctx context.Context, cp *testenv.ControlPlane) (string, error) {
-	root, err := testenv.RepoRoot()
+func viewerToken(ctx context.Context, cp *controlplane.ControlPlane) (string, error) {
+	root, err := testutil.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -264,7 +265,7 @@ const operatorSites = 20
 // siteOperatorToken returns a token of ServiceAccount bench/site-operator, bound to a Role
 // granting get on the first n sites by name (docs/security.md, "Site operators"): the UI
 // checks every site of the namespace for it, one SubjectAccessReview each, cached per user.
-func siteOperatorToken(ctx context.Context, cp *testenv.ControlPlane, n int) (string, error) {
+func siteOperatorToken(ctx context.Context, cp *controlplane.ControlPlane, n int) (string, error) {
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("store-%05d", i)

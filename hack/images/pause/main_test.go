@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestPause runs pause as PID 1 of a new PID namespace (needs root), as a pod's sandbox is: a
@@ -34,7 +34,7 @@ func TestPause(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	var pause int
-	testenv.WaitFor(t, 10*time.Second, "pause started by unshare", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "pause started by unshare", func() (bool, string) {
 		kids := children(cmd.Process.Pid)
 		if len(kids) == 1 {
 			pause = kids[0]
@@ -48,14 +48,14 @@ func TestPause(t *testing.T) {
 		t.Fatalf("nsenter: %v: %s", err, out)
 	}
 	var orphan int
-	testenv.WaitFor(t, 10*time.Second, "pause adopting the orphan", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "pause adopting the orphan", func() (bool, string) {
 		kids := children(pause)
 		if len(kids) == 1 {
 			orphan = kids[0]
 		}
 		return orphan != 0, fmt.Sprintf("children of pause: %v", kids)
 	})
-	testenv.WaitFor(t, 10*time.Second, "the orphan reaped once it exited", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "the orphan reaped once it exited", func() (bool, string) {
 		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", orphan))
 		return len(children(pause)) == 0 && errors.Is(err, fs.ErrNotExist), fmt.Sprintf("children of pause: %v; the orphan: %s", children(pause), stat)
 	})

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestWebapp runs the program: it answers with its pod's and node's names and is healthy;
@@ -48,7 +48,7 @@ func TestWebapp(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	testenv.WaitFor(t, 10*time.Second, "webapp healthy", func() (bool, string) {
+	testutil.WaitFor(t, 10*time.Second, "webapp healthy", func() (bool, string) {
 		code, body := get("/healthz")
 		return code == http.StatusOK && body == "ok\n", fmt.Sprintf("%d %q", code, body)
 	})
@@ -63,7 +63,7 @@ func TestWebapp(t *testing.T) {
 		t.Fatal(err)
 	}
 	terminated := time.Now()
-	testenv.WaitFor(t, drain/2, "/healthz failing once terminated", func() (bool, string) {
+	testutil.WaitFor(t, drain/2, "/healthz failing once terminated", func() (bool, string) {
 		code, body := get("/healthz")
 		return code == http.StatusServiceUnavailable, fmt.Sprintf("%d %q", code, body)
 	})

@@ -24,15 +24,16 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgebootstrap"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
-var cp *testenv.ControlPlane
+var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	os.Exit(testenv.Run(m, testenv.Options{Name: "edgebootstrap", InstallSiteCRDs: true, ClusterAPICRDs: true},
-		func(_ context.Context, c *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "edgebootstrap", InstallSiteCRDs: true, ClusterAPICRDs: true},
+		func(_ context.Context, c *controlplane.ControlPlane) error {
 			cp = c
 			return nil
 		}))
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 
 func scheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
-	s := testenv.Scheme()
+	s := controlplane.Scheme()
 	if err := clusterv1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +136,9 @@ func TestPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	testenv.Update(t, c, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
+	controlplane.Update(t, c, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	waitPaused(t, c, cfg, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
 			return err
 		}
@@ -147,11 +148,11 @@ func TestPaused(t *testing.T) {
 		return nil
 	})
 
-	testenv.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) {
+	controlplane.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) {
 		cfg.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 	})
 	waitPaused(t, c, cfg, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeBootstrapConfig has the cluster.x-k8s.io/paused annotation")
-	testenv.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) { delete(cfg.Annotations, clusterv1.PausedAnnotation) })
+	controlplane.Update(t, c, cfg, func(cfg *sitev1.EdgeBootstrapConfig) { delete(cfg.Annotations, clusterv1.PausedAnnotation) })
 	waitPaused(t, c, cfg, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 }
 
@@ -159,7 +160,7 @@ func TestPaused(t *testing.T) {
 // contains msg), for cfg's current generation.
 func waitPaused(t *testing.T, c client.Client, cfg *sitev1.EdgeBootstrapConfig, status metav1.ConditionStatus, reason, msg string) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(t.Context(), client.ObjectKeyFromObject(cfg), cfg); err != nil {
 			return err
 		}

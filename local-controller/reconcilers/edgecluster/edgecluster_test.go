@@ -30,15 +30,16 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgecluster"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
-var cp *testenv.ControlPlane
+var cp *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	os.Exit(testenv.Run(m, testenv.Options{Name: "edgecluster", InstallSiteCRDs: true, ClusterAPICRDs: true},
-		func(_ context.Context, c *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "edgecluster", InstallSiteCRDs: true, ClusterAPICRDs: true},
+		func(_ context.Context, c *controlplane.ControlPlane) error {
 			cp = c
 			return nil
 		}))
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 
 func scheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
-	s := testenv.Scheme()
+	s := controlplane.Scheme()
 	for _, add := range []func(*runtime.Scheme) error{clusterv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(s); err != nil {
 			t.Fatal(err)
@@ -159,7 +160,7 @@ func TestEdgeClusterWithClusterAPI(t *testing.T) {
 	if err := c.Create(ctx, ec); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
 		}
@@ -184,7 +185,7 @@ func TestEdgeClusterWithClusterAPI(t *testing.T) {
 	if err := cc.Create(ctx, kubeconfig.GenerateSecret(cl, kc)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() error {
+	testutil.Eventually(t, time.Minute, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
 			return err
 		}
@@ -250,8 +251,8 @@ func TestEdgeClusterPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	testenv.Update(t, cc, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
-	testenv.Eventually(t, 30*time.Second, func() error {
+	controlplane.Update(t, cc, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
 		}
@@ -263,7 +264,7 @@ func TestEdgeClusterPaused(t *testing.T) {
 	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
 
 	// The annotation pauses the EdgeCluster alone: a changed endpoint is taken in only after.
-	testenv.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) {
+	controlplane.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) {
 		ec.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 		ec.Spec.ControlPlaneEndpoint.Port = 7443
 	})
@@ -271,9 +272,9 @@ func TestEdgeClusterPaused(t *testing.T) {
 	if c := meta.FindStatusCondition(ec.Status.Conditions, sitev1.EdgeClusterReadyCondition); c == nil || !strings.HasSuffix(c.Message, ":6443") {
 		t.Errorf("paused EdgeCluster took the new endpoint in: Ready %+v", c)
 	}
-	testenv.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) { delete(ec.Annotations, clusterv1.PausedAnnotation) })
+	controlplane.Update(t, cc, ec, func(ec *sitev1.EdgeCluster) { delete(ec.Annotations, clusterv1.PausedAnnotation) })
 	waitPaused(t, cc, ec, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
 		}
@@ -288,7 +289,7 @@ func TestEdgeClusterPaused(t *testing.T) {
 // contains msg), for ec's current generation.
 func waitPaused(t *testing.T, c client.Client, ec *sitev1.EdgeCluster, status metav1.ConditionStatus, reason, msg string) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if err := c.Get(t.Context(), client.ObjectKeyFromObject(ec), ec); err != nil {
 			return err
 		}

@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // TestBindByBootMAC: a machine waits for its Machine's bootstrap data, then takes exactly the
@@ -41,7 +42,7 @@ func TestBindByBootMAC(t *testing.T) {
 
 	// The bootstrap provider is done: the Machine gets its data Secret.
 	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: em.Name}}
-	testenv.Update(t, s.c, m, func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = ptr.To(s.bootstrap) })
+	controlplane.Update(t, s.c, m, func(m *clusterv1.Machine) { m.Spec.Bootstrap.DataSecretName = ptr.To(s.bootstrap) })
 	start := time.Now()
 	em = s.waitReady(em.Name, metav1.ConditionTrue, sitev1.ReasonHostProvisioned, provisionTimeout)
 	t.Logf("provisioned %s after the bootstrap data came", time.Since(start).Round(100*time.Millisecond))
@@ -73,7 +74,7 @@ func TestBindByLabels(t *testing.T) {
 
 	taken := map[string]string{} // host -> machine
 	var waiting []string
-	testenv.Eventually(t, provisionTimeout, func() error {
+	testutil.Eventually(t, provisionTimeout, func() error {
 		clear(taken)
 		waiting = waiting[:0]
 		for _, name := range names {
@@ -181,7 +182,7 @@ func TestDelete(t *testing.T) {
 				t.Fatal(err)
 			}
 			var h *metal3api.BareMetalHost
-			testenv.Eventually(t, provisionTimeout, func() error {
+			testutil.Eventually(t, provisionTimeout, func() error {
 				em, err := s.getMachine(em.Name)
 				if err == nil {
 					return fmt.Errorf("EdgeMachine still there: Ready %s, host state %s", describe(ready(em)), em.Status.ProvisioningState)
@@ -198,7 +199,7 @@ func TestDelete(t *testing.T) {
 				return
 			}
 			// Metal3 switches the wiped host off.
-			testenv.Eventually(t, provisionTimeout, func() error {
+			testutil.Eventually(t, provisionTimeout, func() error {
 				if h := s.getHost("node-0"); h.Status.PoweredOn {
 					return fmt.Errorf("host %s (online %v, %s) still powered on", h.Name, h.Spec.Online, h.Status.Provisioning.State)
 				}
@@ -233,7 +234,7 @@ func TestDelete(t *testing.T) {
 		s.startManager()
 		em = s.waitReady(em.Name, metav1.ConditionFalse, sitev1.ReasonNoHost, 30*time.Second)
 		// As if the machine had been bound to a host that was deleted since.
-		testenv.UpdateStatus(t, s.c, em, func(em *sitev1.EdgeMachine) { em.Status.Host = "deleted-host" })
+		controlplane.UpdateStatus(t, s.c, em, func(em *sitev1.EdgeMachine) { em.Status.Host = "deleted-host" })
 		s.waitReady(em.Name, metav1.ConditionFalse, sitev1.ReasonHostError, 10*time.Second)
 		if err := s.c.Delete(t.Context(), em); err != nil {
 			t.Fatal(err)
@@ -253,7 +254,7 @@ func TestHostError(t *testing.T) {
 		Data:       map[string][]byte{"username": []byte("admin")},
 	})
 	bad := s.host("broken", "52:54:00:dd:00:ff", nil)
-	testenv.Update(t, s.c, bad, func(bad *metal3api.BareMetalHost) { bad.Spec.BMC.CredentialsName = "no-password" })
+	controlplane.Update(t, s.c, bad, func(bad *metal3api.BareMetalHost) { bad.Spec.BMC.CredentialsName = "no-password" })
 	for i := range 2 {
 		s.host(fmt.Sprintf("node-%d", i), fmt.Sprintf("52:54:00:dd:00:%02x", i), nil)
 	}
@@ -304,7 +305,7 @@ func TestRestart(t *testing.T) {
 			stop := s.startManager()
 
 			var claimed string
-			testenv.Eventually(t, provisionTimeout, func() error {
+			testutil.Eventually(t, provisionTimeout, func() error {
 				em, err := s.getMachine(em.Name)
 				if err != nil {
 					return err
@@ -348,7 +349,7 @@ func TestPaused(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	s.host("node-0", "52:54:00:ab:00:00", nil)
-	testenv.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(true) })
+	controlplane.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(true) })
 	em := s.machine("m-0", sitev1.HostSelector{BootMACAddress: "52:54:00:ab:00:00"}, "", false)
 	s.startManager()
 
@@ -365,16 +366,16 @@ func TestPaused(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	testenv.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
+	controlplane.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	s.waitPaused(em.Name, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
-	testenv.Eventually(t, 30*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
 			return fmt.Errorf("unpaused machine claimed hosts %v, want node-0", hosts)
 		}
 		return nil
 	})
 
-	testenv.Update(t, s.c, em, func(em *sitev1.EdgeMachine) {
+	controlplane.Update(t, s.c, em, func(em *sitev1.EdgeMachine) {
 		em.Annotations = map[string]string{clusterv1.PausedAnnotation: ""}
 	})
 	s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "EdgeMachine has the cluster.x-k8s.io/paused annotation")
@@ -391,7 +392,7 @@ func TestPaused(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	testenv.Update(t, s.c, em, func(em *sitev1.EdgeMachine) { delete(em.Annotations, clusterv1.PausedAnnotation) })
+	controlplane.Update(t, s.c, em, func(em *sitev1.EdgeMachine) { delete(em.Annotations, clusterv1.PausedAnnotation) })
 	s.waitGone(em.Name, provisionTimeout)
 	if hosts := s.hostsOf(em.Name); len(hosts) != 0 {
 		t.Errorf("deleted machine still claims %v", hosts)

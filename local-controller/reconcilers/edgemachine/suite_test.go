@@ -32,7 +32,9 @@ import (
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgemachine"
-	"github.com/edgefleet/edgefleet/pkg/testenv"
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // One control plane with the site and Cluster-API CRDs serves the whole package. Each test
@@ -44,7 +46,7 @@ import (
 // single state for all the hosts of a process (one image, one power flag). A host
 // deprovisioning while others provision livelocks there: each clears or sets what the other
 // waits for, every 10 s.
-var cp *testenv.ControlPlane
+var cp *controlplane.ControlPlane
 
 // provisionTimeout bounds the wait for a host to reach provisioned (about 15 s alone; slower
 // when the machine is busy).
@@ -52,17 +54,17 @@ const provisionTimeout = 2 * time.Minute
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
-	// Metal3's CRDs are installed up front: the tests' StartMetal3 calls then only update them,
+	// Metal3's CRDs are installed up front: the tests' metal3.StartT calls then only update them,
 	// which is safe in parallel (creating them is not: a second create fails).
-	os.Exit(testenv.Run(m, testenv.Options{Name: "edgemachine", InstallSiteCRDs: true, ClusterAPICRDs: true, Metal3CRDs: true},
-		func(_ context.Context, c *testenv.ControlPlane) error {
+	os.Exit(controlplane.Run(m, controlplane.Options{Name: "edgemachine", InstallSiteCRDs: true, ClusterAPICRDs: true, Metal3CRDs: true},
+		func(_ context.Context, c *controlplane.ControlPlane) error {
 			cp = c
 			return nil
 		}))
 }
 
 func scheme() *runtime.Scheme {
-	s := testenv.Metal3Scheme()
+	s := metal3.Scheme()
 	if err := clusterv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
@@ -89,7 +91,7 @@ func newSite(t *testing.T) *site {
 		t.Fatal(err)
 	}
 	s := &site{t: t, ns: cp.Namespace(t), hostNS: cp.Namespace(t), c: c, creds: "bmc-credentials", bootstrap: "bootstrap-data"}
-	cp.StartMetal3T(t, testenv.Metal3Options{Namespaces: []string{s.hostNS, s.ns}})
+	metal3.StartT(t, cp, metal3.Options{Namespaces: []string{s.hostNS, s.ns}})
 	password := make([]byte, 16)
 	if _, err := rand.Read(password); err != nil {
 		t.Fatal(err)
@@ -230,7 +232,7 @@ func (s *site) getHost(name string) *metal3api.BareMetalHost {
 func (s *site) waitReady(name string, status metav1.ConditionStatus, reason string, timeout time.Duration) *sitev1.EdgeMachine {
 	s.t.Helper()
 	var em *sitev1.EdgeMachine
-	testenv.Eventually(s.t, timeout, func() error {
+	testutil.Eventually(s.t, timeout, func() error {
 		var err error
 		if em, err = s.getMachine(name); err != nil {
 			return err
@@ -248,7 +250,7 @@ func (s *site) waitReady(name string, status metav1.ConditionStatus, reason stri
 func (s *site) waitPaused(name string, status metav1.ConditionStatus, reason, msg string) *sitev1.EdgeMachine {
 	s.t.Helper()
 	var em *sitev1.EdgeMachine
-	testenv.Eventually(s.t, 30*time.Second, func() error {
+	testutil.Eventually(s.t, 30*time.Second, func() error {
 		var err error
 		if em, err = s.getMachine(name); err != nil {
 			return err
@@ -265,7 +267,7 @@ func (s *site) waitPaused(name string, status metav1.ConditionStatus, reason, ms
 // waitGone waits until machine name is deleted.
 func (s *site) waitGone(name string, timeout time.Duration) {
 	s.t.Helper()
-	testenv.Eventually(s.t, timeout, func() error {
+	testutil.Eventually(s.t, timeout, func() error {
 		em, err := s.getMachine(name)
 		if apierrors.IsNotFound(err) {
 			return nil

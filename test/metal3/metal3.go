@@ -1,0 +1,239 @@
+package metal3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/internal/proc"
+	"github.com/edgefleet/edgefleet/test/testutil"
+)
+
+// User is the user the baremetal-operator is known as on the control plane. It holds
+// the operator's own ClusterRole (config/base/rbac/role.yaml of the module), bound in the
+// watched namespaces only.
+const User = "metal3-baremetal-operator"
+
+// metal3RolePath is the operator's ClusterRole inside its module.
+const metal3RolePath = "config/base/rbac/role.yaml"
+
+// Options configure the Metal3 baremetal-operator of a site.
+type Options struct {
+	// Namespaces are the namespaces the operator watches (a site's: sitev1.HostsNamespace, its
+	// BareMetalHosts and BMC Secrets, and sitev1.InfoNamespace, the hosts' first-boot data);
+	// each is created when missing. None means every namespace (the operator's role is then
+	// bound cluster-wide).
+	Namespaces []string
+	// Dir receives the operator's kubeconfig and log (bmo.log); a temporary directory, removed
+	// by Stop, when empty.
+	Dir string
+	// Args are extra flags of the operator.
+	Args []string
+}
+
+// Operator is Metal3's baremetal-operator (bin/bmo, built by hack/tools.sh) running against a
+// control plane as a subprocess in -test-mode: BareMetalHosts go through the operator's real
+// state machine (registering, inspecting, available, provisioning, provisioned, ...) with its
+// fixture provisioner in place of Ironic.
+type Operator struct {
+	// Namespaces watched, as in Options.
+	Namespaces []string
+	// Client is an admin client of the control plane whose scheme also knows the metal3.io
+	// kinds.
+	Client client.Client
+	// Dir holds bmo.kubeconfig and bmo.log.
+	Dir string
+	// HealthURL is the operator's health endpoint (/healthz, /readyz below it).
+	HealthURL string
+
+	ownDir bool
+	proc   *proc.Process
+}
+
+// Scheme returns controlplane.Scheme with Metal3's kinds (metal3.io/v1alpha1) added.
+func Scheme() *runtime.Scheme {
+	s := controlplane.Scheme()
+	if err := metal3api.AddToScheme(s); err != nil {
+		panic(fmt.Sprintf("testenv: add metal3 scheme: %v", err))
+	}
+	return s
+}
+
+// Start installs Metal3's CRDs into the control plane, gives user User the
+// operator's role, starts bin/bmo in -test-mode with that user's kubeconfig and waits until it
+// reports ready. Call Stop when done; a guard process kills the operator if this process dies
+// first.
+func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ *Operator, err error) {
+	root, err := testutil.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(root, "bin", "bmo")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("testenv %s: bmo not found in %s: run 'make tools' first", cp.Name, filepath.Dir(bin))
+	}
+	m := &Operator{Namespaces: opts.Namespaces, Dir: opts.Dir}
+	defer func() {
+		if err != nil {
+			err = errors.Join(fmt.Errorf("testenv %s: start Metal3: %w", cp.Name, err), m.Stop())
+		}
+	}()
+	if m.Dir == "" {
+		if m.Dir, err = os.MkdirTemp("", "edgefleet-metal3-"); err != nil {
+			return nil, err
+		}
+		m.ownDir = true
+	} else if err := os.MkdirAll(m.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if m.Client, err = client.New(cp.Config, client.Options{Scheme: Scheme()}); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+
+	crdDir, err := controlplane.Metal3CRDDir(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.InstallCRDs(crdDir); err != nil {
+		return nil, err
+	}
+	if err := grant(ctx, cp, root, m.Client, opts.Namespaces); err != nil {
+		return nil, err
+	}
+	kc, err := cp.Kubeconfig(User)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(m.kubeconfig(), kc, 0o600); err != nil {
+		return nil, err
+	}
+
+	ports, err := proc.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	healthPort := ports[0]
+	m.HealthURL = "http://127.0.0.1:" + strconv.Itoa(healthPort)
+	env := append(environWithout("KUBECONFIG", "WATCH_NAMESPACE", "POD_NAMESPACE", "IRONIC_NAME", "IRONIC_NAMESPACE"),
+		"KUBECONFIG="+m.kubeconfig())
+	if m.proc, err = proc.Start("bmo", bin, append([]string{
+		"-test-mode",
+		"-namespace=" + strings.Join(opts.Namespaces, ","),
+		"-webhook-port=0",
+		"-metrics-addr=0",
+		"-health-addr=127.0.0.1:" + strconv.Itoa(healthPort),
+	}, opts.Args...), env, m.LogPath()); err != nil {
+		return nil, err
+	}
+	if err := m.proc.WaitReady(ctx, m.HealthURL+"/readyz"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// StartT starts Metal3 for one test and stops it in the test's cleanup; when the test
+// failed, the end of the operator's log goes to the test log first.
+func StartT(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Operator {
+	t.Helper()
+	m, err := Start(t.Context(), cp, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", m.LogPath(), m.proc.LogTail(40))
+		}
+		if err := m.Stop(); err != nil {
+			t.Errorf("stop Metal3 of %s: %v", cp.Name, err)
+		}
+	})
+	return m
+}
+
+// LogPath is the path of the operator's log (stdout and stderr).
+func (m *Operator) LogPath() string { return filepath.Join(m.Dir, "bmo.log") }
+
+func (m *Operator) kubeconfig() string { return filepath.Join(m.Dir, "bmo.kubeconfig") }
+
+// grant creates the operator's ClusterRole, read from the module, and binds it to
+// User in each namespace of namespaces (created when missing), or cluster-wide when there
+// is none.
+func grant(ctx context.Context, cp *controlplane.ControlPlane, root string, c client.Client, namespaces []string) error {
+	path, err := controlplane.ModuleSubdir(ctx, root, controlplane.Metal3Module, metal3RolePath)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the operator's role: %w", err)
+	}
+	role := &rbacv1.ClusterRole{}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for role.Kind == "" { // skip empty documents (a leading "---")
+		if err := dec.Decode(role); err != nil {
+			return fmt.Errorf("decode the operator's role %s: %w", path, err)
+		}
+	}
+	if role.Kind != "ClusterRole" || len(role.Rules) == 0 {
+		return fmt.Errorf("%s holds no ClusterRole with rules", path)
+	}
+	role.ObjectMeta = metav1.ObjectMeta{Name: User}
+	objs := []client.Object{role}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: User}
+	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: User}}
+	if len(namespaces) == 0 {
+		objs = append(objs, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: User}, RoleRef: ref, Subjects: subjects})
+	}
+	for _, ns := range namespaces {
+		objs = append(objs,
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: User}, RoleRef: ref, Subjects: subjects})
+	}
+	for _, o := range objs {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, o)); err != nil {
+			return fmt.Errorf("grant %s its role: create %T %s: %w", User, o, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Stop stops the operator (SIGTERM, then SIGKILL after 10s) and removes a temporary Dir.
+func (m *Operator) Stop() error {
+	errs := []error{m.proc.Stop()}
+	m.proc = nil
+	if m.ownDir {
+		errs = append(errs, os.RemoveAll(m.Dir))
+		m.ownDir = false
+	}
+	return errors.Join(errs...)
+}
+
+// environWithout returns this process's environment without the variables named in keys.
+func environWithout(keys ...string) []string {
+	var env []string
+outer:
+	for _, kv := range os.Environ() {
+		for _, k := range keys {
+			if strings.HasPrefix(kv, k+"=") {
+				continue outer
+			}
+		}
+		env = append(env, kv)
+	}
+	return env
+}
