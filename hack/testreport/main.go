@@ -52,7 +52,7 @@ func main() {
 	case *recordFile != "":
 		err = filter(os.Stdin, os.Stdout, *recordFile, *lane)
 	default:
-		err = errors.New("give -record FILE (filter go test -json from stdin) or -table FILE...")
+		err = errors.New("give -record FILE (filter go test -json from stdin) or -table FILE [FILE...]")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
@@ -82,7 +82,7 @@ func filter(in io.Reader, out io.Writer, recordFile, lane string) error {
 		key := e.Package + "\x00" + e.Test
 		switch {
 		case e.Action == "build-output":
-			io.WriteString(out, e.Output)
+			fmt.Fprint(out, e.Output)
 		case e.Test != "" && e.Action == "output":
 			b := running[key]
 			if b == nil {
@@ -97,13 +97,13 @@ func filter(in io.Reader, out io.Writer, recordFile, lane string) error {
 			b.WriteString(e.Output)
 		case e.Test != "" && e.Action == "fail":
 			if b := running[key]; b != nil {
-				io.WriteString(out, b.String())
+				fmt.Fprint(out, b.String())
 			}
 			delete(running, key)
 		case e.Test != "" && (e.Action == "pass" || e.Action == "skip"):
 			delete(running, key)
 		case e.Test == "" && e.Action == "output":
-			io.WriteString(out, e.Output)
+			fmt.Fprint(out, e.Output)
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
 			if e.Action == "fail" {
 				// A package that failed without its test failing (a timeout, a panic, TestMain)
