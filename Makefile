@@ -17,7 +17,8 @@ GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
 REALHOSTS_PKGS := ./e2e/realhosts ./bpa/cluster
 HEAVY_PKGS := ./usb-image
-# Each lane's `go test -json` records, read for the table of package times that ends `make test`.
+# Each lane's `go test -json` records and the ginkgo suites' JSON reports, read for the table of
+# package, test and spec times that ends `make test`.
 TEST_REPORT := $(BIN)/test-report
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/edgefleet/edgefleet/pkg/version.Version=$(VERSION)
@@ -61,25 +62,31 @@ build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefl
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet-apiproxy ./apiproxy
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
+.PHONY: test-bins
+test-bins: ## Build the test beds' binaries, never shipped: bin/local-controller-simulated (the local controller with test/sitesim's node simulator, for beds without hosts).
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller-simulated ./test/sitesim/localcontroller
+
 .PHONY: usb-image
 usb-image: tools build ## Build the generic base image of a site's bootstrap machine (usb-image/build.sh, needs root; the site stack from bin/), cached per user, linked at bin/edgefleet-base.iso.
 	@iso=$$(usb-image/build.sh "$${EDGEFLEET_TOOLS_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edgefleet/tools}" $(BIN)) && ln -sfn "$$iso" $(BIN)/edgefleet-base.iso && echo "bin/edgefleet-base.iso -> $$iso"
 
 .PHONY: test
-test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time (bin/test-report/).
+test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time and the slow tests and specs (bin/test-report/).
 	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
 	rm -rf $(TEST_REPORT); mkdir -p $(TEST_REPORT); $(GO) build -o $(BIN)/testreport ./hack/testreport; start=$$SECONDS; \
+	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
 	( lane=0; for p in $(REALHOSTS_PKGS); do \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $$p | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
 	done; exit $$lane ) & realhosts=$$!; \
 	status=0; $(GO) test -json $(GO_TEST_FLAGS) $$pkgs $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	wait $$realhosts || status=$$?; \
 	echo; echo "make test: each package's time (go test -json), slowest first"; \
-	$(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json; \
+	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json $(TEST_REPORT)/*.ginkgo.json; \
 	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e
-test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
+test-e2e: tools build test-bins ## Run only the end-to-end ginkgo suites in e2e/.
 	$(GO) test $(GO_TEST_FLAGS) ./e2e/... -ginkgo.v
 
 # Go benchmarks run only in the packages that have some: `go test` runs every package's TestMain,
@@ -112,7 +119,7 @@ lint: ## Run golangci-lint, with depguard enforcing api <- pkg <- components.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: demo
-demo: tools build ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster (the real node stack, CoreDNS, the test application) on two real hosts with its BPA (needs root), ending with its nodes, pods and the test application answering.
+demo: tools build test-bins ## Start a global and two site control planes, the controllers, two sites and three hosts; build site-a's application cluster (the real node stack, CoreDNS, the test application) on two real hosts with its BPA (needs root), ending with its nodes, pods and the test application answering.
 	$(GO) run ./hack/demo
 
 .PHONY: ui-demo

@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/e2e/e2ebed"
 	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fleet is a global control plane, four site control planes (three sites, and one that a
@@ -23,5 +24,5 @@ var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "s
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "edgefleet end-to-end")
+	testutil.RunSpecs(t, "edgefleet end-to-end")
 }

@@ -38,7 +38,7 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 
 	BeforeAll(func(ctx context.Context) {
 		Expect(fleet.StartSiteProvisioning(ctx, site)).To(Succeed())
-		_, err := fleet.StartLocalController(ctx, site)
+		_, err := fleet.StartSimulatedLocalController(ctx, site)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() error { return fleet.StopLocalController(site) })
 		scheme, err := setup.Scheme()
@@ -85,7 +85,7 @@ var _ = Describe("Site provisioning from the global inventory", Ordered, func() 
 		Expect(siteC.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site}, ac)).To(Succeed())
 		Expect(ac.Status.Phase).NotTo(Equal(sitev1.ClusterProvisioned), "the kill must come before the end")
 		Expect(fleet.KillLocalController(site)).To(Succeed())
-		_, err := fleet.StartLocalController(ctx, site)
+		_, err := fleet.StartSimulatedLocalController(ctx, site)
 		Expect(err).NotTo(HaveOccurred())
 	})
 

@@ -9,8 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/edgefleet/edgefleet/local-controller/setup"
-	"github.com/edgefleet/edgefleet/pkg/sitelogs"
-	"github.com/edgefleet/edgefleet/pkg/version"
 )
 
 func main() {
@@ -26,21 +24,7 @@ func main() {
 		packImport(os.Args[2:])
 		return
 	}
-	fs := flag.NewFlagSet("local-controller", flag.ExitOnError)
-	opts := setup.DefaultOptions()
-	opts.AddFlags(fs)
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(fs)
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	_ = fs.Parse(os.Args[1:])
-	if *showVersion {
-		fmt.Println(version.Version)
-		return
-	}
-	opts.Logs = sitelogs.NewRing(sitelogs.DefaultRingLines, sitelogs.DefaultRingBytes)
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.RawZapOpts(opts.Logs.Tee())))
-
-	if err := setup.Run(ctrl.SetupSignalHandler(), opts); err != nil {
+	if err := setup.Main("local-controller", os.Args[1:], setup.DefaultOptions()); err != nil {
 		fmt.Fprintln(os.Stderr, "local-controller:", err)
 		os.Exit(1)
 	}

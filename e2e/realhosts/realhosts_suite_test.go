@@ -8,6 +8,7 @@ import (
 
 	"github.com/edgefleet/edgefleet/e2e/e2ebed"
 	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fleet is a global control plane, a site control plane per real-host site and
@@ -18,5 +19,5 @@ var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "s
 
 func TestRealHosts(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "edgefleet end-to-end on real hosts")
+	testutil.RunSpecs(t, "edgefleet end-to-end on real hosts")
 }

@@ -291,7 +291,7 @@ func (s *realSite) crashes(ctx context.Context, cs ...crash) (wait func() ([]str
 			default:
 				r.err = fleet.KillLocalController(s.name)
 				if r.err == nil {
-					_, r.err = fleet.StartLocalController(ctx, s.name, "--node-bootstrap=bpa")
+					_, r.err = fleet.StartLocalController(ctx, s.name)
 				}
 			}
 			if r.err != nil {

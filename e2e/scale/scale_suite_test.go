@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fleet is a global control plane, one site control plane that a ClusterSimulator answers on for
@@ -22,7 +23,7 @@ var controllerArgs = []string{"--site-heartbeat-interval=5m", "--site-operation-
 
 func TestScale(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "edgefleet end-to-end at scale")
+	testutil.RunSpecs(t, "edgefleet end-to-end at scale")
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {

@@ -32,6 +32,7 @@ import (
 	"github.com/edgefleet/edgefleet/test/controlplane"
 	"github.com/edgefleet/edgefleet/test/sitesim"
 	"github.com/edgefleet/edgefleet/test/testfleet"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // The test bed, one for the suite: a global control plane; site control plane sim, where a
@@ -70,7 +71,7 @@ var controllerArgs = []string{"--site-heartbeat-interval=2s", "--site-operation-
 
 func TestUI(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "edgefleet web UI in headless Chromium")
+	testutil.RunSpecs(t, "edgefleet web UI in headless Chromium")
 }
 
 var _ = BeforeSuite(func(ctx context.Context) {

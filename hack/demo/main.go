@@ -110,12 +110,13 @@ func run(ctx context.Context) (err error) {
 	}
 	defer hosts.PlayIronic(ctx, siteA, sitev1.HostsNamespace, fleet.LocalController("site-a").CacheCAFile, func(err error) { fmt.Fprintln(os.Stderr, "ironic:", err) })()
 
-	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (the global controller gives each its own token for the artifact API once registered)")
+	step("Starting the local controllers of site-a (its nodes made by its BPA) and site-b (its nodes simulated: bin/local-controller-simulated; the global controller gives each its own token for the artifact API once registered)")
 	local := map[string]testfleet.LocalController{}
-	for site, args := range map[string][]string{"site-a": {"--node-bootstrap=bpa"}, "site-b": nil} {
-		if local[site], err = fleet.StartLocalController(ctx, site, args...); err != nil {
-			return err
-		}
+	if local["site-a"], err = fleet.StartLocalController(ctx, "site-a"); err != nil {
+		return err
+	}
+	if local["site-b"], err = fleet.StartSimulatedLocalController(ctx, "site-b"); err != nil {
+		return err
 	}
 
 	step("Registering the sites and hosts of " + manifest + " (site-a's kubeconfig and the BMC Secrets are generated; site-b enrolls)")

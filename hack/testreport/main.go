@@ -1,10 +1,12 @@
 // Command testreport reads `go test -json` and prints what `go test` alone would print: each
 // package's own lines (its "ok"/"FAIL" line, TestMain's output, a timeout's panic) as they come,
 // and a test's lines only when it fails. It records each package's result and time in a file;
-// with -table it prints those records as one table, slowest first, with each lane's sum.
+// with -table it prints those records as one table, slowest first, with each lane's sum, and
+// then the top-level tests and ginkgo specs that took slowTest or more (where a package's time
+// went). Arguments ending in .ginkgo.json are ginkgo JSON reports (test/testutil.RunSpecs).
 //
 //	go test -json ./... | testreport -record LANE.json -lane main
-//	testreport -table LANE.json OTHER.json
+//	testreport -table LANE.json OTHER.json SUITE.ginkgo.json
 package main
 
 import (
@@ -18,10 +20,15 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/onsi/ginkgo/v2/types"
 )
 
 // maxTestOutput bounds what is kept of one running test's output; a failure prints the tail.
 const maxTestOutput = 8 << 20
+
+// slowTest is the time from which a top-level test is recorded on its own.
+const slowTest = 30.0
 
 // event is one line of `go test -json` (cmd/test2json).
 type event struct {
@@ -32,10 +39,12 @@ type event struct {
 	Output  string
 }
 
-// record is one package's result, one JSON line of a record file.
+// record is one package's result, or a slow top-level test's (Test set), one JSON line of a
+// record file.
 type record struct {
 	Lane    string  `json:"lane"`
 	Package string  `json:"package"`
+	Test    string  `json:"test,omitempty"`
 	Result  string  `json:"result"`
 	Seconds float64 `json:"seconds"`
 }
@@ -95,13 +104,16 @@ func filter(in io.Reader, out io.Writer, recordFile, lane string) error {
 				b.WriteString("[... earlier output dropped ...]\n" + tail)
 			}
 			b.WriteString(e.Output)
-		case e.Test != "" && e.Action == "fail":
-			if b := running[key]; b != nil {
+		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+			if b := running[key]; b != nil && e.Action == "fail" {
 				fmt.Fprint(out, b.String())
 			}
 			delete(running, key)
-		case e.Test != "" && (e.Action == "pass" || e.Action == "skip"):
-			delete(running, key)
+			if e.Action != "skip" && !strings.Contains(e.Test, "/") && e.Elapsed >= slowTest {
+				if err := records.Encode(record{Lane: lane, Package: e.Package, Test: e.Test, Result: e.Action, Seconds: e.Elapsed}); err != nil {
+					return fmt.Errorf("write the record file: %w", err)
+				}
+			}
 		case e.Test == "" && e.Action == "output":
 			fmt.Fprint(out, e.Output)
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
@@ -126,13 +138,19 @@ func filter(in io.Reader, out io.Writer, recordFile, lane string) error {
 	return nil
 }
 
-// printTable prints the records of the files, slowest first, then each lane's sum in the order
-// of the files. A package without tests is left out.
+// printTable prints the packages' records of the files, slowest first, then each lane's sum in
+// the order of the files, then the slow tests' records, slowest first. A package without tests
+// is left out.
 func printTable(out io.Writer, files []string) error {
-	var all []record
+	var all, tests []record
 	sums := map[string]float64{}
 	var lanes []string // in the order of the files
+	var reports []string
 	for _, name := range files {
+		if strings.HasSuffix(name, ".ginkgo.json") {
+			reports = append(reports, name)
+			continue
+		}
 		data, err := os.ReadFile(name)
 		if err != nil {
 			return fmt.Errorf("read the record file: %w", err)
@@ -148,6 +166,10 @@ func printTable(out io.Writer, files []string) error {
 			if r.Result == "skip" {
 				continue
 			}
+			if r.Test != "" {
+				tests = append(tests, r)
+				continue
+			}
 			if _, ok := sums[r.Lane]; !ok {
 				lanes = append(lanes, r.Lane)
 				sums[r.Lane] = 0
@@ -156,7 +178,18 @@ func printTable(out io.Writer, files []string) error {
 			all = append(all, r)
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].Seconds > all[j].Seconds })
+	for _, name := range reports {
+		specs, err := slowSpecs(name, all)
+		if err != nil {
+			return err
+		}
+		tests = append(tests, specs...)
+	}
+	slowestFirst := func(rs []record) {
+		sort.SliceStable(rs, func(i, j int) bool { return rs[i].Seconds > rs[j].Seconds })
+	}
+	slowestFirst(all)
+	slowestFirst(tests)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "seconds\tresult\tlane\tpackage")
 	for _, r := range all {
@@ -165,5 +198,48 @@ func printTable(out io.Writer, files []string) error {
 	for _, l := range lanes {
 		fmt.Fprintf(tw, "%7.1f\t\t%s\t(sum of the lane's packages)\n", sums[l], l)
 	}
+	if len(tests) > 0 {
+		fmt.Fprintf(tw, "\nseconds\tresult\tlane\ttest (top-level tests and ginkgo specs of %.0f s or more)\n", slowTest)
+		for _, r := range tests {
+			fmt.Fprintf(tw, "%7.1f\t%s\t%s\t%s: %s\n", r.Seconds, r.Result, r.Lane, strings.TrimPrefix(r.Package, "github.com/edgefleet/edgefleet/"), r.Test)
+		}
+	}
 	return tw.Flush()
+}
+
+// slowSpecs reads a ginkgo JSON report and returns a record per spec or suite node (BeforeSuite,
+// a bed's BeforeAll) that took slowTest or more, its lane that of its package's record in
+// packages.
+func slowSpecs(name string, packages []record) ([]record, error) {
+	data, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		return nil, nil // the suite did not run to its end, or did not run
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the ginkgo report: %w", err)
+	}
+	var reports []types.Report
+	if err := json.Unmarshal(data, &reports); err != nil {
+		return nil, fmt.Errorf("read the ginkgo report %s: %w", name, err)
+	}
+	var out []record
+	for _, rep := range reports {
+		pkg, lane := rep.SuitePath, ""
+		for _, p := range packages {
+			if strings.HasSuffix(rep.SuitePath, "/"+strings.TrimPrefix(p.Package, "github.com/edgefleet/edgefleet/")) {
+				pkg, lane = p.Package, p.Lane
+			}
+		}
+		for _, sp := range rep.SpecReports {
+			if sp.RunTime.Seconds() < slowTest || sp.State == types.SpecStateSkipped || sp.State == types.SpecStatePending {
+				continue
+			}
+			text := sp.LeafNodeText
+			if text == "" {
+				text = sp.LeafNodeType.String()
+			}
+			out = append(out, record{Lane: lane, Package: pkg, Test: text, Result: sp.State.String(), Seconds: sp.RunTime.Seconds()})
+		}
+	}
+	return out, nil
 }

@@ -68,8 +68,8 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 	}
 	client, reader := mgr.GetClient(), mgr.GetAPIReader()
 	var bootstrapper edgebootstrap.Bootstrapper = &edgebootstrap.Agent{Reader: reader, Namespace: opts.Namespace, Clusters: clusterCache}
-	if opts.NodeBootstrap == NodeBootstrapSimulated {
-		bootstrapper = &edgebootstrap.NodeSimulator{Clusters: clusterCache}
+	if opts.NodeBootstrapper != nil {
+		bootstrapper = opts.NodeBootstrapper(clusterCache)
 	}
 	reconcilers := []struct {
 		name  string
@@ -105,7 +105,7 @@ func setupProvisioning(ctx context.Context, mgr manager.Manager, opts Options) (
 		}},
 		{"ApplicationCluster", func() error {
 			return (&applicationcluster.Reconciler{Client: client, HostNamespace: sitev1.HostsNamespace, Recorder: recorder.Bounded(mgr.GetEventRecorder("applicationcluster-controller")),
-				Resync: 10 * time.Second, InPlaceUpgrades: opts.NodeBootstrap == NodeBootstrapBPA}).SetupWithManager(mgr, one)
+				Resync: 10 * time.Second, InPlaceUpgrades: opts.NodeBootstrapper == nil}).SetupWithManager(mgr, one)
 		}},
 	}
 	for _, rc := range reconcilers {

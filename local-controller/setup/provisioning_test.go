@@ -30,6 +30,7 @@ import (
 	"github.com/edgefleet/edgefleet/local-controller/setup"
 	"github.com/edgefleet/edgefleet/test/controlplane"
 	"github.com/edgefleet/edgefleet/test/metal3"
+	"github.com/edgefleet/edgefleet/test/sitesim"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
@@ -103,7 +104,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(cacheDir)
 	opts := setup.DefaultOptions()
 	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
-	opts.NodeBootstrap = setup.NodeBootstrapSimulated
+	opts.NodeBootstrapper = sitesim.NewNodeSimulator
 	opts.CacheDir, opts.CacheAddr, opts.CacheURL = cacheDir, "127.0.0.1:0", "http://127.0.0.1:1"
 	mgr, stopCache, err := setup.NewManager(ctx, site.Config, opts)
 	if err != nil {
@@ -187,13 +188,17 @@ func cluster(ns, name, version string, hosts ...sitev1.ClusterHost) *sitev1.Appl
 }
 
 // waitFor polls the ApplicationCluster until check passes.
-func waitFor(t *testing.T, ac *sitev1.ApplicationCluster, timeout time.Duration, check func(*sitev1.ApplicationCluster) error) {
+// waitFor waits until check passes on the cluster, failing when what check says stays the same
+// for stall: the bed shares a busy machine, so a slow cluster that keeps changing is waited for
+// (up to five times stall), a stuck one is not.
+func waitFor(t *testing.T, ac *sitev1.ApplicationCluster, stall time.Duration, check func(*sitev1.ApplicationCluster) error) {
 	t.Helper()
-	testutil.Eventually(t, timeout, func() error {
+	testutil.WaitProgress(t, stall, 5*stall, "ApplicationCluster "+ac.Name, func() (bool, string) {
 		if err := siteC.Get(t.Context(), client.ObjectKeyFromObject(ac), ac); err != nil {
-			return err
+			return false, err.Error()
 		}
-		return check(ac)
+		err := check(ac)
+		return err == nil, fmt.Sprint(err)
 	})
 }
 
@@ -501,7 +506,7 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	if err := siteC.Delete(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	testutil.Eventually(t, 3*time.Minute, func() error {
+	testutil.WaitProgress(t, 3*time.Minute, 15*time.Minute, "the cluster's objects to go", func() (bool, string) {
 		var left []string
 		for _, list := range []client.ObjectList{&sitev1.ApplicationClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 			&metal3api.BareMetalHostList{}, &sitev1.EdgeMachineList{}, &clusterv1.MachineDeploymentList{}} {
@@ -510,20 +515,18 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 				in = []client.ListOption{client.InNamespace(sitev1.HostsNamespace), client.MatchingLabels{sitev1.ClusterNamespaceLabel: ns}}
 			}
 			if err := siteC.List(ctx, list, in...); err != nil {
-				return err
+				return false, err.Error()
 			}
 			items, err := apimeta.ExtractList(list)
 			if err != nil {
-				return err
+				return false, err.Error()
 			}
 			for _, o := range items {
-				left = append(left, fmt.Sprintf("%T %s", o, o.(client.Object).GetName()))
+				// The resource version moves with each step of the object's teardown.
+				left = append(left, fmt.Sprintf("%T %s@%s", o, o.(client.Object).GetName(), o.(client.Object).GetResourceVersion()))
 			}
 		}
-		if len(left) > 0 {
-			return fmt.Errorf("still there after the ApplicationCluster's deletion: %v", left)
-		}
-		return nil
+		return len(left) == 0, fmt.Sprintf("still there after the ApplicationCluster's deletion: %v", left)
 	})
 	// The application cluster's Node objects stay: Cluster-API does not delete nodes of a
 	// cluster being deleted, whose hosts are wiped anyway.

@@ -26,12 +26,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/artifactset"
+	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgebootstrap"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
@@ -72,9 +74,10 @@ type Options struct {
 	FetchRetries int
 	// Concurrency is the number of ArtifactSets reconciled in parallel.
 	Concurrency int
-	// NodeBootstrap says who makes provisioned hosts nodes: NodeBootstrapBPA or
-	// NodeBootstrapSimulated.
-	NodeBootstrap string
+	// NodeBootstrapper makes provisioned hosts nodes of the application cluster; nil is the
+	// site's Binary Provisioning Agent, over SSH, which upgrades Kubernetes in place. Test beds
+	// without hosts set a simulator (test/sitesim), in a binary of their own: no flag selects it.
+	NodeBootstrapper func(edgebootstrap.ClusterClients) edgebootstrap.Bootstrapper
 	// Istio is meshpolicy.ModeAuto, ModeOn or ModeOff: whether the controller keeps its
 	// PeerAuthentication and AuthorizationPolicy current (in Namespace).
 	Istio string
@@ -89,15 +92,6 @@ type Options struct {
 	Logs *sitelogs.Ring
 }
 
-// Who makes provisioned hosts nodes of the application cluster.
-const (
-	// NodeBootstrapBPA: the site's Binary Provisioning Agent, over SSH (production).
-	NodeBootstrapBPA = "bpa"
-	// NodeBootstrapSimulated: the local controller registers the nodes itself, with no host
-	// touched (test beds and simulated sites).
-	NodeBootstrapSimulated = "simulated"
-)
-
 // DefaultOptions returns safe production defaults.
 func DefaultOptions() Options {
 	return Options{
@@ -110,7 +104,6 @@ func DefaultOptions() Options {
 		CacheVerifyInterval: 24 * time.Hour,
 		FetchRetries:        8,
 		Concurrency:         2,
-		NodeBootstrap:       NodeBootstrapBPA,
 		Istio:               meshpolicy.ModeAuto,
 		IstioCachePrincipals: []string{
 			meshpolicy.ServiceAccount(sitev1.InfoNamespace, "edgefleet-bpa"),
@@ -135,8 +128,6 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.CacheVerifyInterval, "cache-verify-interval", o.CacheVerifyInterval, "How often every cached artifact is hashed again to catch silent corruption.")
 	fs.IntVar(&o.FetchRetries, "fetch-retries", o.FetchRetries, "How often a broken transfer from the global artifact API is resumed before the attempt counts as failed.")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "ArtifactSets reconciled in parallel.")
-	fs.StringVar(&o.NodeBootstrap, "node-bootstrap", o.NodeBootstrap, "Who makes provisioned hosts nodes: \""+NodeBootstrapBPA+
-		"\" (the site's BPA installs packages over SSH) or \""+NodeBootstrapSimulated+"\" (nodes are registered without touching the hosts; test beds).")
 	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current in --namespace: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
 	fs.Func("istio-cache-principals", fmt.Sprintf("Comma-separated mesh identities (cluster.local/ns/<namespace>/sa/<service account>) that may read the site cache (default %s: the site's BPA and Ironic).", strings.Join(o.IstioCachePrincipals, ",")), func(v string) error {
 		o.IstioCachePrincipals = meshpolicy.SplitList(v)
@@ -181,8 +172,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--fetch-retries must not be negative, got %d", o.FetchRetries)
 	case o.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.Concurrency)
-	case o.NodeBootstrap != NodeBootstrapBPA && o.NodeBootstrap != NodeBootstrapSimulated:
-		return fmt.Errorf("--node-bootstrap must be %q or %q, got %q", NodeBootstrapBPA, NodeBootstrapSimulated, o.NodeBootstrap)
 	}
 	if err := meshpolicy.ValidateMode(o.Istio); err != nil {
 		return err
@@ -202,6 +191,24 @@ func Scheme() (*runtime.Scheme, error) {
 		}
 	}
 	return s, nil
+}
+
+// Main runs the local controller of a command line: args are its flags (those of opts and the
+// logging flags; -version prints the version), over opts. It blocks until a signal ends it.
+func Main(name string, args []string, opts Options) error {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	opts.AddFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
+	_ = fs.Parse(args)
+	if *showVersion {
+		fmt.Println(version.Version)
+		return nil
+	}
+	opts.Logs = sitelogs.NewRing(sitelogs.DefaultRingLines, sitelogs.DefaultRingBytes)
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts), zap.RawZapOpts(opts.Logs.Tee())))
+	return Run(ctrl.SetupSignalHandler(), opts)
 }
 
 // Run starts the local controller and blocks until ctx is done.

@@ -28,7 +28,6 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero verify interval", func(o *Options) { o.CacheVerifyInterval = 0 }, "--cache-verify-interval", ""},
 		{"negative retries", func(o *Options) { o.FetchRetries = -1 }, "--fetch-retries", ""},
 		{"no workers", func(o *Options) { o.Concurrency = 0 }, "--concurrency", ""},
-		{"unknown node bootstrap", func(o *Options) { o.NodeBootstrap = "kubeadm" }, "--node-bootstrap", ""},
 		{"unknown Istio mode", func(o *Options) { o.Istio = "yes" }, "--istio", ""},
 		{"a service account name for a principal", func(o *Options) { o.IstioCachePrincipals = []string{"edgefleet-bpa"} }, "--istio-cache-principals", ""},
 		{"a bad cache source range", func(o *Options) { o.IstioCacheSourceRanges = []string{"provisioning"} }, "--istio-cache-source-ranges", ""},

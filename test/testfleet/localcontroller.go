@@ -144,13 +144,22 @@ func writeKeyPair(crtFile, keyFile string, p certs.KeyPair) error {
 }
 
 // StartLocalController starts bin/local-controller for a site, with the site control plane's
-// admin kubeconfig, and waits until it is ready. The site cache serves HTTPS with a
-// certificate of its own CA (made on first start, kept across restarts) and takes client
-// certificates of the site API server's client CA. Nodes are simulated
-// (--node-bootstrap=simulated) unless args say otherwise. A restart keeps the ports: the site
-// cache's URL, which Metal3's image URLs and the BPA's package URLs name, stays the same (a
-// provisioned host whose image URL changed would be provisioned again).
+// admin kubeconfig, and waits until it is ready: the site's BPA makes its hosts nodes. The site
+// cache serves HTTPS with a certificate of its own CA (made on first start, kept across
+// restarts) and takes client certificates of the site API server's client CA. A restart keeps
+// the ports: the site cache's URL, which Metal3's image URLs and the BPA's package URLs name,
+// stays the same (a provisioned host whose image URL changed would be provisioned again).
 func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...string) (LocalController, error) {
+	return f.startLocalController(ctx, site, "local-controller", args)
+}
+
+// StartSimulatedLocalController is StartLocalController of bin/local-controller-simulated
+// (`make test-bins`): machines' nodes are registered by sitesim.NodeSimulator, no host touched.
+func (f *Fleet) StartSimulatedLocalController(ctx context.Context, site string, args ...string) (LocalController, error) {
+	return f.startLocalController(ctx, site, "local-controller-simulated", args)
+}
+
+func (f *Fleet) startLocalController(ctx context.Context, site, binary string, args []string) (LocalController, error) {
 	cp, ok := f.Sites[site]
 	if !ok {
 		return LocalController{}, fmt.Errorf("no site control plane %q", site)
@@ -176,7 +185,7 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 	if err := f.ensureSiteCacheCertificate(site); err != nil {
 		return lc, err
 	}
-	p, err := proc.Start(site+" local controller", filepath.Join(f.root, "bin", "local-controller"), append([]string{
+	p, err := proc.Start(site+" local controller", filepath.Join(f.root, "bin", binary), append([]string{
 		"--kubeconfig", f.SiteKubeconfig(site),
 		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
@@ -185,7 +194,6 @@ func (f *Fleet) StartLocalController(ctx context.Context, site string, args ...s
 		"--cache-tls-cert-file", lc.CacheCertFile,
 		"--cache-tls-key-file", lc.CacheKeyFile,
 		"--cache-client-ca-file", cp.ClientCAFile(),
-		"--node-bootstrap", "simulated",
 	}, args...), nil, lc.Log)
 	if err != nil {
 		return lc, err

@@ -83,7 +83,7 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	if err := f.StartSiteMetal3(ctx, opts.Name); err != nil {
 		return nil, err
 	}
-	if _, err := f.StartLocalController(ctx, opts.Name, "--node-bootstrap=bpa"); err != nil {
+	if _, err := f.StartLocalController(ctx, opts.Name); err != nil {
 		return nil, err
 	}
 	stops = append(stops, func() error { return f.StopLocalController(opts.Name) })

@@ -35,3 +35,36 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 		return err == nil, fmt.Sprint(err)
 	})
 }
+
+// WaitProgress calls check every 200ms until it reports done. It fails the test when check's
+// progress word stays the same for stall (the work stopped moving), when limit passes, or when
+// the test's context ends. It is for long work on a shared machine, whose speed is not what a
+// test asserts: a slow run that keeps moving passes, a stuck one fails after stall. progress
+// must change only with the work (counts, phases, sizes), never with the clock.
+func WaitProgress(t testing.TB, stall, limit time.Duration, what string, check func() (done bool, progress string)) {
+	t.Helper()
+	start := time.Now()
+	var last string
+	moved := start
+	for {
+		done, progress := check()
+		if done {
+			return
+		}
+		now := time.Now()
+		if progress != last {
+			last, moved = progress, now
+		}
+		switch {
+		case now.Sub(moved) > stall:
+			t.Fatalf("%s: no progress for %s (after %s); last: %s", what, stall, now.Sub(start).Round(time.Second), last)
+		case now.Sub(start) > limit:
+			t.Fatalf("%s: not after %s, still moving; last: %s", what, limit, last)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%s: %v; last: %s", what, t.Context().Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

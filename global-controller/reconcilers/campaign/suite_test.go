@@ -208,12 +208,11 @@ func getCampaign(t *testing.T, c *fleetv1.Campaign) *fleetv1.Campaign {
 func waitPhase(t *testing.T, c *fleetv1.Campaign, phase fleetv1.CampaignPhase) *fleetv1.Campaign {
 	t.Helper()
 	var got *fleetv1.Campaign
-	testutil.Eventually(t, wait, func() error {
+	// A campaign over many sites takes as long as the machine makes it: it fails when it stops
+	// moving for wait, not when it is slow.
+	testutil.WaitProgress(t, wait, 10*time.Minute, "campaign "+c.Name+" to be "+string(phase), func() (bool, string) {
 		got = getCampaign(t, c)
-		if got.Status.Phase != phase {
-			return fmt.Errorf("campaign %s is %q (%s), want %s", c.Name, got.Status.Phase, got.Status.Progress, phase)
-		}
-		return nil
+		return got.Status.Phase == phase, fmt.Sprintf("%q (%s), counts %+v", got.Status.Phase, got.Status.Progress, got.Status.Counts)
 	})
 	return got
 }

@@ -43,7 +43,7 @@ func (a *Agent) UserData(ctx context.Context, _ *clusterv1.Cluster, machine *clu
 	if authorized == "" || strings.ContainsAny(authorized, "\r\n") {
 		return nil, fmt.Errorf("ConfigMap %s: key %s must hold one authorized_keys line", key, sitev1.BPAAuthorizedKeyKey)
 	}
-	return cloudConfig(machine, authorized)
+	return CloudConfig(machine, authorized)
 }
 
 // Join reports whether the machine's node is registered with its provider ID and Ready; the
@@ -73,10 +73,10 @@ func (a *Agent) Join(ctx context.Context, cluster *clusterv1.Cluster, machine *c
 	return isReady(node), nil
 }
 
-// cloudConfig is a machine's cloud-init user data: its host name, when the machine is bound
+// CloudConfig is a machine's cloud-init user data: its host name, when the machine is bound
 // to a known host before provisioning (a control-plane machine; a worker's host is only known
 // once bound), and the authorized keys.
-func cloudConfig(machine *clusterv1.Machine, authorizedKeys ...string) ([]byte, error) {
+func CloudConfig(machine *clusterv1.Machine, authorizedKeys ...string) ([]byte, error) {
 	cfg := struct {
 		Hostname          string   `json:"hostname,omitempty"`
 		SSHAuthorizedKeys []string `json:"ssh_authorized_keys,omitempty"`
