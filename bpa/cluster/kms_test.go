@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,8 @@ func (b *kmsBed) secretsEncrypted(t *testing.T, cs kubernetes.Interface, h *test
 // moveToKMS gives the KMS to spec, a cluster built with a secretbox key, and runs it until its
 // Secrets have moved to the plugin: one run per phase (AddNew, UseNew with the sweep, DropOld).
 // A Secret written before the move is under the secretbox key, then through the plugin once
-// the sweep ran, and reads back at every step.
+// the sweep ran, and reads back at every step; each run restarts the API server with its
+// phase's configuration, and the run after the last does nothing.
 func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec, cs kubernetes.Interface, h *testhosts.Host) {
 	t.Helper()
 	old := createSecret(t, cs, "before the move")
@@ -153,7 +155,16 @@ func (b *kmsBed) moveToKMS(t *testing.T, bu *cluster.BringUp, spec *cluster.Spec
 		if swept := res.Reencrypted != nil; swept != (i == 1) {
 			t.Errorf("move run %d: the sweep ran %v, want only in UseNew's run (%+v)", i+1, swept, res.Reencrypted)
 		}
+		// The phase's configuration reached the API server, restarted for it.
+		if !slices.ContainsFunc(res.Ran(), func(r string) bool { return strings.HasPrefix(r, h.Name+"/kube-apiserver: ") }) {
+			t.Errorf("move run %d: kube-apiserver on %s not restarted (ran %v)", i+1, h.Name, res.Ran())
+		}
 		old.storedUnder(t, cs, h, want.prefix, fmt.Sprintf("after move run %d", i+1))
+	}
+	// Moved: the next run does nothing.
+	res, err := bu.Run(t.Context(), *spec)
+	if err != nil || len(res.Ran()) != 0 || res.Files != 0 || res.Reencrypted != nil {
+		t.Errorf("a run after the move: %v, ran %v, wrote %d files, re-encrypted %+v; want nothing done", err, res.Ran(), res.Files, res.Reencrypted)
 	}
 }
 

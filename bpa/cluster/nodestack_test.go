@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/edgefleet/edgefleet/bpa/charts"
@@ -42,8 +45,13 @@ var nodeStackUnits = []string{"etcd", "edgefleet-kms", "kube-apiserver", "edgefl
 // through the API server from its kubelet. The coredns and webapp charts, installed as the BPA
 // installs charts, make the cluster's DNS: a pod on one worker reaches webapp by its name, and
 // a pod on the other worker answers. A worker reboots; a kubelet patch drains node after node
-// while webapp answers every request. The cluster is built with a secretbox key and moved to
-// the KMS plugin (Vault over TLS) in three runs, its Secrets readable at every step.
+// while webapp answers every request, one node cordoned at a time; the same patch again does
+// nothing. The cluster is built with a secretbox key and moved to the KMS plugin (Vault over
+// TLS) in three runs, its Secrets readable at every step. A second run right after the
+// bring-up does nothing; the hosts' keys are pinned in Vault, and a restarted BPA refuses a
+// changed one (a worker left out, a control-plane host stopping the run). Many checks of the
+// whole system on five hosts are in e2e/realhosts (a killed BPA's next run, the Secret
+// encryption key's rotation, a failing patch rolled back, keys in Vault only).
 func TestRealNodeStack(t *testing.T) {
 	ctx := t.Context()
 	signer, authorizedKey := testhosts.SSHKey(t)
@@ -173,10 +181,22 @@ func TestRealNodeStack(t *testing.T) {
 		t.FailNow()
 	}
 
+	// Each host's key is pinned in Vault, where it outlives the BPA (a restarted BPA reads it
+	// back: see the changed host keys at the end).
+	for _, h := range spec.Hosts {
+		if pinned, err := (&sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}).Get(ctx, h.Name); err != nil || pinned == nil {
+			t.Errorf("%s: host key pinned in Vault: %v (%v)", h.Name, pinned != nil, err)
+		}
+	}
+	// Running again redoes nothing.
+	bu := cluster.New(install.New(exec), store)
+	if again, err := bu.Run(ctx, spec); err != nil || len(again.Ran()) != 0 || again.Files != 0 {
+		t.Errorf("a second run: %v; ran %v, wrote %d files; want nothing done", err, again.Ran(), again.Files)
+	}
+
 	// The running cluster moves from its secretbox key to the KMS plugin (Vault), phase by
 	// phase; then etcd on the control-plane host holds a new Secret through the plugin, its
 	// value nowhere in clear, and it reads back.
-	bu := cluster.New(install.New(exec), store)
 	kms.moveToKMS(t, bu, &spec, cs, hn.Hosts[0])
 	kms.secretsEncrypted(t, cs, hn.Hosts[0], "after the move")
 
@@ -461,11 +481,14 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := testhosts.StartRequests(t, hn.Hosts[0], "http://"+webappSvc.Spec.ClusterIP+"/")
+	cordons := watchCordons(t, cs)
 	start = time.Now()
-	pres, err := bu.Patch(ctx, withPackage(spec, pkg(builders.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil))), "kubelet")
+	patched := withPackage(spec, pkg(builders.BuildPackage(t, "kubelet", "1.36.3-edgefleet.1", nil)))
+	pres, err := bu.Patch(ctx, patched, "kubelet")
 	if err != nil {
 		t.Fatalf("kubelet patch: %v", err)
 	}
+	cordoned, atOnce := cordons()
 	answered, failed := reqs.Stop()
 	t.Logf("requests to webapp (service %s) from %s through the patch: %d answered, %d failed", webappSvc.Spec.ClusterIP, hn.Hosts[0].Name, answered, len(failed))
 	if len(failed) > 0 || answered == 0 {
@@ -479,6 +502,12 @@ func TestRealNodeStack(t *testing.T) {
 		if n.From != "1.36.3" || n.To != "1.36.3-edgefleet.1" || n.Skipped {
 			t.Errorf("node %+v", n)
 		}
+		if cordoned[n.Host] != 1 {
+			t.Errorf("node %s cordoned %d times, want once", n.Host, cordoned[n.Host])
+		}
+	}
+	if atOnce != 1 {
+		t.Errorf("up to %d nodes cordoned at once, want 1", atOnce)
 	}
 	testutil.WaitFor(t, 3*time.Minute, "deployment pair: 2 pods Running, one on each worker, every node Ready and schedulable", func() (bool, string) {
 		pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=pair"})
@@ -511,6 +540,76 @@ func TestRealNodeStack(t *testing.T) {
 	for _, name := range []string{"coredns", "webapp"} {
 		st := chartReady(t, inst, releases[name])
 		t.Logf("after the patch, %s's pods ready (its chart status): %d/%d", name, st.Pods.Ready, st.Pods.Desired)
+	}
+	// Again: every node has it, nothing to do.
+	if pres, err = bu.Patch(ctx, patched, "kubelet"); err != nil {
+		t.Fatalf("the kubelet patch again: %v", err)
+	}
+	for _, n := range pres.Nodes {
+		if !n.Skipped {
+			t.Errorf("the kubelet patch again touched %s", n.Host)
+		}
+	}
+
+	// Hosts reprovisioned behind the BPA's back have new host keys. A restarted BPA (a new
+	// executor, the pins read back from Vault) leaves a worker with a changed key out, and
+	// stops at a control-plane host with one.
+	newKeys := func(h *testhosts.Host) {
+		t.Helper()
+		if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if _, err := h.WaitSSH(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restarted := cluster.New(install.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{})), store)
+	var hk *sshexec.HostKeyError
+	newKeys(hosts[workers[1]])
+	if res, err := restarted.Run(ctx, patched); err != nil || len(res.LeftOut) != 1 || res.LeftOut[0].Host != workers[1] || !errors.As(res.LeftOut[0].Err, &hk) {
+		t.Fatalf("run: left out %+v, %v; want %s left out with a *HostKeyError", res.LeftOut, err, workers[1])
+	}
+	newKeys(hn.Hosts[0])
+	if _, err := restarted.Run(ctx, patched); !errors.As(err, &hk) || hk.Host != hn.Hosts[0].Name {
+		t.Fatalf("err %v, want a *HostKeyError for %s", err, hn.Hosts[0].Name)
+	}
+}
+
+// watchCordons watches the nodes of cs until the returned func is called, which returns how
+// often each node was cordoned and the most nodes cordoned at once.
+func watchCordons(t *testing.T, cs kubernetes.Interface) func() (cordons map[string]int, atOnce int) {
+	t.Helper()
+	w, err := cs.CoreV1().Nodes().Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cordons, atOnce := map[string]int{}, 0
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		now := map[string]bool{}
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			if n.Spec.Unschedulable && !now[n.Name] {
+				cordons[n.Name]++
+			}
+			now[n.Name] = n.Spec.Unschedulable
+			c := 0
+			for _, u := range now {
+				if u {
+					c++
+				}
+			}
+			atOnce = max(atOnce, c)
+		}
+	}()
+	return func() (map[string]int, int) {
+		w.Stop()
+		<-watched
+		return cordons, atOnce
 	}
 }
 
@@ -617,4 +716,55 @@ func mustPodCIDR(t *testing.T, ip netip.Addr) string {
 		t.Fatal(err)
 	}
 	return cidr
+}
+
+const kubernetesVersion = "v" + builders.KubernetesVersion
+
+func pkg(b builders.BuiltPackage) install.Package {
+	return install.Package{Manifest: b.Manifest, Digest: b.Digest, Archive: b.Open}
+}
+
+// appConfig is the client config of the application cluster, from the admin kubeconfig the
+// BPA saved in store.
+func appConfig(t *testing.T, store secrets.Store, name string) *rest.Config {
+	t.Helper()
+	kc, err := store.Get(t.Context(), cluster.AdminKubeconfigSecret(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc["value"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// appClient is a client of the application cluster (appConfig).
+func appClient(t *testing.T, store secrets.Store, name string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(appConfig(t, store, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// order lists the hosts a patch went through, in order.
+func order(r *cluster.PatchResult) []string {
+	var hs []string
+	for _, n := range r.Nodes {
+		hs = append(hs, n.Host)
+	}
+	return hs
+}
+
+// withPackage is spec with p in place of its package of the same name.
+func withPackage(spec cluster.Spec, p install.Package) cluster.Spec {
+	spec.Packages = slices.Clone(spec.Packages)
+	for i, old := range spec.Packages {
+		if old.Manifest.Name == p.Manifest.Name {
+			spec.Packages[i] = p
+		}
+	}
+	return spec
 }

@@ -423,7 +423,7 @@ func startEtcd(t *testing.T, bin, dir, name, clientURL, peerURL, initialCluster 
 		// The members share the loopback device, where every connection comes from 127.0.0.1
 		// whatever member address it is for: a peer's certificate (the CA's, checked) names its
 		// member's address, not that one. On real hosts each member's own address is checked
-		// too (bpa/cluster TestBringUpOnRealHosts).
+		// too (bpa/cluster TestEtcdMembershipOnRealHosts).
 		"--peer-skip-client-san-verification",
 	)
 }
