@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -88,6 +89,11 @@ type Server struct {
 	DefaultTTL, MaxTTL time.Duration
 	// Timeout bounds each request's work (the site's reviews included).
 	Timeout time.Duration
+	// Resolver resolves the host of an enrolling site's API server: net.DefaultResolver.
+	Resolver Resolver
+	// AllowedNetworks are where an enrolling site's API server may be although its address is
+	// of a class refused by default (loopback, link-local, unspecified, multicast).
+	AllowedNetworks []netip.Prefix
 }
 
 // Paths the server answers; setup routes them here.
@@ -319,8 +325,19 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, req, refusal)
 		return
 	}
+	pinned, err := pin(ctx, s.Resolver, cfg, s.AllowedNetworks)
+	var refused *addressError
+	if errors.As(err, &refused) {
+		s.refuse(w, r, req, &Refusal{ReasonAddress, fmt.Sprintf("the site's API server %s resolves to a %s address, which the global controller does not connect to unless its operator allows it (--enrollment-allowed-networks)",
+			refused.Host, refused.Class), http.StatusForbidden})
+		s.Log.Info("Refused the address of an enrolling site's API server", "address", refused.Addr.String(), "namespace", req.Namespace, "site", req.Site, "machine", req.Machine)
+		return
+	}
 	questions := Questions()
-	answers, err := s.Access.Ask(ctx, cfg, questions)
+	var answers []bool
+	if err == nil {
+		answers, err = s.Access.Ask(ctx, pinned, questions)
+	}
 	if err != nil {
 		s.refuse(w, r, req, &Refusal{ReasonUnreachable, "the global controller cannot check the credential on the site: " + err.Error(), http.StatusBadGateway})
 		return

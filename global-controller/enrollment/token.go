@@ -106,6 +106,7 @@ const (
 	ReasonUnreachable   = "SiteUnreachable"
 	ReasonSiteNotFound  = "SiteNotFound"
 	ReasonNoVault       = "VaultNotConfigured"
+	ReasonAddress       = "SiteAddressRefused"
 )
 
 // CheckToken decides whether a token whose record is rec (nil: none with its id) and whose

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
@@ -146,6 +148,9 @@ type Options struct {
 	EnrollmentTokenTTL, EnrollmentTokenMaxTTL time.Duration
 	// EnrollmentTokenRetention is how long a token's record is kept after it expired.
 	EnrollmentTokenRetention time.Duration
+	// EnrollmentAllowedNetworks are where an enrolling site's API server may be although its
+	// address is loopback, link-local, unspecified or multicast (refused by default).
+	EnrollmentAllowedNetworks []netip.Prefix
 	// Vault is the Vault server holding the BMC credentials and site kubeconfigs that Hosts
 	// and Sites reference there, and how the controller logs in (pkg/vaultauth); an empty
 	// Vault.Addr runs without Vault.
@@ -271,6 +276,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
 	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
+	fs.Func("enrollment-allowed-networks", "Comma-separated CIDRs where an enrolling site's API server may be although its address is loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata endpoints), unspecified or multicast; the global controller connects to no such address named at enrollment otherwise (default none; test beds on one machine pass 127.0.0.0/8,::1/128).", func(v string) error {
+		nets, err := enrollment.ParseNetworks(v)
+		if err != nil {
+			return err
+		}
+		o.EnrollmentAllowedNetworks = nets
+		return nil
+	})
 	fs.StringVar(&o.Vault.Addr, "vault-addr", o.Vault.Addr, "Vault server holding the BMC credentials and site kubeconfigs that Hosts (spec.bmc.credentialsVaultRef) and Sites (spec.kubeconfigVaultRef) reference there (empty: no Vault, such references are reported unusable). The controller logs in as --vault-auth says.")
 	fs.DurationVar(&o.Vault.Timeout, "vault-timeout", o.Vault.Timeout, "Bound of each Vault call (logins and renewals included).")
 	o.Vault.AddFlags(fs)
