@@ -16,6 +16,6 @@
 //
 // A token's holder names the server the global controller connects to, so that connection is
 // guarded (address.go): the server's host is resolved and refused when any of its addresses is
-// loopback, link-local, unspecified or multicast outside Server.AllowedNetworks, and the addresses
-// checked are the ones dialed.
+// loopback, link-local, unspecified or multicast outside Server.AllowedNetworks, the addresses
+// checked are the ones dialed, and a failure is answered with one generic reason.
 package enrollment

@@ -96,6 +96,11 @@ type Server struct {
 	AllowedNetworks []netip.Prefix
 }
 
+// unreachable is what the machine is told when the site's API server did not answer the
+// global controller's reviews: the transport's error stays in the log, for it would tell a
+// holder of a leaked token what answers on the global controller's network.
+const unreachable = "the site's API server could not be reached or did not prove its identity; check the URL and CA given to enrollment (the global controller's log has the details)"
+
 // Paths the server answers; setup routes them here.
 const (
 	EnrollPath = "/api/v1/enroll"
@@ -339,7 +344,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		answers, err = s.Access.Ask(ctx, pinned, questions)
 	}
 	if err != nil {
-		s.refuse(w, r, req, &Refusal{ReasonUnreachable, "the global controller cannot check the credential on the site: " + err.Error(), http.StatusBadGateway})
+		s.Log.Info("Could not check an enrolling site's credential on its API server", "error", err.Error(), "namespace", req.Namespace, "site", req.Site, "machine", req.Machine)
+		s.refuse(w, r, req, &Refusal{ReasonUnreachable, unreachable, http.StatusBadGateway})
 		return
 	}
 	if refusal := CheckCredential(questions, answers); refusal != nil {

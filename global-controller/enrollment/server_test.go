@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -82,6 +83,16 @@ func newSiteServer(t *testing.T) *siteServer {
 	t.Cleanup(s.Close)
 	s.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.Certificate().Raw})
 	return s
+}
+
+// otherCA is the certificate of a CA that signed no test server's.
+func otherCA(t *testing.T) []byte {
+	t.Helper()
+	ca, _, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
 // url is the server's URL with host in place of its address.
@@ -197,6 +208,32 @@ func TestEnrollRefusesAddressesNotAllowed(t *testing.T) {
 			}
 			if conns != 0 {
 				t.Errorf("%d connections to the refused address", conns)
+			}
+		})
+	}
+}
+
+func TestEnrollHidesTransportErrors(t *testing.T) {
+	site := newSiteServer(t)
+	closed := httptest.NewUnstartedServer(http.NotFoundHandler())
+	closedURL := "https://" + closed.Listener.Addr().String()
+	closed.Listener.Close()
+	for _, tc := range []struct{ name, server, detail string }{
+		{"a certificate of another CA", site.url("127.0.0.1"), "certificate"},
+		{"nothing listening", closedURL, "connection refused"},
+		{"a name that does not resolve", site.url("nowhere.test"), "no such host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newTestBed(t)
+			status, e := b.enroll(b.server(hosts{}, loopback), tc.server, otherCA(t))
+			if status != http.StatusBadGateway || e.Reason != ReasonUnreachable || e.Message != unreachable {
+				t.Errorf("got %d %+v; want 502 %s with only %q", status, e, ReasonUnreachable, unreachable)
+			}
+			if !strings.Contains(b.log.String(), tc.detail) {
+				t.Errorf("the log lacks the detail %q:\n%s", tc.detail, b.log)
+			}
+			if strings.Contains(b.log.String(), "credential-of-the-site") || strings.Contains(b.log.String(), b.token) {
+				t.Errorf("the log carries a secret:\n%s", b.log)
 			}
 		})
 	}
