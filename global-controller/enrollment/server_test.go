@@ -20,6 +20,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -134,11 +135,11 @@ func newTestBed(t *testing.T) *testBed {
 
 // server is the enrollment server of the bed, as a controller (re)started with these options
 // runs it.
-func (b *testBed) server(resolver Resolver, allowed []netip.Prefix) *Server {
+func (b *testBed) server(resolver Resolver, allowed []netip.Prefix, maxFailures int) *Server {
 	return &Server{Client: b.client, Reader: b.client, Sites: b.client, Access: SelfReviews{Timeout: 10 * time.Second},
 		Recorder: events.NewFakeRecorder(10), Clock: clock.RealClock{}, Random: rand.Reader, Timeout: 20 * time.Second,
 		Log:      funcr.New(func(prefix, args string) { fmt.Fprintln(b.log, prefix, args) }, funcr.Options{}),
-		Resolver: resolver, AllowedNetworks: allowed}
+		Resolver: resolver, AllowedNetworks: allowed, MaxFailures: maxFailures}
 }
 
 // enroll posts an enrollment of site-a with the bed's token, offering a kubeconfig of server
@@ -156,6 +157,20 @@ func (b *testBed) enroll(s *Server, server string, ca []byte) (int, restv1.Error
 	var e restv1.Error
 	_ = json.Unmarshal(w.Body.Bytes(), &e)
 	return w.Code, e
+}
+
+// record reads the token's record from the global cluster.
+func (b *testBed) record() Record {
+	b.t.Helper()
+	s := &corev1.Secret{}
+	if err := b.client.Get(b.t.Context(), client.ObjectKey{Namespace: "fleet", Name: SecretName(b.id)}, s); err != nil {
+		b.t.Fatal(err)
+	}
+	rec, err := recordOf(s)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return rec
 }
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
@@ -192,7 +207,7 @@ func TestEnrollRefusesAddressesNotAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTestBed(t)
 			before := site.conns.Load()
-			status, e := b.enroll(b.server(resolver, tc.allowed), site.url(tc.host), site.ca)
+			status, e := b.enroll(b.server(resolver, tc.allowed, 5), site.url(tc.host), site.ca)
 			conns := site.conns.Load() - before
 			if tc.class == "" {
 				// The name resolved to the checked address is what was dialed: example.com's
@@ -225,7 +240,7 @@ func TestEnrollHidesTransportErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newTestBed(t)
-			status, e := b.enroll(b.server(hosts{}, loopback), tc.server, otherCA(t))
+			status, e := b.enroll(b.server(hosts{}, loopback, 5), tc.server, otherCA(t))
 			if status != http.StatusBadGateway || e.Reason != ReasonUnreachable || e.Message != unreachable {
 				t.Errorf("got %d %+v; want 502 %s with only %q", status, e, ReasonUnreachable, unreachable)
 			}
@@ -236,6 +251,51 @@ func TestEnrollHidesTransportErrors(t *testing.T) {
 				t.Errorf("the log carries a secret:\n%s", b.log)
 			}
 		})
+	}
+}
+
+func TestEnrollLimitsFailedAttempts(t *testing.T) {
+	site := newSiteServer(t)
+	wrongCA := otherCA(t)
+	b := newTestBed(t)
+	s := b.server(hosts{}, loopback, 3)
+	// A refused address and a server that twice does not prove its identity: three failures.
+	if status, e := b.enroll(s, "https://169.254.169.254", site.ca); status != http.StatusForbidden {
+		t.Fatalf("refused address: %d %+v", status, e)
+	}
+	for i := range 2 {
+		if status, e := b.enroll(s, site.url("127.0.0.1"), wrongCA); status != http.StatusBadGateway {
+			t.Fatalf("failure %d: %d %+v", i+2, status, e)
+		}
+	}
+	if got := b.record().Failures; got != 3 {
+		t.Fatalf("the record counts %d failed attempts, want 3", got)
+	}
+	// The limit holds across a restart of the controller (a new Server on the same cluster),
+	// and refuses before any connection, a good credential's too.
+	restarted := b.server(hosts{}, loopback, 3)
+	before := site.conns.Load()
+	status, e := b.enroll(restarted, site.url("127.0.0.1"), site.ca)
+	if status != http.StatusForbidden || e.Reason != ReasonTooMany || !strings.Contains(e.Message, "the limit is 3") || !strings.Contains(e.Message, "issue a new token") {
+		t.Errorf("after the limit: %d %+v; want 403 %s naming the limit and a new token", status, e, ReasonTooMany)
+	}
+	if n := site.conns.Load() - before; n != 0 {
+		t.Errorf("%d connections after the limit", n)
+	}
+	if got := b.record().Failures; got != 3 {
+		t.Errorf("the record counts %d failed attempts after the refusal, want still 3", got)
+	}
+	// Before the limit, an enrollment succeeds and does not count; the token is used up.
+	b2 := newTestBed(t)
+	s2 := b2.server(hosts{}, loopback, 3)
+	if status, e := b2.enroll(s2, site.url("127.0.0.1"), wrongCA); status != http.StatusBadGateway {
+		t.Fatalf("failure: %d %+v", status, e)
+	}
+	if status, e := b2.enroll(s2, site.url("127.0.0.1"), site.ca); status != http.StatusOK {
+		t.Fatalf("enrollment: %d %+v", status, e)
+	}
+	if rec := b2.record(); rec.Failures != 1 || rec.UsedBy == "" {
+		t.Errorf("after a failure and an enrollment: %d failures, used by %q; want 1 and the site's cluster", rec.Failures, rec.UsedBy)
 	}
 }
 

@@ -34,6 +34,7 @@ func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer
 		MaxTTL:          opts.EnrollmentTokenMaxTTL,
 		Resolver:        net.DefaultResolver,
 		AllowedNetworks: opts.EnrollmentAllowedNetworks,
+		MaxFailures:     opts.EnrollmentTokenMaxFailures,
 		// A request reads and writes a few objects of the global cluster and asks the site a
 		// few reviews, each of which --site-timeout bounds.
 		Timeout: opts.SiteTimeout + 20*time.Second,

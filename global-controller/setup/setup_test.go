@@ -51,6 +51,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		}, "--istio-webhook-source-ranges"},
 		{"enrollment tokens of seconds", func(o *Options) { o.EnrollmentTokenTTL = 30 * time.Second }, "--enrollment-token-ttl"},
 		{"enrollment token default above the maximum", func(o *Options) { o.EnrollmentTokenMaxTTL = time.Hour }, "--enrollment-token-max-ttl"},
+		{"enrollment tokens without attempts", func(o *Options) { o.EnrollmentTokenMaxFailures = 0 }, "--enrollment-token-max-failures"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
