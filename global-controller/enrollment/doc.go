@@ -13,4 +13,11 @@
 // Enrolling is idempotent: the token is marked used (bound to the cluster's fingerprint, with an
 // optimistic lock, so two machines racing cannot both win) before the kubeconfig is written, so
 // a machine that retries after any crash finishes, and another cluster is refused.
+//
+// A token's holder names the server the global controller connects to, so that connection is
+// guarded (address.go): the server's host is resolved and refused when any of its addresses is
+// loopback, link-local, unspecified or multicast outside Server.AllowedNetworks, the addresses
+// checked are the ones dialed, a failure is answered with one generic reason, and every attempt
+// that does not enroll counts in the token's record, which ends the token after
+// Server.MaxFailures of them.
 package enrollment

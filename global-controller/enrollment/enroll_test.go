@@ -670,7 +670,7 @@ func (b *bed) editRecord(token string, edit func(*corev1.Secret)) {
 
 // state is what a refused enrollment must leave alone on the global cluster.
 type state struct {
-	secrets map[string]string // name → resourceVersion
+	secrets map[string]string // name → resourceVersion (a token's record: its data but the count of failed attempts)
 	events  string
 }
 
@@ -683,6 +683,12 @@ func (b *bed) snapshot() state {
 	s := state{secrets: map[string]string{}, events: b.events()}
 	for _, it := range list.Items {
 		s.secrets[it.Name] = it.ResourceVersion
+		if it.Type == enrollment.SecretType {
+			// A refusal counts against its token, if the token proved its secret; nothing
+			// else of the token's record changes.
+			delete(it.Data, "failedAttempts")
+			s.secrets[it.Name] = fmt.Sprint(it.Data)
+		}
 	}
 	return s
 }

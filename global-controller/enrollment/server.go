@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -88,7 +89,20 @@ type Server struct {
 	DefaultTTL, MaxTTL time.Duration
 	// Timeout bounds each request's work (the site's reviews included).
 	Timeout time.Duration
+	// Resolver resolves the host of an enrolling site's API server: net.DefaultResolver.
+	Resolver Resolver
+	// AllowedNetworks are where an enrolling site's API server may be although its address is
+	// of a class refused by default (loopback, link-local, unspecified, multicast).
+	AllowedNetworks []netip.Prefix
+	// MaxFailures is how many attempts with a token may fail or be refused, once the token
+	// proved its secret, before every further one is refused.
+	MaxFailures int
 }
+
+// unreachable is what the machine is told when the site's API server did not answer the
+// global controller's reviews: the transport's error stays in the log, for it would tell a
+// holder of a leaked token what answers on the global controller's network.
+const unreachable = "the site's API server could not be reached or did not prove its identity; check the URL and CA given to enrollment (the global controller's log has the details)"
 
 // Paths the server answers; setup routes them here.
 const (
@@ -290,7 +304,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		rec = &got
 	}
 	now := s.Clock.Now()
-	if refusal := CheckToken(rec, secret, req.Namespace, req.Site, now); refusal != nil {
+	if refusal := CheckToken(rec, secret, req.Namespace, req.Site, now, s.MaxFailures); refusal != nil {
 		s.refuse(w, r, req, refusal)
 		return
 	}
@@ -312,33 +326,49 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fingerprint, refusal := Fingerprint(cfg)
-	if refusal == nil {
-		refusal = CheckMachine(*rec, fingerprint)
-	}
 	if refusal != nil {
 		s.refuse(w, r, req, refusal)
 		return
 	}
+	// From here on the attempt counts against the token unless it enrolls: it is counted
+	// before the site is asked anything (the record's optimistic lock lets no two attempts
+	// take the same count), and given back once it enrolled.
+	rec.Failures++
+	if !s.updateRecord(ctx, w, rec, recSecret, "count the attempt against the token") {
+		return
+	}
+	if refusal := CheckMachine(*rec, fingerprint); refusal != nil {
+		s.refuse(w, r, req, refusal)
+		return
+	}
+	pinned, err := pin(ctx, s.Resolver, cfg, s.AllowedNetworks)
+	var refused *addressError
+	if errors.As(err, &refused) {
+		s.refuse(w, r, req, &Refusal{ReasonAddress, fmt.Sprintf("the site's API server %s resolves to a %s address, which the global controller does not connect to unless its operator allows it (--enrollment-allowed-networks)",
+			refused.Host, refused.Class), http.StatusForbidden})
+		s.Log.Info("Refused the address of an enrolling site's API server", "address", refused.Addr.String(), "namespace", req.Namespace, "site", req.Site, "machine", req.Machine)
+		return
+	}
 	questions := Questions()
-	answers, err := s.Access.Ask(ctx, cfg, questions)
+	var answers []bool
+	if err == nil {
+		answers, err = s.Access.Ask(ctx, pinned, questions)
+	}
 	if err != nil {
-		s.refuse(w, r, req, &Refusal{ReasonUnreachable, "the global controller cannot check the credential on the site: " + err.Error(), http.StatusBadGateway})
+		s.Log.Info("Could not check an enrolling site's credential on its API server", "error", err.Error(), "namespace", req.Namespace, "site", req.Site, "machine", req.Machine)
+		s.refuse(w, r, req, &Refusal{ReasonUnreachable, unreachable, http.StatusBadGateway})
 		return
 	}
 	if refusal := CheckCredential(questions, answers); refusal != nil {
 		s.refuse(w, r, req, refusal)
 		return
 	}
+	rec.Failures--
 	if rec.UsedBy == "" {
 		rec.UsedBy, rec.Machine, rec.Used = fingerprint, req.Machine, now.Truncate(time.Second)
-		rec.toSecret(recSecret)
-		if err := s.Client.Update(ctx, recSecret); apierrors.IsConflict(err) {
-			writeError(w, http.StatusConflict, restv1.Error{Message: "the enrollment token changed meanwhile; try again", Reason: "Conflict"})
-			return
-		} else if err != nil {
-			s.internal(w, err, "bind token to the machine", req.Namespace+"/"+SecretName(id))
-			return
-		}
+	}
+	if !s.updateRecord(ctx, w, rec, recSecret, "bind token to the machine") {
+		return
 	}
 	where, changed, err := s.storeKubeconfig(ctx, site, []byte(req.Kubeconfig), rec.ID, req.Machine)
 	if err != nil {
@@ -357,6 +387,22 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		got.Secret = site.Spec.KubeconfigSecretRef.Name
 	}
 	writeJSON(w, http.StatusOK, got)
+}
+
+// updateRecord writes rec into its Secret, read as recSecret; on a conflict it answers 409 (the
+// machine tries again), on another error 500, and returns false.
+func (s *Server) updateRecord(ctx context.Context, w http.ResponseWriter, rec *Record, recSecret *corev1.Secret, what string) bool {
+	rec.toSecret(recSecret)
+	err := s.Client.Update(ctx, recSecret)
+	switch {
+	case apierrors.IsConflict(err):
+		writeError(w, http.StatusConflict, restv1.Error{Message: "the enrollment token changed meanwhile; try again", Reason: "Conflict"})
+		return false
+	case err != nil:
+		s.internal(w, err, what, rec.Namespace+"/"+SecretName(rec.ID))
+		return false
+	}
+	return true
 }
 
 // Labels and annotations of a kubeconfig Secret written by enrollment.

@@ -34,6 +34,7 @@ const (
 	keyUsedBy    = "usedBy"
 	keyMachine   = "machine"
 	keyUsed      = "used"
+	keyFailures  = "failedAttempts"
 )
 
 // SecretName is the name of the Secret that records token id.
@@ -53,6 +54,9 @@ func (r Record) toSecret(s *corev1.Secret) {
 		keyCreated:   []byte(r.Created.UTC().Format(time.RFC3339)),
 		keyExpires:   []byte(r.Expires.UTC().Format(time.RFC3339)),
 		keyRevoked:   []byte(strconv.FormatBool(r.Revoked)),
+	}
+	if r.Failures > 0 {
+		s.Data[keyFailures] = []byte(strconv.Itoa(r.Failures))
 	}
 	if r.UsedBy != "" {
 		s.Data[keyUsedBy] = []byte(r.UsedBy)
@@ -81,6 +85,13 @@ func recordOf(s *corev1.Secret) (Record, error) {
 			return Record{}, fmt.Errorf("enrollment token record %s/%s: %s: %w", s.Namespace, s.Name, key, err)
 		}
 		*t = v
+	}
+	if v := s.Data[keyFailures]; len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 {
+			return Record{}, fmt.Errorf("enrollment token record %s/%s: %s is not a count: %q", s.Namespace, s.Name, keyFailures, v)
+		}
+		r.Failures = n
 	}
 	if r.Site == "" || r.Hash == "" {
 		return Record{}, fmt.Errorf("enrollment token record %s/%s lacks its site or hash", s.Namespace, s.Name)

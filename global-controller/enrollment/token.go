@@ -65,6 +65,9 @@ type Record struct {
 	UsedBy  string
 	Machine string
 	Used    time.Time
+	// Failures counts the attempts with the token that did not enroll, once it proved its
+	// secret; Server.MaxFailures of them end it.
+	Failures int
 }
 
 // State is where the token is in its life at now; a revoked token is Revoked even when expired
@@ -106,12 +109,15 @@ const (
 	ReasonUnreachable   = "SiteUnreachable"
 	ReasonSiteNotFound  = "SiteNotFound"
 	ReasonNoVault       = "VaultNotConfigured"
+	ReasonAddress       = "SiteAddressRefused"
+	ReasonTooMany       = "TokenAttemptsExhausted"
 )
 
 // CheckToken decides whether a token whose record is rec (nil: none with its id) and whose
-// secret part is secret may enroll site (namespace/name) at now. The fingerprint of the
-// enrolling cluster is checked later, by CheckMachine, once its kubeconfig was read.
-func CheckToken(rec *Record, secret, namespace, site string, now time.Time) *Refusal {
+// secret part is secret may enroll site (namespace/name) at now, after at most maxFailures
+// attempts that did not enroll. The fingerprint of the enrolling cluster is checked later, by
+// CheckMachine, once its kubeconfig was read.
+func CheckToken(rec *Record, secret, namespace, site string, now time.Time, maxFailures int) *Refusal {
 	if rec == nil || subtle.ConstantTimeCompare([]byte(HashSecret(secret)), []byte(rec.Hash)) != 1 {
 		// The same answer for an id that does not exist and a wrong secret: nothing to learn.
 		return &Refusal{ReasonUnknownToken, fmt.Sprintf("the enrollment token is not one issued for namespace %q (or it was deleted)", namespace), 401}
@@ -121,6 +127,9 @@ func CheckToken(rec *Record, secret, namespace, site string, now time.Time) *Ref
 		return &Refusal{ReasonRevoked, fmt.Sprintf("enrollment token %s was revoked", rec.ID), 401}
 	case !now.Before(rec.Expires):
 		return &Refusal{ReasonExpired, fmt.Sprintf("enrollment token %s expired at %s", rec.ID, rec.Expires.UTC().Format(time.RFC3339)), 401}
+	case rec.Failures >= maxFailures:
+		return &Refusal{ReasonTooMany, fmt.Sprintf("enrollment token %s is used up: %d attempts with it did not enroll, the limit is %d; issue a new token (edgefleet site token create %s -n %s) and enroll with it",
+			rec.ID, rec.Failures, maxFailures, rec.Site, rec.Namespace), 403}
 	case rec.Namespace != namespace || rec.Site != site:
 		return &Refusal{ReasonOtherSite, fmt.Sprintf("enrollment token %s was issued for site %s/%s, not %s/%s", rec.ID, rec.Namespace, rec.Site, namespace, site), 403}
 	}

@@ -61,10 +61,15 @@ func TestCheckToken(t *testing.T) {
 		{name: "expires right now", rec: with(func(r *Record) { r.Expires = now }), secret: secret, ns: "fleet", site: "site-a", wantReason: ReasonExpired},
 		{name: "another site", rec: &valid, secret: secret, ns: "fleet", site: "site-b", wantReason: ReasonOtherSite, wantText: "issued for site fleet/site-a, not fleet/site-b"},
 		{name: "wrong secret for another site says unknown", rec: &valid, secret: "x", ns: "fleet", site: "site-b", wantReason: ReasonUnknownToken},
+		{name: "failed attempts below the limit", rec: with(func(r *Record) { r.Failures = 4 }), secret: secret, ns: "fleet", site: "site-a"},
+		{name: "failed attempts at the limit", rec: with(func(r *Record) { r.Failures = 5 }), secret: secret, ns: "fleet", site: "site-a", wantReason: ReasonTooMany,
+			wantText: "5 attempts with it did not enroll, the limit is 5; issue a new token (edgefleet site token create site-a -n fleet)"},
+		{name: "wrong secret of a used-up token says unknown", rec: with(func(r *Record) { r.Failures = 5 }), secret: "x", ns: "fleet", site: "site-a", wantReason: ReasonUnknownToken},
+		{name: "revoked and used up says revoked", rec: with(func(r *Record) { r.Revoked, r.Failures = true, 9 }), secret: secret, ns: "fleet", site: "site-a", wantReason: ReasonRevoked},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := CheckToken(tc.rec, tc.secret, tc.ns, tc.site, now)
+			got := CheckToken(tc.rec, tc.secret, tc.ns, tc.site, now, 5)
 			if tc.wantReason == "" {
 				if got != nil {
 					t.Fatalf("refused: %v", got)
@@ -158,6 +163,7 @@ func TestRecordSecretRoundTrip(t *testing.T) {
 	for _, r := range []Record{
 		{ID: "0123456789abcdef", Namespace: "fleet", Site: "site-a", Hash: "h", CreatedBy: "alice", Created: now, Expires: now.Add(time.Hour)},
 		{ID: "0123456789abcdef", Namespace: "fleet", Site: "site-a", Hash: "h", Created: now, Expires: now.Add(time.Hour), Revoked: true, UsedBy: "fp", Machine: "m", Used: now},
+		{ID: "0123456789abcdef", Namespace: "fleet", Site: "site-a", Hash: "h", Created: now, Expires: now.Add(time.Hour), Failures: 3},
 	} {
 		s := r.newSecret()
 		if s.Name != "enrollment-token-0123456789abcdef" || s.Labels[SiteLabel] != "site-a" || s.Type != SecretType {
@@ -166,6 +172,13 @@ func TestRecordSecretRoundTrip(t *testing.T) {
 		got, err := recordOf(s)
 		if err != nil || got != r {
 			t.Fatalf("recordOf = %+v, %v; want %+v", got, err, r)
+		}
+	}
+	for _, bad := range []string{"many", "-1"} {
+		s := Record{ID: "0123456789abcdef", Namespace: "fleet", Site: "site-a", Hash: "h", Created: now, Expires: now.Add(time.Hour)}.newSecret()
+		s.Data["failedAttempts"] = []byte(bad)
+		if _, err := recordOf(s); err == nil || !strings.Contains(err.Error(), "failedAttempts is not a count") {
+			t.Errorf("recordOf with failedAttempts %q: %v, want an error naming it", bad, err)
 		}
 	}
 }

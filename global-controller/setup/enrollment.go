@@ -2,6 +2,7 @@ package setup
 
 import (
 	"crypto/rand"
+	"net"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -19,18 +20,21 @@ import (
 // API's server (same address, TLS and reviewer).
 func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer, vault vaultref.Store) *enrollment.Server {
 	return &enrollment.Server{
-		Vault:      vault,
-		Client:     mgr.GetClient(),
-		Reader:     mgr.GetAPIReader(),
-		Sites:      mgr.GetClient(),
-		Auth:       auth,
-		Access:     enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
-		Recorder:   recorder.Bounded(mgr.GetEventRecorder("enrollment")),
-		Log:        ctrl.Log.WithName("enrollment"),
-		Clock:      clock.RealClock{},
-		Random:     rand.Reader,
-		DefaultTTL: opts.EnrollmentTokenTTL,
-		MaxTTL:     opts.EnrollmentTokenMaxTTL,
+		Vault:           vault,
+		Client:          mgr.GetClient(),
+		Reader:          mgr.GetAPIReader(),
+		Sites:           mgr.GetClient(),
+		Auth:            auth,
+		Access:          enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
+		Recorder:        recorder.Bounded(mgr.GetEventRecorder("enrollment")),
+		Log:             ctrl.Log.WithName("enrollment"),
+		Clock:           clock.RealClock{},
+		Random:          rand.Reader,
+		DefaultTTL:      opts.EnrollmentTokenTTL,
+		MaxTTL:          opts.EnrollmentTokenMaxTTL,
+		Resolver:        net.DefaultResolver,
+		AllowedNetworks: opts.EnrollmentAllowedNetworks,
+		MaxFailures:     opts.EnrollmentTokenMaxFailures,
 		// A request reads and writes a few objects of the global cluster and asks the site a
 		// few reviews, each of which --site-timeout bounds.
 		Timeout: opts.SiteTimeout + 20*time.Second,

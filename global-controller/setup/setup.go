@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
@@ -146,6 +148,12 @@ type Options struct {
 	EnrollmentTokenTTL, EnrollmentTokenMaxTTL time.Duration
 	// EnrollmentTokenRetention is how long a token's record is kept after it expired.
 	EnrollmentTokenRetention time.Duration
+	// EnrollmentTokenMaxFailures is how many attempts with a token may fail or be refused
+	// before every further one is.
+	EnrollmentTokenMaxFailures int
+	// EnrollmentAllowedNetworks are where an enrolling site's API server may be although its
+	// address is loopback, link-local, unspecified or multicast (refused by default).
+	EnrollmentAllowedNetworks []netip.Prefix
 	// Vault is the Vault server holding the BMC credentials and site kubeconfigs that Hosts
 	// and Sites reference there, and how the controller logs in (pkg/vaultauth); an empty
 	// Vault.Addr runs without Vault.
@@ -193,16 +201,17 @@ func DefaultOptions() Options {
 		CampaignResync:              30 * time.Second,
 		ReleaseRecheck:              30 * time.Second,
 
-		Istio:                    meshpolicy.ModeAuto,
-		IstioNamespace:           "edgefleet-system",
-		IstioAPIPrincipals:       []string{meshpolicy.ServiceAccount("istio-system", "istio-ingressgateway-service-account")},
-		EnrollmentTokenTTL:       4 * time.Hour,
-		EnrollmentTokenMaxTTL:    7 * 24 * time.Hour,
-		EnrollmentTokenRetention: 7 * 24 * time.Hour,
-		Vault:                    vaultauth.DefaultOptions(),
-		VaultMount:               "secret",
-		VaultPrefix:              "edgefleet/global",
-		VaultRetryAfter:          15 * time.Second,
+		Istio:                      meshpolicy.ModeAuto,
+		IstioNamespace:             "edgefleet-system",
+		IstioAPIPrincipals:         []string{meshpolicy.ServiceAccount("istio-system", "istio-ingressgateway-service-account")},
+		EnrollmentTokenTTL:         4 * time.Hour,
+		EnrollmentTokenMaxTTL:      7 * 24 * time.Hour,
+		EnrollmentTokenRetention:   7 * 24 * time.Hour,
+		EnrollmentTokenMaxFailures: 5,
+		Vault:                      vaultauth.DefaultOptions(),
+		VaultMount:                 "secret",
+		VaultPrefix:                "edgefleet/global",
+		VaultRetryAfter:            15 * time.Second,
 	}
 }
 
@@ -271,6 +280,15 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.EnrollmentTokenTTL, "enrollment-token-ttl", o.EnrollmentTokenTTL, "Lifetime of a site enrollment token whose request names none.")
 	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
+	fs.IntVar(&o.EnrollmentTokenMaxFailures, "enrollment-token-max-failures", o.EnrollmentTokenMaxFailures, "How many enrollment attempts with a token may be refused or fail (the site unreachable, the credential refused, ...) before every further attempt with it is refused and a new token must be issued.")
+	fs.Func("enrollment-allowed-networks", "Comma-separated CIDRs where an enrolling site's API server may be although its address is loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata endpoints), unspecified or multicast; the global controller connects to no such address named at enrollment otherwise (default none; test beds on one machine pass 127.0.0.0/8,::1/128).", func(v string) error {
+		nets, err := enrollment.ParseNetworks(v)
+		if err != nil {
+			return err
+		}
+		o.EnrollmentAllowedNetworks = nets
+		return nil
+	})
 	fs.StringVar(&o.Vault.Addr, "vault-addr", o.Vault.Addr, "Vault server holding the BMC credentials and site kubeconfigs that Hosts (spec.bmc.credentialsVaultRef) and Sites (spec.kubeconfigVaultRef) reference there (empty: no Vault, such references are reported unusable). The controller logs in as --vault-auth says.")
 	fs.DurationVar(&o.Vault.Timeout, "vault-timeout", o.Vault.Timeout, "Bound of each Vault call (logins and renewals included).")
 	o.Vault.AddFlags(fs)
@@ -340,6 +358,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--enrollment-token-ttl must be at least 1m and at most --enrollment-token-max-ttl, got %s and %s", o.EnrollmentTokenTTL, o.EnrollmentTokenMaxTTL)
 	case o.EnrollmentTokenRetention < 0:
 		return fmt.Errorf("--enrollment-token-retention must not be negative, got %s", o.EnrollmentTokenRetention)
+	case o.EnrollmentTokenMaxFailures < 1:
+		return fmt.Errorf("--enrollment-token-max-failures must be at least 1, got %d", o.EnrollmentTokenMaxFailures)
 	}
 	if o.Vault.Addr != "" {
 		switch {

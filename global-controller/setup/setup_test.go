@@ -1,6 +1,9 @@
 package setup
 
 import (
+	"flag"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +51,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		}, "--istio-webhook-source-ranges"},
 		{"enrollment tokens of seconds", func(o *Options) { o.EnrollmentTokenTTL = 30 * time.Second }, "--enrollment-token-ttl"},
 		{"enrollment token default above the maximum", func(o *Options) { o.EnrollmentTokenMaxTTL = time.Hour }, "--enrollment-token-max-ttl"},
+		{"enrollment tokens without attempts", func(o *Options) { o.EnrollmentTokenMaxFailures = 0 }, "--enrollment-token-max-failures"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,5 +68,28 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error naming %s", err, tt.flag)
 			}
 		})
+	}
+}
+
+func TestEnrollmentAllowedNetworksFlag(t *testing.T) {
+	o := DefaultOptions()
+	if len(o.EnrollmentAllowedNetworks) != 0 {
+		t.Fatalf("allowed by default: %v", o.EnrollmentAllowedNetworks)
+	}
+	fs := flag.NewFlagSet("global-controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--enrollment-allowed-networks", "127.0.0.0/8,::1/128"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(o.EnrollmentAllowedNetworks); got != "[127.0.0.0/8 ::1/128]" {
+		t.Errorf("allowed networks %s", got)
+	}
+	fs = flag.NewFlagSet("global-controller", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{"--enrollment-allowed-networks", "127.0.0.0/8,127.0.0.1"})
+	if err == nil || !strings.Contains(err.Error(), "enrollment-allowed-networks") || !strings.Contains(err.Error(), `"127.0.0.1" is not a CIDR`) {
+		t.Errorf("a bare address: %v, want an error naming the flag and the item", err)
 	}
 }

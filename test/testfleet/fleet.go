@@ -302,6 +302,8 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
 		"--api-bind-address", api,
 		"--data-dir", filepath.Join(f.Dir, "data"),
+		// The sites' control planes listen on loopback, which enrollment refuses by default.
+		"--enrollment-allowed-networks", "127.0.0.0/8,::1/128",
 	}, args...)
 	if f.APICertFile != "" {
 		args = append(args, "--api-tls-cert-file", f.APICertFile, "--api-tls-key-file", f.APIKeyFile)
