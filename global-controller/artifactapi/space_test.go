@@ -192,10 +192,48 @@ func TestClientShowsSpaceRefusal(t *testing.T) {
 	if want := "507 Insufficient Storage: upload of 1.0 MiB refused: it takes about 1.3 MiB in the artifact store's database, whose volume has 2.0 GiB free"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q does not show the server's message %q", err, want)
 	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	if len(rt.sent) != 1 || rt.sent[0] != "POST /api/v1/uploads" {
 		t.Errorf("requests sent: %v, want only the session's creation", rt.sent)
 	}
 	if ups := openUploads(t, s); len(ups) != 0 {
 		t.Errorf("upload sessions after the refusal: %+v, want none", ups)
+	}
+}
+
+// TestClientRefusesHugeFileBeforeReadingIt uploads a sparse file of 1 TiB, over the maximum
+// artifact size: the refusal comes at once, before the client reads (hashes) the file, which
+// would take many minutes.
+func TestClientRefusesHugeFileBeforeReadingIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "huge.raw")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Skipf("no sparse file of 1 TiB on this file system: %v", err)
+	}
+	rt := &recordingTransport{}
+	cl := &artifactclient.Client{BaseURL: server.URL, HTTP: &http.Client{Transport: rt}, Retries: 3, RetryDelay: time.Hour}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cl.Upload(t.Context(), restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "huge", Version: "1", Architecture: "amd64"}, path, nil)
+		done <- err
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upload of a 1 TiB file was not refused within 20 s: the client reads the file before it asks the server")
+	}
+	var apiErr *artifactclient.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "upload of 1.0 TiB refused") {
+		t.Fatalf("Upload = %v, want the server's 413", err)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if len(rt.sent) != 1 || rt.sent[0] != "POST /api/v1/uploads" {
+		t.Errorf("requests sent: %v, want only the session's creation", rt.sent)
 	}
 }
