@@ -42,7 +42,13 @@ func answerOf(resp *http.Response) (answer, []byte) {
 // do sends a request as the holder of token and returns the answer with its body read.
 func do(t testing.TB, token, method, path string, body io.Reader, header map[string]string) (answer, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), method, server.URL+path, body)
+	return doAt(t, server.URL, token, method, path, body, header)
+}
+
+// doAt is do with the server at base.
+func doAt(t testing.TB, base, token, method, path string, body io.Reader, header map[string]string) (answer, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, base+path, body)
 	if err != nil {
 		t.Fatal(err)
 	}

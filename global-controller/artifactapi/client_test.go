@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifactclient"
 	"github.com/edgefleet/edgefleet/test/testutil"
@@ -120,5 +122,20 @@ func TestClientRejectsCorruptDownload(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); !os.IsNotExist(err) {
 		t.Error("a corrupt file was renamed into place")
+	}
+}
+
+// TestClientAbortsSessionOfUnreadableFile uploads a directory, which opens and has a size but
+// cannot be read: the client fails with the local error and aborts the session it opened.
+func TestClientAbortsSessionOfUnreadableFile(t *testing.T) {
+	dir := t.TempDir()
+	cl, _ := flakyClient("NONE", "", 0)
+	_, err := cl.Upload(t.Context(), restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "unreadable", Version: "1", Architecture: "amd64"}, dir, nil)
+	var local *artifactclient.LocalError
+	if !errors.As(err, &local) || local.Path != dir {
+		t.Fatalf("Upload of a directory = %v, want a local error naming it", err)
+	}
+	if n, err := database.Collection("uploads").CountDocuments(t.Context(), bson.D{{Key: "spec.name", Value: "unreadable"}}); err != nil || n != 0 {
+		t.Errorf("%d upload sessions left behind (%v), want none", n, err)
 	}
 }

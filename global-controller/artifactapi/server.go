@@ -131,6 +131,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 		de *artifacts.DigestError
 		ce *artifacts.ConflictError
 		re *artifacts.ReferencedError
+		te *artifacts.TooLargeError
+		se *artifacts.SpaceError
 	)
 	switch {
 	case errors.As(err, &ve):
@@ -144,6 +146,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		writeError(c, http.StatusConflict, restv1.Error{Message: ce.Error()})
 	case errors.As(err, &re):
 		writeError(c, http.StatusConflict, restv1.Error{Message: re.Error()})
+	case errors.As(err, &te):
+		writeError(c, http.StatusRequestEntityTooLarge, restv1.Error{Message: te.Error(), Field: "size"})
+	case errors.As(err, &se):
+		writeError(c, http.StatusInsufficientStorage, restv1.Error{Message: se.Error(), Field: "size"})
 	case errors.Is(err, artifacts.ErrBusy):
 		writeError(c, http.StatusConflict, restv1.Error{Message: err.Error()})
 	case errors.Is(err, artifacts.ErrNotFound):

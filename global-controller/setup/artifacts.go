@@ -58,11 +58,13 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 		}
 		log.Info("started embedded FerretDB", "dir", dir)
 	}
-	// The embedded database's size on disk, for the metrics and the janitor's compaction; an
-	// external MongoDB gives dropped collections' space back by itself.
-	var disk func() (int64, error)
+	// The embedded database's size on disk, for the metrics and the janitor's compaction (an
+	// external MongoDB gives dropped collections' space back by itself), and its volume's free
+	// space, for the space check of new uploads (an external MongoDB's disk is not to be seen).
+	var disk, free func() (int64, error)
 	if opts.MongoURI == "" {
 		disk = func() (int64, error) { return db.DiskBytes(opts.MongoDatabase) }
+		free = db.FreeBytes
 	}
 	client, err := mongodb.Connect(ctx, db.URI)
 	if err != nil {
@@ -75,6 +77,7 @@ func setupArtifactAPI(ctx context.Context, mgr manager.Manager, opts Options, re
 	}
 	store, err := artifacts.Open(ctx, client.Database(opts.MongoDatabase), artifacts.Options{
 		UploadTTL: opts.UploadTTL, References: refs, Budget: artifacts.NewBudget(opts.APITransferMemory),
+		MaxArtifactSize: opts.MaxArtifactSize, FreeSpace: free, SpaceReserve: opts.ArtifactSpaceReserve,
 	})
 	if err != nil {
 		stop()

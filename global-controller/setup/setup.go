@@ -103,6 +103,11 @@ type Options struct {
 	// APITransferMemory is the memory budget, in bytes, of all uploads' and downloads' buffers
 	// together.
 	APITransferMemory int64
+	// MaxArtifactSize is the largest size, in bytes, an upload may declare.
+	MaxArtifactSize int64
+	// ArtifactSpaceReserve is the free space, in bytes, that new uploads leave on the volume of
+	// the embedded FerretDB.
+	ArtifactSpaceReserve int64
 	// MongoURI of the artifact store; empty starts an embedded FerretDB in DataDir.
 	MongoURI string
 	// MongoDatabase is the database of the artifact store.
@@ -189,6 +194,8 @@ func DefaultOptions() Options {
 		UI:                      true,
 		APIBodyReadTimeout:      artifactapi.DefaultBodyReadTimeout,
 		APITransferMemory:       artifacts.DefaultTransferMemory,
+		MaxArtifactSize:         artifacts.DefaultMaxArtifactSize,
+		ArtifactSpaceReserve:    artifacts.DefaultSpaceReserve,
 		MongoDatabase:           "edgefleet",
 		DataDir:                 "/var/lib/edgefleet",
 		UploadTTL:               24 * time.Hour,
@@ -247,6 +254,22 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 			return err
 		}
 		o.APITransferMemory = q.Value()
+		return nil
+	})
+	fs.Func("max-artifact-size", fmt.Sprintf("Largest size an artifact upload may declare, a quantity such as 100Gi (default %s): a larger one is refused at once (413). With --mongo-uri it is the only bound, the controller cannot see the database's disk; with the embedded FerretDB a declared size must also fit in the free space of --data-dir's volume (507, see --artifact-space-reserve).", resource.NewQuantity(artifacts.DefaultMaxArtifactSize, resource.BinarySI)), func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		o.MaxArtifactSize = q.Value()
+		return nil
+	})
+	fs.Func("artifact-space-reserve", fmt.Sprintf("Free space, a quantity such as 5Gi (default %s), that new artifact uploads leave on the volume of the embedded FerretDB (--data-dir): an upload whose declared size (about 4/3 of it on disk) and the rest of the open uploads' declared sizes do not fit in the free space less this is refused at once (507). Not used with --mongo-uri.", resource.NewQuantity(artifacts.DefaultSpaceReserve, resource.BinarySI)), func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		o.ArtifactSpaceReserve = q.Value()
 		return nil
 	})
 	fs.StringVar(&o.MongoURI, "mongo-uri", o.MongoURI, "MongoDB URI of the artifact store (empty: FerretDB embedded on SQLite in --data-dir).")
@@ -330,6 +353,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--api-body-read-timeout must be positive, got %s", o.APIBodyReadTimeout)
 	case o.APITransferMemory < artifacts.MinTransferMemory:
 		return fmt.Errorf("--api-transfer-memory must be at least %s, got %d bytes", resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI), o.APITransferMemory)
+	case o.MaxArtifactSize <= 0:
+		return fmt.Errorf("--max-artifact-size must be positive, got %d bytes", o.MaxArtifactSize)
+	case o.ArtifactSpaceReserve <= 0:
+		return fmt.Errorf("--artifact-space-reserve must be positive, got %d bytes", o.ArtifactSpaceReserve)
 	case o.MongoURI == "" && o.DataDir == "":
 		return errors.New("--data-dir is needed for the embedded FerretDB when no --mongo-uri is given")
 	case o.UploadTTL <= 0:

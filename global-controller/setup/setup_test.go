@@ -34,6 +34,8 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"zero upload TTL", func(o *Options) { o.UploadTTL = 0 }, "--upload-ttl"},
 		{"zero body read timeout", func(o *Options) { o.APIBodyReadTimeout = 0 }, "--api-body-read-timeout"},
 		{"transfer memory below the minimum", func(o *Options) { o.APITransferMemory = 1 << 20 }, "--api-transfer-memory"},
+		{"no artifact size", func(o *Options) { o.MaxArtifactSize = 0 }, "--max-artifact-size"},
+		{"no space reserve", func(o *Options) { o.ArtifactSpaceReserve = 0 }, "--artifact-space-reserve"},
 		{"no campaign workers", func(o *Options) { o.CampaignConcurrency = 0 }, "--campaign-concurrency"},
 		{"no dispatch workers", func(o *Options) { o.CampaignDispatchConcurrency = 0 }, "--campaign-dispatch-concurrency"},
 		{"zero resync", func(o *Options) { o.CampaignResync = 0 }, "--campaign-resync-interval"},

@@ -169,9 +169,10 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// Upload uploads a file as an artifact through a resumable session: it hashes the file, opens
-// the session, sends the content and, when the connection breaks, asks the server for its
-// offset and continues from there, up to Retries times.
+// Upload uploads a file as an artifact through a resumable session: it opens the session with
+// the file's size (a server without room for it refuses at once), hashes the file, sends the
+// content and, when the connection breaks, asks the server for its offset and continues from
+// there, up to Retries times, and finishes with the sha256.
 func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path string, progress Progress) (restv1.Artifact, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -182,17 +183,21 @@ func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path stri
 	if err != nil {
 		return restv1.Artifact{}, &LocalError{Path: path, Err: err}
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return restv1.Artifact{}, &LocalError{Path: path, Err: fmt.Errorf("hash %s: %w", path, err)}
-	}
-	digest := hex.EncodeToString(h.Sum(nil))
 	size := st.Size()
-	body, _ := json.Marshal(restv1.CreateUpload{ArtifactSpec: spec, SHA256: digest, Size: &size})
+	body, _ := json.Marshal(restv1.CreateUpload{ArtifactSpec: spec, Size: &size})
 	var up restv1.Upload
 	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads", bytes.NewReader(body), jsonHeader(), &up, http.StatusCreated); err != nil {
 		return restv1.Artifact{}, fmt.Errorf("start upload of %s: %w", path, err)
 	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		err = &LocalError{Path: path, Err: fmt.Errorf("hash %s: %w", path, err)}
+		if _, abortErr := c.do(context.WithoutCancel(ctx), http.MethodDelete, "/api/v1/uploads/"+up.ID, nil, nil, nil, http.StatusNoContent); abortErr != nil {
+			err = errors.Join(err, fmt.Errorf("abort upload session %s: %w", up.ID, abortErr))
+		}
+		return restv1.Artifact{}, err
+	}
+	digest := hex.EncodeToString(h.Sum(nil))
 	// A broken connection is retried, and so is 409 (the server still saves the broken
 	// request); other answers of the server are final.
 	retryable := func(err error) bool {
@@ -215,8 +220,9 @@ func (c *Client) Upload(ctx context.Context, spec restv1.ArtifactSpec, path stri
 	if err != nil {
 		return restv1.Artifact{}, fmt.Errorf("upload %s (session %s, at %d of %d bytes): %w", path, up.ID, offset, size, err)
 	}
+	finish, _ := json.Marshal(restv1.FinishUpload{SHA256: digest})
 	var a restv1.Artifact
-	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads/"+up.ID+"/finish", strings.NewReader(`{}`), jsonHeader(), &a, http.StatusCreated); err != nil {
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/uploads/"+up.ID+"/finish", bytes.NewReader(finish), jsonHeader(), &a, http.StatusCreated); err != nil {
 		return restv1.Artifact{}, fmt.Errorf("finish upload of %s: %w", path, err)
 	}
 	return a, nil

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 )
 
 // ErrNotFound is returned for an unknown (or expired) artifact, upload or blob.
@@ -33,6 +35,33 @@ type OffsetError struct{ Expected, Got int64 }
 
 func (e *OffsetError) Error() string {
 	return fmt.Sprintf("chunk starts at offset %d, but the upload is at offset %d", e.Got, e.Expected)
+}
+
+// TooLargeError is returned when an upload declares more bytes than the store takes for one
+// artifact; nothing was created.
+type TooLargeError struct{ Size, Max int64 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("upload of %s refused: the artifact store takes artifacts of up to %s (the global controller's --max-artifact-size)",
+		humanize.IBytes(uint64(e.Size)), humanize.IBytes(uint64(e.Max)))
+}
+
+// SpaceError is returned when an upload declares more bytes than the volume of the store's
+// database has room for; nothing was created. All but Size are bytes on that volume.
+type SpaceError struct {
+	// Size is the declared size, OnDisk what the upload takes on the volume.
+	Size, OnDisk int64
+	// Free is the volume's free space, Reserve what uploads leave free, Open what the open
+	// upload sessions have yet to write of their declared sizes.
+	Free, Reserve, Open int64
+}
+
+func (e *SpaceError) Error() string {
+	return fmt.Sprintf("upload of %s refused: it takes about %s in the artifact store's database, whose volume has %s free, "+
+		"keeping a %s reserve (the global controller's --artifact-space-reserve) and %s for the open uploads; "+
+		"delete artifacts that are no longer needed (the janitor then compacts the database), give the volume more space, or wait for the open uploads to finish or expire",
+		humanize.IBytes(uint64(e.Size)), humanize.IBytes(uint64(e.OnDisk)), humanize.IBytes(uint64(max(e.Free, 0))),
+		humanize.IBytes(uint64(e.Reserve)), humanize.IBytes(uint64(e.Open)))
 }
 
 // DigestError is returned when the content does not have the stated sha256; nothing was stored.

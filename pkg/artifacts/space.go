@@ -3,6 +3,7 @@ package artifacts
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -18,6 +19,65 @@ func (s *Store) LiveBytes(ctx context.Context) (int64, error) {
 // not finished yet.
 func (s *Store) UploadingBytes(ctx context.Context) (int64, error) {
 	return sumOf(ctx, s.uploads, "offset")
+}
+
+// checkSpace refuses an upload that declares size bytes: with *TooLargeError over the maximum
+// artifact size and, when the store sees its volume, with *SpaceError when the upload and what
+// the open sessions have yet to write of their declared sizes do not fit in the volume's free
+// space less the reserve. (Sessions of no declared size are not counted: they could be any.)
+func (s *Store) checkSpace(ctx context.Context, size int64) error {
+	if size > s.maxArtifactSize {
+		return &TooLargeError{Size: size, Max: s.maxArtifactSize}
+	}
+	if s.freeSpace == nil {
+		return nil
+	}
+	open, err := s.openBytes(ctx)
+	if err != nil {
+		return err
+	}
+	free, err := s.freeSpace()
+	if err != nil {
+		return fmt.Errorf("check the space for an upload of %d bytes: %w", size, err)
+	}
+	need, held := onDisk(size), onDisk(open)
+	if addCapped(need, held) > free-s.spaceReserve {
+		return &SpaceError{Size: size, OnDisk: need, Free: free, Reserve: s.spaceReserve, Open: held}
+	}
+	return nil
+}
+
+// openBytes is what the upload sessions that have not expired have yet to write of their
+// declared sizes.
+func (s *Store) openBytes(ctx context.Context) (int64, error) {
+	cur, err := s.uploads.Find(ctx, s.unexpired(), options.Find().SetProjection(bson.D{{Key: "size", Value: 1}, {Key: "offset", Value: 1}}))
+	if err != nil {
+		return 0, fmt.Errorf("sum the sizes of open uploads: %w", err)
+	}
+	var docs []uploadDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, fmt.Errorf("sum the sizes of open uploads: %w", err)
+	}
+	var n int64
+	for _, d := range docs {
+		if d.Size != nil && *d.Size > d.Offset {
+			n = addCapped(n, *d.Size-d.Offset)
+		}
+	}
+	return n, nil
+}
+
+// onDisk is about what n bytes of content take in the embedded FerretDB, which stores binary
+// data as base64 in JSON: 4/3 of them.
+func onDisk(n int64) int64 { return addCapped(n, n/3) }
+
+// addCapped adds two non-negative numbers, up to math.MaxInt64 (sessions created before there
+// was a maximum size may declare anything).
+func addCapped(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // sumOf sums an integer field over a collection's documents.

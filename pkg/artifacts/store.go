@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -41,7 +42,23 @@ type Options struct {
 	References References
 	// Budget bounds the memory of transfers; DefaultTransferMemory when nil.
 	Budget *Budget
+	// MaxArtifactSize is the largest size an upload may declare; DefaultMaxArtifactSize when
+	// zero.
+	MaxArtifactSize int64
+	// FreeSpace tells the free bytes of the volume of the embedded FerretDB's files, where an
+	// upload takes about 4/3 of its size (binary data is stored as base64); nil when the store
+	// cannot see its disk (an external MongoDB): then only MaxArtifactSize bounds a new upload.
+	FreeSpace func() (int64, error)
+	// SpaceReserve is the free space that new uploads leave on that volume;
+	// DefaultSpaceReserve when zero.
+	SpaceReserve int64
 }
+
+// DefaultMaxArtifactSize is Options.MaxArtifactSize when zero.
+const DefaultMaxArtifactSize = 64 << 30
+
+// DefaultSpaceReserve is Options.SpaceReserve when zero.
+const DefaultSpaceReserve = 2 << 30
 
 // Store is the artifact store.
 type Store struct {
@@ -53,6 +70,13 @@ type Store struct {
 	lockTTL   time.Duration
 	refs      References
 	budget    *Budget
+
+	maxArtifactSize int64
+	freeSpace       func() (int64, error)
+	spaceReserve    int64
+	// creating serializes the space check and the insert of new upload sessions, so that two
+	// sessions created at once do not both count on the same free space.
+	creating sync.Mutex
 }
 
 // Open opens the store in db, creating indexes and migrating the schema.
@@ -68,6 +92,16 @@ func Open(ctx context.Context, db *mongo.Database, opts Options) (*Store, error)
 		lockTTL:   opts.LockTTL,
 		refs:      opts.References,
 		budget:    opts.Budget,
+
+		maxArtifactSize: opts.MaxArtifactSize,
+		freeSpace:       opts.FreeSpace,
+		spaceReserve:    opts.SpaceReserve,
+	}
+	if s.maxArtifactSize == 0 {
+		s.maxArtifactSize = DefaultMaxArtifactSize
+	}
+	if s.spaceReserve == 0 {
+		s.spaceReserve = DefaultSpaceReserve
 	}
 	if s.budget == nil {
 		s.budget = NewBudget(DefaultTransferMemory)

@@ -22,7 +22,8 @@ import (
 const flushChunks = 32
 
 // CreateUpload starts an upload session for an artifact. It fails early with *ConflictError when
-// the artifact exists already.
+// the artifact exists already, and with *TooLargeError or *SpaceError when the declared size is
+// over the maximum artifact size or does not fit in the free space (see Options).
 func (s *Store) CreateUpload(ctx context.Context, req restv1.CreateUpload, creator string) (restv1.Upload, error) {
 	if err := ValidateSpec(req.ArtifactSpec); err != nil {
 		return restv1.Upload{}, err
@@ -37,6 +38,13 @@ func (s *Store) CreateUpload(ctx context.Context, req restv1.CreateUpload, creat
 	}
 	if err := s.checkNew(ctx, req.ArtifactSpec); err != nil {
 		return restv1.Upload{}, err
+	}
+	if req.Size != nil {
+		s.creating.Lock()
+		defer s.creating.Unlock()
+		if err := s.checkSpace(ctx, *req.Size); err != nil {
+			return restv1.Upload{}, err
+		}
 	}
 	state, err := sha256.New().(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
@@ -78,10 +86,9 @@ func (s *Store) GetUpload(ctx context.Context, id string) (restv1.Upload, error)
 // ListUploads returns up to limit upload sessions that have not expired, oldest first (the
 // web UI shows their progress: Offset of Size).
 func (s *Store) ListUploads(ctx context.Context, limit int64) ([]restv1.Upload, error) {
-	q := bson.D{{Key: "expires", Value: bson.D{{Key: "$gt", Value: s.clock.Now().UTC()}}}}
 	opts := options.Find().SetSort(bson.D{{Key: "created", Value: 1}}).SetLimit(limit).
 		SetProjection(bson.D{{Key: "hashState", Value: 0}, {Key: "tail", Value: 0}, {Key: "lockToken", Value: 0}})
-	cur, err := s.uploads.Find(ctx, q, opts)
+	cur, err := s.uploads.Find(ctx, s.unexpired(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("list upload sessions: %w", err)
 	}
@@ -94,6 +101,11 @@ func (s *Store) ListUploads(ctx context.Context, limit int64) ([]restv1.Upload, 
 		out = append(out, docs[i].upload())
 	}
 	return out, nil
+}
+
+// unexpired selects the upload sessions that have not expired.
+func (s *Store) unexpired() bson.D {
+	return bson.D{{Key: "expires", Value: bson.D{{Key: "$gt", Value: s.clock.Now().UTC()}}}}
 }
 
 func (s *Store) getUpload(ctx context.Context, id string) (*uploadDoc, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/FerretDB/FerretDB/ferretdb"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sys/unix"
 )
 
 // Server is a MongoDB endpoint and how to stop it (a no-op for an external server).
@@ -55,6 +56,20 @@ func (s *Server) DiskBytes(database string) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// FreeBytes is the free space of the file system of an embedded server's files: what the
+// process may still write there (statfs's blocks available to unprivileged users). It fails for
+// an external server, whose disk this process cannot see.
+func (s *Server) FreeBytes() (int64, error) {
+	if s.dir == "" {
+		return 0, errors.New("free space of the database's volume: not an embedded server")
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(s.dir, &st); err != nil {
+		return 0, fmt.Errorf("free space of the database's volume: statfs %s: %w", s.dir, err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // Stop stops an embedded server and waits for it; it does nothing for an external one.

@@ -47,3 +47,15 @@ func TestEmbeddedRoundTripAndRestart(t *testing.T) {
 		t.Errorf("data directory mode %v, want 0700", fi.Mode().Perm())
 	}
 }
+
+// TestFreeBytes measures the free space of an embedded server's directory, and refuses to
+// guess for an external server.
+func TestFreeBytes(t *testing.T) {
+	free, err := (&Server{dir: t.TempDir()}).FreeBytes()
+	if err != nil || free <= 0 {
+		t.Errorf("FreeBytes of an embedded server = %d, %v; want the free space of its directory's file system", free, err)
+	}
+	if _, err := External("mongodb://db:27017").FreeBytes(); err == nil {
+		t.Error("FreeBytes of an external server succeeded; its disk cannot be seen from here")
+	}
+}
