@@ -1,5 +1,6 @@
-# Sourced by the etcd package's join and leave hooks (a package carries only the hooks its manifest
-# names, so what they share is one of its files): etcdctl against endpoints, and host:port.
+# Sourced by the etcd package's join and leave hooks and its unit's hand-over on stop (a package
+# carries only the hooks its manifest names, so what they share is one of its files): etcdctl
+# against endpoints, and host:port.
 pki=/etc/kubernetes/pki/etcd
 
 # hostport IP PORT: "IP:PORT", IPv6 in brackets.
