@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgefleet/edgefleet/test/testutil"
 	"github.com/go-logr/logr"
 	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fakeWatch scripts one watcher of fakeVault: renewals renewals, then (when end) done on
