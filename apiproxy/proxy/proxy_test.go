@@ -225,7 +225,7 @@ func TestConnectionsStayWhenNoAPIServerIsReady(t *testing.T) {
 		if got, err := get(c, addr); err != nil || got != "a" {
 			t.Fatalf("answer %q, %v with no API server ready; want a's, on the kept connection", got, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a request each 20ms probes the kept connection: not testutil.Consistently's 100ms
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections made; want the one kept (nothing to move to)", n)
@@ -326,7 +326,16 @@ func TestValidate(t *testing.T) {
 
 func TestServeClosesForwardedConnectionsWhenItEnds(t *testing.T) {
 	held := make(chan net.Conn, 1)
-	backend := tcpServer(t, func(conn net.Conn) { held <- conn }) // holds it open, silent
+	// It holds the forwarded connection open, silent, once its hello came; the health checks'
+	// connections it closes.
+	backend := tcpServer(t, func(conn net.Conn) {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "hello\n" {
+			_ = conn.Close()
+			return
+		}
+		held <- conn
+	})
 	opts := fastOptions()
 	opts.Backends = []string{backend}
 	addr, stop := serve(t, opts, nil)
@@ -343,8 +352,10 @@ func TestServeClosesForwardedConnectionsWhenItEnds(t *testing.T) {
 	}
 	defer func() { _ = conn.Close() }()
 	_, _ = io.WriteString(conn, "hello\n") // forwarded once the proxy has dialled
-	testutil.WaitFor(t, 5*time.Second, "the connection forwarded to the backend", func() (bool, string) {
-		return len(held) == 1, "the backend has no connection"
+	// Wait for the hello at the backend: the proxy then holds no unread bytes of the client,
+	// whose connection it would reset when closing, not end.
+	testutil.WaitFor(t, 5*time.Second, "the client's hello forwarded to the backend", func() (bool, string) {
+		return len(held) == 1, "not at the backend"
 	})
 	done := make(chan error, 1)
 	go func() { done <- stop() }()
