@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // apiServer stands in for an API server: HTTPS, /readyz answering what ready says, and any
@@ -138,21 +141,16 @@ func get(c *http.Client, addr string) (string, error) {
 // requests it took.
 func answeredBy(t *testing.T, c *http.Client, addr, want string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	var last string
-	for n := 1; time.Now().Before(deadline); n++ {
+	n := 0
+	testutil.WaitFor(t, 10*time.Second, "a request through the proxy answered by "+want, func() (bool, string) {
+		n++
 		got, err := get(c, addr)
-		if err == nil && got == want {
-			return n
-		}
-		last = got
 		if err != nil {
-			last = err.Error()
+			return false, err.Error()
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("requests through the proxy never answered by %s; last answer %q", want, last)
-	return 0
+		return got == want, fmt.Sprintf("answer %q", got)
+	})
+	return n
 }
 
 func TestPrefersTheFirstReadyAPIServer(t *testing.T) {
@@ -227,7 +225,7 @@ func TestConnectionsStayWhenNoAPIServerIsReady(t *testing.T) {
 		if got, err := get(c, addr); err != nil || got != "a" {
 			t.Fatalf("answer %q, %v with no API server ready; want a's, on the kept connection", got, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a request each 20ms probes the kept connection: not testutil.Consistently's 100ms
 	}
 	if n := conns.Load(); n != 1 {
 		t.Errorf("%d connections made; want the one kept (nothing to move to)", n)
@@ -283,22 +281,15 @@ func TestMaxConnections(t *testing.T) {
 	}
 	_ = second.Close()
 	_ = first.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.WaitFor(t, 5*time.Second, "a connection forwarded after the first closed", func() (bool, string) {
 		third, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, err := hello(third)
 		_ = third.Close()
-		if err == nil && got == "hello\n" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection forwarded after the first closed: %q, %v", got, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && got == "hello\n", fmt.Sprintf("%q, %v", got, err)
+	})
 }
 
 func TestValidate(t *testing.T) {
@@ -335,7 +326,16 @@ func TestValidate(t *testing.T) {
 
 func TestServeClosesForwardedConnectionsWhenItEnds(t *testing.T) {
 	held := make(chan net.Conn, 1)
-	backend := tcpServer(t, func(conn net.Conn) { held <- conn }) // holds it open, silent
+	// It holds the forwarded connection open, silent, once its hello came; the health checks'
+	// connections it closes.
+	backend := tcpServer(t, func(conn net.Conn) {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if line, err := bufio.NewReader(conn).ReadString('\n'); err != nil || line != "hello\n" {
+			_ = conn.Close()
+			return
+		}
+		held <- conn
+	})
 	opts := fastOptions()
 	opts.Backends = []string{backend}
 	addr, stop := serve(t, opts, nil)
@@ -352,7 +352,11 @@ func TestServeClosesForwardedConnectionsWhenItEnds(t *testing.T) {
 	}
 	defer func() { _ = conn.Close() }()
 	_, _ = io.WriteString(conn, "hello\n") // forwarded once the proxy has dialled
-	time.Sleep(100 * time.Millisecond)
+	// Wait for the hello at the backend: the proxy then holds no unread bytes of the client,
+	// whose connection it would reset when closing, not end.
+	testutil.WaitFor(t, 5*time.Second, "the client's hello forwarded to the backend", func() (bool, string) {
+		return len(held) == 1, "not at the backend"
+	})
 	done := make(chan error, 1)
 	go func() { done <- stop() }()
 	select {

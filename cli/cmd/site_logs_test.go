@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fakeSiteLogEndpoint stands in for the global controller's GET .../sites/{site}/log, over
@@ -123,13 +125,9 @@ func TestSiteLogsFollow(t *testing.T) {
 	go func() {
 		done <- siteLogs(ctx, f, "fleet-a", "site-a", url.Values{"component": {"bpa"}, "tailLines": {"200"}}, true, false, out, errOut)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "recovered") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the followed line never came: %q %q", out.String(), errOut.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 30*time.Second, "the followed line", func() (bool, string) {
+		return strings.Contains(out.String(), "recovered"), fmt.Sprintf("%q %q", out.String(), errOut.String())
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("follow ended with %v", err)

@@ -40,6 +40,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // The suite runs the endpoint over real components: a global control plane answering
@@ -361,17 +362,11 @@ func TestKubeconfig(t *testing.T) {
 		if err := globalCS.RbacV1().RoleBindings(ns).Delete(t.Context(), "alice-cluster-user", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(2 * time.Second) // the API server's RBAC informer, not a cache of ours
-		for {
+		// 2 s: the API server's RBAC informer, not a cache of ours.
+		testutil.WaitFor(t, 2*time.Second, "the next issue forbidden once the binding was deleted", func() (bool, string) {
 			status, _, e := post(t, alice, "site-a", restv1.KubeconfigRequest{CSR: newCSR(t)})
-			if status == http.StatusForbidden {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still %d 2s after the binding was deleted: %s", status, e.Message)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return status == http.StatusForbidden, fmt.Sprintf("%d %s", status, e.Message)
+		})
 	})
 }
 
@@ -382,15 +377,8 @@ func isIssue(ev eventsv1.Event, user string) bool {
 
 func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.WaitFor(t, 20*time.Second, what, func() (bool, string) {
 		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil, fmt.Sprint(err)
+	})
 }

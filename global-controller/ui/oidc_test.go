@@ -23,6 +23,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // askedAuth passes every call to the real reviewer and remembers who access was asked for.
@@ -85,19 +86,13 @@ func TestOIDCLogin(t *testing.T) {
 	}
 	// The API server reads the issuer's discovery document and keys in the background after
 	// it starts: wait until it accepts the token.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	testutil.WaitFor(t, 30*time.Second, "the OIDC token accepted by the API server", func() (bool, string) {
 		tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: alice}}, metav1.CreateOptions{})
-		if err == nil && tr.Status.Authenticated {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			why := "" // never the token itself
-			if err == nil {
-				why = tr.Status.Error
-			}
-			t.Fatalf("the API server never accepted the OIDC token: %v %s", err, why)
-		}
-	}
+		return tr.Status.Authenticated, tr.Status.Error // never the token itself
+	})
 
 	auth := &askedAuth{Reviewer: kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: fleetv1.GroupVersion.Group, Resource: "artifacts"})}
 	srv, err := New(Config{Cache: cp.Client, Events: cp.Client, Campaigns: cp.Client, Recorder: events.NewFakeRecorder(10), Auth: auth,

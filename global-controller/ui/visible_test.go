@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -154,19 +155,13 @@ func TestSiteOperatorSeesOnlyTheirSites(t *testing.T) {
 	if !informers.WaitForCacheSync(ctx) {
 		t.Fatal("the cache did not sync")
 	}
-	// Wait for the cache to hold all six sites.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.WaitFor(t, 30*time.Second, "all six sites in the cache", func() (bool, string) {
 		l := &fleetv1.SiteList{}
 		if err := informers.List(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) >= 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cache holds %d sites, want 6", len(l.Items))
-		}
-	}
+		return len(l.Items) >= 6, fmt.Sprintf("the cache holds %d sites, want 6", len(l.Items))
+	})
 	auth := &countingAuth{Reviewer: kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: fleetv1.GroupVersion.Group, Resource: "artifacts"})}
 	srv, err := New(Config{Cache: informers, Events: c, Campaigns: c, Recorder: events.NewFakeRecorder(10), Auth: auth, Changes: NewHub(), Log: testr.New(t),
 		Rules: NewRulesReviewer(cp.Config)})

@@ -2,6 +2,7 @@ package setup
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -60,19 +61,14 @@ func TestRunWithKubernetesAuth(t *testing.T) {
 	ran := make(chan struct{})
 	go func() { runErr = Run(runCtx, opts, log); close(ran) }()
 	t.Cleanup(func() { stop(); <-ran })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		body, status := get(ctx, "http://"+opts.HealthAddr+"/healthz")
-		if status == http.StatusOK {
-			if want := "ok, key ID transit/" + key + ":v1\n"; body != want {
-				t.Errorf("/healthz = %q, want %q", body, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz did not answer 200: %d %s", status, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var body string
+	testutil.WaitFor(t, 30*time.Second, "/healthz answering 200", func() (bool, string) {
+		var status int
+		body, status = get(ctx, "http://"+opts.HealthAddr+"/healthz")
+		return status == http.StatusOK, fmt.Sprintf("%d %s", status, body)
+	})
+	if want := "ok, key ID transit/" + key + ":v1\n"; body != want {
+		t.Errorf("/healthz = %q, want %q", body, want)
 	}
 	stop()
 	<-ran

@@ -72,13 +72,7 @@ func start(t *testing.T, s *httpserver.Server) {
 			t.Errorf("Start: %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for s.Ready(nil) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen", s.Name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, func() error { return s.Ready(nil) }) // s listening
 }
 
 // TestServesRenewedCertificateAndVerifiesClients: the server answers with the certificate its
@@ -145,20 +139,13 @@ func TestServesRenewedCertificateAndVerifiesClients(t *testing.T) {
 	// Renewal: the files get a new certificate; the server serves it, same address, no restart.
 	second := issue(t, servingLeaf, serving)
 	writePair(t, dir, "serving", second)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.WaitFor(t, 30*time.Second, "the renewed certificate served, serial "+second.Cert.SerialNumber.String(), func() (bool, string) {
 		_, serial, err := get(t, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if serial == second.Cert.SerialNumber.String() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still serving serial %s 30s after the files got serial %s", serial, second.Cert.SerialNumber)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return serial == second.Cert.SerialNumber.String(), "serving serial " + serial
+	})
 }
 
 func TestRefusesBadTLSFiles(t *testing.T) {

@@ -157,20 +157,13 @@ func grantArtifactReading(t *testing.T, sa *corev1.ServiceAccount, u kubeauth.Us
 
 	// RBAC reads bindings from an informer: wait (uncached) until the grant shows.
 	uncached := kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: group, Resource: resource, CacheTTL: -1})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, 10*time.Second, "the ClusterRoleBinding in effect", func() (bool, string) {
 		allowed, _, err := uncached.Authorize(t.Context(), u, "get", "")
 		if err != nil {
 			t.Fatalf("Authorize: %v", err)
 		}
-		if allowed {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the ClusterRoleBinding did not take effect within 10s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return allowed, "not allowed"
+	})
 }
 
 func TestAuthenticate(t *testing.T) {

@@ -186,7 +186,15 @@ func TestNothingWithoutIstio(t *testing.T) {
 		lines = append(lines, prefix+" "+args)
 	}, funcr.Options{})
 	stop := startManager(t, cp, meshpolicy.ModeAuto, c, log)
-	time.Sleep(2 * time.Second)
+	testutil.Consistently(t, 2*time.Second, func() error { // the time a wrong manager would take to start a controller or fail
+		mu.Lock()
+		all := strings.Join(lines, "\n")
+		mu.Unlock()
+		if strings.Contains(all, "keeping mesh policies current") || strings.Contains(all, `"error"`) {
+			return fmt.Errorf("the manager's log shows a mesh policy controller or an error:\n%s", all)
+		}
+		return nil
+	})
 	if err := stop(); err != nil {
 		t.Fatalf("manager with --istio=auto and no Istio: %v", err)
 	}

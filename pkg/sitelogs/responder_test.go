@@ -2,6 +2,7 @@ package sitelogs_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/sitelogs"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 var (
@@ -63,16 +65,13 @@ func ask(t *testing.T, ns string, spec sitev1.LogRequestSpec) sitev1.LogRequestS
 	if err := site.Client.Create(ctx, lr); err != nil {
 		t.Fatalf("create request: %v", err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("the LogRequest for %s answered", spec.Component), func() (bool, string) {
 		if err := site.Client.Get(ctx, client.ObjectKeyFromObject(lr), lr); err != nil {
 			t.Fatal(err)
 		}
-		if lr.Status.Answered {
-			return lr.Status
-		}
-	}
-	t.Fatalf("LogRequest for %s not answered in 30s", spec.Component)
-	return sitev1.LogRequestStatus{}
+		return lr.Status.Answered, fmt.Sprintf("status %+v", lr.Status)
+	})
+	return lr.Status
 }
 
 func TestEachComponentAnswersWithItsOwnLines(t *testing.T) {

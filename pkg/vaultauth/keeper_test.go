@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	vaultapi "github.com/hashicorp/vault/api"
+
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // fakeWatch scripts one watcher of fakeVault: renewals renewals, then (when end) done on
@@ -190,13 +192,10 @@ func TestKeeper(t *testing.T) {
 			if tc.act != nil {
 				tc.act(t, jwtFile)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for !tc.until(s.Stats(), int(reads.Load())) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the keeper did not get there: %+v after %d reads", s.Stats(), reads.Load())
-				}
-				time.Sleep(time.Millisecond)
-			}
+			testutil.WaitFor(t, 10*time.Second, "the keeper where the case is about", func() (bool, string) {
+				st, n := s.Stats(), reads.Load()
+				return tc.until(st, int(n)), fmt.Sprintf("%+v after %d reads", st, n)
+			})
 			if got := s.Stats(); got != tc.want {
 				t.Errorf("stats = %+v, want %+v", got, tc.want)
 			}
@@ -228,9 +227,10 @@ func TestKeeperStopsWhileLoginsFail(t *testing.T) {
 	if err := s.start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for s.Stats().LoginFailures == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, 10*time.Second, "a failed login", func() (bool, string) {
+		st := s.Stats()
+		return st.LoginFailures > 0, fmt.Sprintf("%+v", st)
+	})
 	cancel()
 	select {
 	case <-s.Done():

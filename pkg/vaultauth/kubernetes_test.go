@@ -3,6 +3,7 @@ package vaultauth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/pkg/vaultauth"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 	"github.com/edgefleet/edgefleet/test/testvault"
 )
 
@@ -73,17 +75,17 @@ func TestKubernetesAuth(t *testing.T) {
 	}
 
 	// Past max_ttl (15s) the component still reads its secrets: renewed, then logged in again.
-	deadline := time.Now().Add(45 * time.Second)
-	for st := s.Stats(); st.Renewals < 1 || st.Expired < 1 || st.Logins < 2; st = s.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no renewal and re-login after max_ttl: %+v", st)
+	testutil.WaitFor(t, 45*time.Second, "a renewal and a re-login after max_ttl", func() (bool, string) {
+		st := s.Stats()
+		if st.Renewals >= 1 && st.Expired >= 1 && st.Logins >= 2 {
+			return true, ""
 		}
 		got, err := store.Get(ctx, "ssh-key")
 		if err != nil || string(got["key"]) != "value" {
 			t.Fatalf("reading its secret at %+v: %v, %q", st, err, got["key"])
 		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%+v", st)
+	})
 	if got, err := store.Get(ctx, "ssh-key"); err != nil || string(got["key"]) != "value" {
 		t.Fatalf("reading its secret after logging in again: %v, %q", err, got["key"])
 	}

@@ -68,3 +68,27 @@ func WaitProgress(t testing.TB, stall, limit time.Duration, what string, check f
 		}
 	}
 }
+
+// Consistently calls check every 100ms for d, from the start to the end of d, and fails the test
+// with check's error the first time it returns one, or when the test's context ends. It is the
+// wait before asserting that something did NOT happen (a wrong controller given time to act):
+// the test checks the whole time, not once at the end, and fails at the moment it happens.
+func Consistently(t testing.TB, d time.Duration, check func() error) {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(d)
+	for {
+		if err := check(); err != nil {
+			t.Fatalf("not true %s into %s: %v", time.Since(start).Round(time.Millisecond), d, err)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("%v %s into %s", t.Context().Err(), time.Since(start).Round(time.Millisecond), d)
+		case <-time.After(min(100*time.Millisecond, left)):
+		}
+	}
+}

@@ -188,19 +188,15 @@ func (c *siteCache) cached(t *testing.T, ac *sitev1.ApplicationCluster) {
 func waitBootstrap(t *testing.T, ac *sitev1.ApplicationCluster, what string, check func(*sitev1.BootstrapStatus) bool) *sitev1.BootstrapStatus {
 	t.Helper()
 	var last *sitev1.BootstrapStatus
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.WaitFor(t, 30*time.Second, "status.bootstrap showing "+what, func() (bool, string) {
 		cur := &sitev1.ApplicationCluster{}
 		if err := site.Client.Get(t.Context(), client.ObjectKeyFromObject(ac), cur); err != nil {
 			t.Fatal(err)
 		}
-		if last = cur.Status.Bootstrap; last != nil && last.ObservedGeneration == cur.Generation && check(last) {
-			return last
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("status.bootstrap never showed %s; last: %+v", what, last)
-	return nil
+		last = cur.Status.Bootstrap
+		return last != nil && last.ObservedGeneration == cur.Generation && check(last), fmt.Sprintf("%+v", last)
+	})
+	return last
 }
 
 // TestReconcilerPhases takes one cluster through the BPA's phases on fake hosts: Waiting for its
@@ -379,13 +375,15 @@ func TestReconcilerPhases(t *testing.T) {
 		if err := site.Client.Patch(ctx, set, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"poke":"1"}}}`))); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // a few retry intervals
-		if ran := hosts.Log()[before:]; len(ran) != 0 {
-			t.Errorf("a failed patch was tried again: %v", ran)
-		}
-		if s := hosts.State("app-w-0", "agent"); s.Current != "1" {
-			t.Errorf("w-0's agent %+v, want rolled back to 1", s)
-		}
+		testutil.Consistently(t, time.Second, func() error { // a few retry intervals
+			if ran := hosts.Log()[before:]; len(ran) != 0 {
+				return fmt.Errorf("a failed patch was tried again: %v", ran)
+			}
+			if s := hosts.State("app-w-0", "agent"); s.Current != "1" {
+				return fmt.Errorf("w-0's agent %+v, want rolled back to 1", s)
+			}
+			return nil
+		})
 	})
 
 	t.Run("a new version patches, and the cluster is Installed again", func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"net/netip"
 	"os"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
 	"github.com/edgefleet/edgefleet/pkg/secrets/secretsfake"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 const maxTTL = 2 * time.Hour
@@ -117,16 +119,12 @@ func ask(t *testing.T, ns string, spec sitev1.ClusterCredentialRequestSpec) *sit
 	if err := site.Client.Create(ctx, ccr); err != nil {
 		t.Fatalf("create request: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !ccr.Answered() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no answer to %s in 30s", ccr.Name)
-		}
-		time.Sleep(50 * time.Millisecond)
+	testutil.WaitFor(t, 30*time.Second, "an answer to "+ccr.Name, func() (bool, string) {
 		if err := site.Client.Get(ctx, client.ObjectKeyFromObject(ccr), ccr); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return ccr.Answered(), fmt.Sprintf("status %+v", ccr.Status)
+	})
 	return ccr
 }
 

@@ -282,10 +282,12 @@ func TestWindowsThatNeverFireHoldEverything(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // give a wrong controller time to dispatch
-	if n := len(sim.Log()); n != 0 {
-		t.Fatalf("a campaign whose window never opens dispatched %d operations: %v", n, sim.Log())
-	}
+	testutil.Consistently(t, time.Second, func() error { // the time a wrong controller would take to dispatch
+		if n := len(sim.Log()); n != 0 {
+			return fmt.Errorf("a campaign whose window never opens dispatched %d operations: %v", n, sim.Log())
+		}
+		return nil
+	})
 	if err := global.Client.Delete(t.Context(), held); err != nil {
 		t.Fatal(err)
 	}
@@ -469,13 +471,15 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	if len(p.Skipped) != 2 || p.Skipped[0].Reason != "site has no spec.cluster" || p.Skipped[1].Reason != "already at release" {
 		t.Errorf("skipped %+v, want %s (no cluster) and %s (already at release)", p.Skipped, s[5], s[6])
 	}
-	time.Sleep(time.Second) // give a wrong controller time to write
-	if after := siteVersions(t, ns); fmt.Sprint(after) != fmt.Sprint(before) {
-		t.Errorf("a dry run changed sites: %v → %v", before, after)
-	}
-	if n := len(sim.Log()); n != 0 {
-		t.Errorf("a dry run dispatched %d operations", n)
-	}
+	testutil.Consistently(t, time.Second, func() error { // the time a wrong controller would take to write
+		if after := siteVersions(t, ns); fmt.Sprint(after) != fmt.Sprint(before) {
+			return fmt.Errorf("a dry run changed sites: %v → %v", before, after)
+		}
+		if n := len(sim.Log()); n != 0 {
+			return fmt.Errorf("a dry run dispatched %d operations", n)
+		}
+		return nil
+	})
 	update(t, c, func(c *fleetv1.Campaign) { c.Spec.DryRun = false })
 	// The site without a cluster was not rolled out to: not every target succeeded.
 	got = waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)

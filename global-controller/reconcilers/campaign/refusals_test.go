@@ -1,6 +1,7 @@
 package campaign_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -147,11 +148,13 @@ func TestInvalidSpecBeforeStartEndsFailed(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, wait, func() error { return hasEvents(t, c, "Failed", fleetv1.ReasonInvalidSpec) })
-	time.Sleep(time.Second) // give a wrong controller time to dispatch
-	if n := len(sim.Log()); n != 0 {
-		t.Errorf("an invalid campaign dispatched %d operations: %v", n, sim.Log())
-	}
-	if p := getCampaign(t, c).Status.Phase; p != fleetv1.CampaignFailed {
-		t.Errorf("phase went from Failed to %s", p)
-	}
+	testutil.Consistently(t, time.Second, func() error { // the time a wrong controller would take to dispatch
+		if n := len(sim.Log()); n != 0 {
+			return fmt.Errorf("an invalid campaign dispatched %d operations: %v", n, sim.Log())
+		}
+		if p := getCampaign(t, c).Status.Phase; p != fleetv1.CampaignFailed {
+			return fmt.Errorf("phase went from Failed to %s", p)
+		}
+		return nil
+	})
 }

@@ -229,13 +229,12 @@ func waitDispatched(t *testing.T, sim *sitesim.FakeSiteReconciler, id string, wa
 		return nil
 	}
 	testutil.Eventually(t, wait, check)
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	testutil.Consistently(t, 1500*time.Millisecond, func() error {
 		if err := check(); err != nil {
-			t.Fatalf("after settling: %v", err)
+			return fmt.Errorf("after settling: %w", err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // update changes the campaign's spec, retrying on conflicts.

@@ -302,7 +302,8 @@ func TestOperationAnsweredBeforeThePoll(t *testing.T) {
 	dispatch(t, key, fleetv1.SiteOperation{ID: "q1", Campaign: "q", Action: fleetv1.ActionInstall, Stage: fleetv1.StageApply,
 		Release: "r1", DispatchTime: metav1.Now()})
 	// The site answers as soon as the operation reaches it, as a local controller with no work
-	// to do would.
+	// to do would: within 10ms, well before the next operation poll (testutil.WaitFor's 200ms
+	// would come too close to it).
 	acKey := types.NamespacedName{Namespace: sitev1.InfoNamespace, Name: site.Name}
 	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
 		ac := &sitev1.ApplicationCluster{}

@@ -125,16 +125,15 @@ func TestPaused(t *testing.T) {
 	startManager(t, ns)
 
 	waitPaused(t, c, cfg, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Consistently(t, 3*time.Second, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(cfg), cfg); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if cfg.Status.DataSecretName != nil || len(cfg.Status.Conditions) != 1 {
-			t.Fatalf("config of a paused Cluster was reconciled: %+v", cfg.Status)
+			return fmt.Errorf("config of a paused Cluster was reconciled: %+v", cfg.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	controlplane.Update(t, c, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	waitPaused(t, c, cfg, metav1.ConditionFalse, clusterv1.NotPausedReason, "")

@@ -240,16 +240,15 @@ func TestEdgeClusterPaused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPaused(t, cc, ec, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Consistently(t, 3*time.Second, func() error {
 		if err := cc.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if ec.Status.Initialization.Provisioned != nil || len(ec.Status.Conditions) != 1 {
-			t.Fatalf("EdgeCluster of a paused Cluster was reconciled: %+v", ec.Status)
+			return fmt.Errorf("EdgeCluster of a paused Cluster was reconciled: %+v", ec.Status)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	controlplane.Update(t, cc, cl, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	testutil.Eventually(t, 30*time.Second, func() error {

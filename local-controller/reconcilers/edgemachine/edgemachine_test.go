@@ -354,17 +354,16 @@ func TestPaused(t *testing.T) {
 	s.startManager()
 
 	em = s.waitPaused(em.Name, metav1.ConditionTrue, clusterv1.PausedReason, "Cluster spec.paused")
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Consistently(t, 3*time.Second, func() error {
 		em, err := s.getMachine(em.Name)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(em.Status.Conditions) != 1 || em.Status.Host != "" || len(em.Finalizers) != 0 || len(s.hostsOf(em.Name)) != 0 {
-			t.Fatalf("machine of a paused Cluster was reconciled: finalizers %v, status %+v, hosts %v", em.Finalizers, em.Status, s.hostsOf(em.Name))
+			return fmt.Errorf("machine of a paused Cluster was reconciled: finalizers %v, status %+v, hosts %v", em.Finalizers, em.Status, s.hostsOf(em.Name))
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 
 	controlplane.Update(t, s.c, s.cluster, func(cl *clusterv1.Cluster) { cl.Spec.Paused = ptr.To(false) })
 	s.waitPaused(em.Name, metav1.ConditionFalse, clusterv1.NotPausedReason, "")
@@ -382,16 +381,15 @@ func TestPaused(t *testing.T) {
 	if err := s.c.Delete(t.Context(), em); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Consistently(t, 3*time.Second, func() error {
 		if _, err := s.getMachine(em.Name); err != nil {
-			t.Fatalf("paused machine was deleted: %v", err)
+			return fmt.Errorf("paused machine was deleted: %w", err)
 		}
 		if hosts := s.hostsOf(em.Name); len(hosts) != 1 {
-			t.Fatalf("paused machine gave its host back: claims %v", hosts)
+			return fmt.Errorf("paused machine gave its host back: claims %v", hosts)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	controlplane.Update(t, s.c, em, func(em *sitev1.EdgeMachine) { delete(em.Annotations, clusterv1.PausedAnnotation) })
 	s.waitGone(em.Name, provisionTimeout)
 	if hosts := s.hostsOf(em.Name); len(hosts) != 0 {
