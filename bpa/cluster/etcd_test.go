@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -143,7 +144,7 @@ func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testhosts
 						continue
 					}
 				}
-				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 					n = -1
 				}
 				if len(out.why) < 30 {
