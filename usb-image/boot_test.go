@@ -27,11 +27,9 @@ const (
 	marker = "EDGEFLEET-SITE-READY version="
 	// buildTimeout bounds usb-image/build.sh: minutes cold (mmdebstrap), seconds warm.
 	buildTimeout = 30 * time.Minute
-	// bootStall bounds how long a boot may print nothing new on its console: a boot under TCG
-	// emulation on a shared machine is as slow as the machine's load makes it, but it keeps
-	// printing; one that stops printing is stuck.
-	bootStall = 8 * time.Minute
-	// bootTimeout bounds one boot, however busy its console (go test -timeout is 45m).
+	// bootTimeout bounds one boot under TCG emulation on a shared machine (go test -timeout is
+	// 45m). A boot's console is no measure of its progress: after the login prompt the stack
+	// starts its services without a line until the marker (9 quiet minutes at a load of 20).
 	bootTimeout = 35 * time.Minute
 	// maxConsole bounds what is kept of a console's output.
 	maxConsole = 4 << 20
@@ -159,15 +157,8 @@ func boot(t *testing.T, want []string, args ...string) {
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	seen, moved := 0, time.Now()
 	for {
 		lines := consoleLines(t, console)
-		if len(lines) != seen {
-			seen, moved = len(lines), time.Now()
-		}
-		if time.Since(moved) > bootStall {
-			t.Fatalf("no new console line for %v (%v after the start), no %s; console:\n%s", bootStall, time.Since(start).Round(time.Second), marker, strings.Join(lastN(lines, 80), "\n"))
-		}
 		if has(lines, marker) {
 			t.Logf("%s after %v", marker, time.Since(start).Round(time.Second))
 			for _, w := range want {
