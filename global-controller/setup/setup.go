@@ -223,6 +223,18 @@ func DefaultOptions() Options {
 }
 
 // AddFlags binds the options to command-line flags.
+// quantity is a flag.Func setting *into to a Kubernetes quantity's value (128Mi, 64Gi).
+func quantity(into *int64) func(string) error {
+	return func(v string) error {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return err
+		}
+		*into = q.Value()
+		return nil
+	}
+}
+
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the global cluster (empty: in-cluster config).")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
@@ -248,30 +260,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.APITLSKeyFile, "api-tls-key-file", o.APITLSKeyFile, "Private key of --api-tls-cert-file (PEM).")
 	fs.BoolVar(&o.UI, "ui", o.UI, "Serve the web UI under /ui/ on the artifact API's address, with its TLS (none while --api-bind-address is 0).")
 	fs.DurationVar(&o.APIBodyReadTimeout, "api-body-read-timeout", o.APIBodyReadTimeout, "How long an upload's body may send nothing before the upload is cut (408; an upload session keeps what arrived). It bounds each read, not the whole upload.")
-	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 128Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return err
-		}
-		o.APITransferMemory = q.Value()
-		return nil
-	})
-	fs.Func("max-artifact-size", fmt.Sprintf("Largest size an artifact upload may declare, a quantity such as 100Gi (default %s): a larger one is refused at once (413). With --mongo-uri it is the only bound, the controller cannot see the database's disk; with the embedded FerretDB a declared size must also fit in the free space of --data-dir's volume (507, see --artifact-space-reserve).", resource.NewQuantity(artifacts.DefaultMaxArtifactSize, resource.BinarySI)), func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return err
-		}
-		o.MaxArtifactSize = q.Value()
-		return nil
-	})
-	fs.Func("artifact-space-reserve", fmt.Sprintf("Free space, a quantity such as 5Gi (default %s), that new artifact uploads leave on the volume of the embedded FerretDB (--data-dir): an upload whose declared size (about 4/3 of it on disk) and the rest of the open uploads' declared sizes do not fit in the free space less this is refused at once (507). Not used with --mongo-uri.", resource.NewQuantity(artifacts.DefaultSpaceReserve, resource.BinarySI)), func(v string) error {
-		q, err := resource.ParseQuantity(v)
-		if err != nil {
-			return err
-		}
-		o.ArtifactSpaceReserve = q.Value()
-		return nil
-	})
+	fs.Func("api-transfer-memory", fmt.Sprintf("Memory budget of all artifact uploads' and downloads' buffers together, a quantity such as 128Mi (default %s, at least %s): a transfer takes smaller database batches when it is short, and waits when it is gone.", resource.NewQuantity(artifacts.DefaultTransferMemory, resource.BinarySI), resource.NewQuantity(artifacts.MinTransferMemory, resource.BinarySI)), quantity(&o.APITransferMemory))
+	fs.Func("max-artifact-size", fmt.Sprintf("Largest size an artifact upload may declare, a quantity such as 100Gi (default %s): a larger one is refused at once (413). With --mongo-uri it is the only bound, the controller cannot see the database's disk; with the embedded FerretDB a declared size must also fit in the free space of --data-dir's volume (507, see --artifact-space-reserve).", resource.NewQuantity(artifacts.DefaultMaxArtifactSize, resource.BinarySI)), quantity(&o.MaxArtifactSize))
+	fs.Func("artifact-space-reserve", fmt.Sprintf("Free space, a quantity such as 5Gi (default %s), that new artifact uploads leave on the volume of the embedded FerretDB (--data-dir): an upload whose declared size (about 4/3 of it on disk) and the rest of the open uploads' declared sizes do not fit in the free space less this is refused at once (507). Not used with --mongo-uri.", resource.NewQuantity(artifacts.DefaultSpaceReserve, resource.BinarySI)), quantity(&o.ArtifactSpaceReserve))
 	fs.StringVar(&o.MongoURI, "mongo-uri", o.MongoURI, "MongoDB URI of the artifact store (empty: FerretDB embedded on SQLite in --data-dir).")
 	fs.StringVar(&o.MongoDatabase, "mongo-database", o.MongoDatabase, "MongoDB database of the artifact store.")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory of the embedded FerretDB's files (with no --mongo-uri).")
