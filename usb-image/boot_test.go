@@ -175,7 +175,8 @@ func boot(t *testing.T, want []string, args ...string) {
 		case <-exited:
 			t.Fatalf("qemu exited before %s: %v\n%s\nconsole:\n%s", marker, waitErr, qemuOut.String(), strings.Join(lastN(consoleLines(t, console), 80), "\n"))
 		case <-ctx.Done():
-			t.Fatalf("no %s within %v; console:\n%s", marker, bootTimeout, strings.Join(lastN(consoleLines(t, console), 80), "\n"))
+			load, _ := os.ReadFile("/proc/loadavg")
+			t.Fatalf("no %s within %v (load average %s); console's end:\n%s", marker, bootTimeout, bytes.TrimSpace(load), strings.Join(lastN(consoleLines(t, console), 30), "\n"))
 		case <-tick.C:
 		}
 	}

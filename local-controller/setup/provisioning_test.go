@@ -40,6 +40,7 @@ import (
 // local controller's manager with all its controllers, in-process.
 var (
 	site, app *controlplane.ControlPlane
+	m3        *metal3.Operator
 	siteC     client.Client
 	appC      client.Client
 )
@@ -58,7 +59,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer stop("site control plane", site.Stop)
-	m3, err := metal3.Start(ctx, site, metal3.Options{})
+	m3, err = metal3.Start(ctx, site, metal3.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -506,7 +507,18 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	if err := siteC.Delete(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitProgress(t, 3*time.Minute, 15*time.Minute, "the cluster's objects to go", func() (bool, string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, h := range ac.Spec.Hosts {
+				t.Logf("the Metal3 operator on host %s:\n%s", h.Name, m3.LogLines(`"`+h.Name+`"`, 40))
+			}
+		}
+	})
+	// Metal3's fixture provisioner (the operator's -test-mode) keeps one power state for all
+	// hosts: a host released powered off and one still on flip it at each other's reconcile,
+	// and each flip requeues with the operator's growing backoff, up to controller-runtime's
+	// 1000 s. A host may so sit still for that long before it goes.
+	testutil.WaitProgress(t, 17*time.Minute, 30*time.Minute, "the cluster's objects to go", func() (bool, string) {
 		var left []string
 		for _, list := range []client.ObjectList{&sitev1.ApplicationClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 			&metal3api.BareMetalHostList{}, &sitev1.EdgeMachineList{}, &clusterv1.MachineDeploymentList{}} {
@@ -523,7 +535,11 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 			}
 			for _, o := range items {
 				// The resource version moves with each step of the object's teardown.
-				left = append(left, fmt.Sprintf("%T %s@%s", o, o.(client.Object).GetName(), o.(client.Object).GetResourceVersion()))
+				at := fmt.Sprintf("%T %s@%s", o, o.(client.Object).GetName(), o.(client.Object).GetResourceVersion())
+				if h, ok := o.(*metal3api.BareMetalHost); ok {
+					at += fmt.Sprintf("(%s, online %t, powered on %t, error %q)", h.Status.Provisioning.State, h.Spec.Online, h.Status.PoweredOn, h.Status.ErrorMessage)
+				}
+				left = append(left, at)
 			}
 		}
 		return len(left) == 0, fmt.Sprintf("still there after the ApplicationCluster's deletion: %v", left)

@@ -168,6 +168,22 @@ func StartT(t testing.TB, cp *controlplane.ControlPlane, opts Options) *Operator
 // LogPath is the path of the operator's log (stdout and stderr).
 func (m *Operator) LogPath() string { return filepath.Join(m.Dir, "bmo.log") }
 
+// LogLines returns the last n lines of the operator's log that contain substr (a host's name,
+// say), for a failed test to show what the operator did with its objects.
+func (m *Operator) LogLines(substr string, n int) string {
+	b, err := os.ReadFile(m.LogPath())
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if strings.Contains(l, substr) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 func (m *Operator) kubeconfig() string { return filepath.Join(m.Dir, "bmo.kubeconfig") }
 
 // grant creates the operator's ClusterRole, read from the module, and binds it to

@@ -57,8 +57,8 @@ const readyMarker = "EDGEFLEET-SITE-READY"
 // BPA's ConfigMap; the components' own identities are no admins; enrollment with a real global
 // controller (the Site Ready on the global cluster); the components' recent log lines through
 // the global controller (edgefleet site logs); a Secret not in clear in the host's etcd
-// files; systemd restarting a killed service; and after a power cut and boot, ready again with
-// the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
+// files; systemd restarting a killed service; and after a power cut and a boot in which etcd
+// fails its first start, ready again with the same CA and the Secret still readable (site-init kept the PKI and the encryption key).
 // The site's two other hosts start powered off; once the site is Ready, they are registered
 // on the global cluster and the stack builds the application cluster on them from the
 // stick's pack alone.
@@ -420,11 +420,24 @@ func TestSiteStackOnTestHost(t *testing.T) {
 		if err := h.Stop(); err != nil {
 			t.Fatal(err)
 		}
+		// etcd fails its first start of this boot, as a start that runs past its timeout on a
+		// slow machine does: systemd restarts it, and the units after it come up all the same.
+		dropIn := filepath.Join(upper, "etc", "systemd", "system", "etcd.service.d")
+		if err := os.MkdirAll(dropIn, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		failOnce := "[Service]\nExecStartPre=/bin/sh -c 'test -e /run/etcd-failed-once || { touch /run/etcd-failed-once; exit 1; }'\n"
+		if err := os.WriteFile(filepath.Join(dropIn, "fail-once.conf"), []byte(failOnce), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		start := time.Now()
 		if err := h.Boot(); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("after reboot: %q after %s", waitReady(t, h), time.Since(start).Round(time.Second))
+		if p := unitProps(t, h, "etcd.service"); p["NRestarts"] == "0" {
+			t.Errorf("etcd did not fail its first start (the test's drop-in): %v", p)
+		}
 		if out, err := h.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-b", "0", "-u", "edgefleet-pack.service"); err != nil || !strings.Contains(string(out), "imported at an earlier boot") {
 			t.Errorf("the pack unit after reboot: %v\n%s\nwant it not read again", err, out)
 		}
