@@ -147,9 +147,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.As(err, &re):
 		writeError(c, http.StatusConflict, restv1.Error{Message: re.Error()})
 	case errors.As(err, &te):
-		writeError(c, http.StatusRequestEntityTooLarge, restv1.Error{Message: te.Error(), Field: "size"})
+		writeError(c, http.StatusRequestEntityTooLarge, restv1.Error{Message: te.Error(), Field: sizeField(te.Undeclared)})
 	case errors.As(err, &se):
-		writeError(c, http.StatusInsufficientStorage, restv1.Error{Message: se.Error(), Field: "size"})
+		writeError(c, http.StatusInsufficientStorage, restv1.Error{Message: se.Error(), Field: sizeField(se.Undeclared)})
 	case errors.Is(err, artifacts.ErrBusy):
 		writeError(c, http.StatusConflict, restv1.Error{Message: err.Error()})
 	case errors.Is(err, artifacts.ErrNotFound):
@@ -212,6 +212,15 @@ func (s *Server) getUpload(c *gin.Context) {
 	c.JSON(http.StatusOK, up)
 }
 
+// sizeField is the field a size refusal names: the declared size, or the body of an upload
+// that declared none.
+func sizeField(undeclared bool) string {
+	if undeclared {
+		return "body"
+	}
+	return "size"
+}
+
 func (s *Server) appendUpload(c *gin.Context) {
 	raw := c.GetHeader(restv1.HeaderUploadOffset)
 	offset, err := strconv.ParseInt(raw, 10, 64)
@@ -231,6 +240,10 @@ func (s *Server) appendUpload(c *gin.Context) {
 		return
 	}
 	if err != nil {
+		var se *artifacts.SpaceError
+		if errors.As(err, &se) {
+			c.Header(restv1.HeaderUploadOffset, strconv.FormatInt(next, 10)) // kept, to resume from
+		}
 		s.fail(c, err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,10 +33,15 @@ import (
 // free (a fake of the embedded FerretDB's free space), with the default reserve of 2 GiB.
 func spaceServer(t *testing.T, db string, free int64) (*httptest.Server, *artifacts.Store) {
 	t.Helper()
-	fakeFreeSpace := func() (int64, error) { return free, nil }
+	return spaceServerWith(t, db, artifacts.Options{FreeSpace: func() (int64, error) { return free, nil }})
+}
+
+// spaceServerWith serves the API over a store with opts in a database of its own.
+func spaceServerWith(t *testing.T, db string, opts artifacts.Options) (*httptest.Server, *artifacts.Store) {
+	t.Helper()
 	d := database.Client().Database(db)
 	t.Cleanup(func() { _ = d.Drop(context.Background()) })
-	s, err := artifacts.Open(t.Context(), d, artifacts.Options{FreeSpace: fakeFreeSpace})
+	s, err := artifacts.Open(t.Context(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,5 +241,78 @@ func TestClientRefusesHugeFileBeforeReadingIt(t *testing.T) {
 	defer rt.mu.Unlock()
 	if len(rt.sent) != 1 || rt.sent[0] != "POST /api/v1/uploads" {
 		t.Errorf("requests sent: %v, want only the session's creation", rt.sent)
+	}
+}
+
+// TestUndeclaredUploadStopsAtTheFreeSpace uploads without declaring a size into a store whose
+// volume has 1 MiB free above the reserve, less what the uploads hold (a fake of the volume
+// filling): the first 600,000 bytes go in; the next 600,000 are refused with 507 naming the
+// offset to resume from, and nothing of them is kept; once there is room, the upload resumes
+// from there and finishes.
+func TestUndeclaredUploadStopsAtTheFreeSpace(t *testing.T) {
+	var s *artifacts.Store
+	var room atomic.Int64
+	room.Store(1 << 20)
+	fakeVolume := func() (int64, error) {
+		held, err := s.UploadingBytes(context.Background())
+		return artifacts.DefaultSpaceReserve + room.Load() - held*4/3, err
+	}
+	srv, s := spaceServerWith(t, "space-undeclared", artifacts.Options{FreeSpace: fakeVolume})
+	data, digest := testutil.RandomContent(1_200_000, 92)
+	resp, body := doAt(t, srv.URL, adminToken, http.MethodPost, "/api/v1/uploads",
+		strings.NewReader(`{"kind":"os-image","name":"undeclared","version":"1","architecture":"amd64"}`), nil)
+	expect(t, resp, body, http.StatusCreated)
+	up := decode[restv1.Upload](t, body)
+	patch := func(offset int) (answer, []byte) {
+		return doAt(t, srv.URL, adminToken, http.MethodPatch, "/api/v1/uploads/"+up.ID, bytes.NewReader(data[offset:offset+600_000]),
+			map[string]string{restv1.HeaderUploadOffset: strconv.Itoa(offset)})
+	}
+	resp, body = patch(0)
+	expect(t, resp, body, http.StatusNoContent)
+
+	resp, body = patch(600_000)
+	expect(t, resp, body, http.StatusInsufficientStorage)
+	if got := resp.Header.Get(restv1.HeaderUploadOffset); got != "600000" {
+		t.Errorf("%s: %q, want 600000, the offset to resume from", restv1.HeaderUploadOffset, got)
+	}
+	e := decode[restv1.Error](t, body)
+	for _, want := range []string{"586 KiB more of an upload of undeclared size refused", "about 781 KiB", "--artifact-space-reserve", "send the rest from offset 600000"} {
+		if !strings.Contains(e.Message, want) {
+			t.Errorf("message %q does not say %q", e.Message, want)
+		}
+	}
+	if e.Field != "body" {
+		t.Errorf("field %q, want body", e.Field)
+	}
+	if ups := openUploads(t, s); len(ups) != 1 || ups[0].Offset != 600_000 {
+		t.Fatalf("upload sessions after the refusal: %+v, want the one at offset 600000", ups)
+	}
+
+	room.Store(4 << 20)
+	resp, body = patch(600_000)
+	expect(t, resp, body, http.StatusNoContent)
+	resp, body = doAt(t, srv.URL, adminToken, http.MethodPost, "/api/v1/uploads/"+up.ID+"/finish", strings.NewReader(`{"sha256":"`+digest+`"}`), nil)
+	expect(t, resp, body, http.StatusCreated)
+	if a := decode[restv1.Artifact](t, body); a.SHA256 != digest || a.Size != int64(len(data)) {
+		t.Errorf("artifact = %+v", a)
+	}
+}
+
+// TestUndeclaredUploadStopsAtTheMaximumSize uploads 1.5 MiB without declaring a size into a
+// store that takes artifacts of up to 1 MiB: 413 naming the maximum and its flag.
+func TestUndeclaredUploadStopsAtTheMaximumSize(t *testing.T) {
+	srv, _ := spaceServerWith(t, "size-undeclared", artifacts.Options{MaxArtifactSize: 1 << 20})
+	resp, body := doAt(t, srv.URL, adminToken, http.MethodPost, "/api/v1/uploads",
+		strings.NewReader(`{"kind":"os-image","name":"undeclared-big","version":"1","architecture":"amd64"}`), nil)
+	expect(t, resp, body, http.StatusCreated)
+	up := decode[restv1.Upload](t, body)
+	data, _ := testutil.RandomContent(3<<19, 93)
+	resp, body = doAt(t, srv.URL, adminToken, http.MethodPatch, "/api/v1/uploads/"+up.ID, bytes.NewReader(data), map[string]string{restv1.HeaderUploadOffset: "0"})
+	expect(t, resp, body, http.StatusRequestEntityTooLarge)
+	e := decode[restv1.Error](t, body)
+	for _, want := range []string{"it declared no size", "up to 1.0 MiB", "--max-artifact-size"} {
+		if !strings.Contains(e.Message, want) {
+			t.Errorf("message %q does not say %q", e.Message, want)
+		}
 	}
 }

@@ -38,10 +38,18 @@ func (e *OffsetError) Error() string {
 }
 
 // TooLargeError is returned when an upload declares more bytes than the store takes for one
-// artifact; nothing was created.
-type TooLargeError struct{ Size, Max int64 }
+// artifact; nothing was created. Undeclared: the upload declared no size, and its bytes went
+// past the maximum; what it received before is kept until the session is deleted or expires.
+type TooLargeError struct {
+	Size, Max  int64
+	Undeclared bool
+}
 
 func (e *TooLargeError) Error() string {
+	if e.Undeclared {
+		return fmt.Sprintf("upload refused at %s: it declared no size, and the artifact store takes artifacts of up to %s (the global controller's --max-artifact-size); delete the upload session",
+			humanize.IBytes(uint64(e.Size)), humanize.IBytes(uint64(e.Max)))
+	}
 	return fmt.Sprintf("upload of %s refused: the artifact store takes artifacts of up to %s (the global controller's --max-artifact-size)",
 		humanize.IBytes(uint64(e.Size)), humanize.IBytes(uint64(e.Max)))
 }
@@ -54,9 +62,20 @@ type SpaceError struct {
 	// Free is the volume's free space, Reserve what uploads leave free, Open what the open
 	// upload sessions have yet to write of their declared sizes.
 	Free, Reserve, Open int64
+	// Undeclared: the session declared no size; Size is then the bytes of one append that did
+	// not fit, and Received what the session keeps, the offset to resume from.
+	Undeclared bool
+	Received   int64
 }
 
 func (e *SpaceError) Error() string {
+	if e.Undeclared {
+		return fmt.Sprintf("%s more of an upload of undeclared size refused: they take about %s in the artifact store's database, whose volume has %s free, "+
+			"keeping a %s reserve (the global controller's --artifact-space-reserve) and %s for the open uploads; the upload keeps its first %d bytes: "+
+			"send the rest from offset %d once there is room (delete artifacts that are no longer needed, or give the volume more space), or delete the upload session",
+			humanize.IBytes(uint64(e.Size)), humanize.IBytes(uint64(e.OnDisk)), humanize.IBytes(uint64(max(e.Free, 0))),
+			humanize.IBytes(uint64(e.Reserve)), humanize.IBytes(uint64(e.Open)), e.Received, e.Received)
+	}
 	return fmt.Sprintf("upload of %s refused: it takes about %s in the artifact store's database, whose volume has %s free, "+
 		"keeping a %s reserve (the global controller's --artifact-space-reserve) and %s for the open uploads; "+
 		"delete artifacts that are no longer needed (the janitor then compacts the database), give the volume more space, or wait for the open uploads to finish or expire",

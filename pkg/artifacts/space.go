@@ -47,6 +47,29 @@ func (s *Store) checkSpace(ctx context.Context, size int64) error {
 	return nil
 }
 
+// checkRoom refuses, with *SpaceError, n more bytes of a session that declared no size and has
+// saved bytes so far, when the store sees its volume and they do not fit in its free space less
+// the reserve and what the open sessions have yet to write of their declared sizes. (Two such
+// sessions appending at once may each see the same room: they overshoot by a flush at most.)
+func (s *Store) checkRoom(ctx context.Context, saved, n int64) error {
+	if s.freeSpace == nil || n == 0 {
+		return nil
+	}
+	open, err := s.openBytes(ctx)
+	if err != nil {
+		return err
+	}
+	free, err := s.freeSpace()
+	if err != nil {
+		return fmt.Errorf("check the space for %d more bytes of an upload: %w", n, err)
+	}
+	need, held := onDisk(n), onDisk(open)
+	if addCapped(need, held) > free-s.spaceReserve {
+		return &SpaceError{Size: n, OnDisk: need, Free: free, Reserve: s.spaceReserve, Open: held, Received: saved, Undeclared: true}
+	}
+	return nil
+}
+
 // openBytes is what the upload sessions that have not expired have yet to write of their
 // declared sizes.
 func (s *Store) openBytes(ctx context.Context) (int64, error) {

@@ -209,7 +209,7 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(d.HashState); err != nil {
 		return offset, fmt.Errorf("restore sha256 state of upload %s: %w", id, err)
 	}
-	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset, flush: lease.Batch}
+	w = &chunkWriter{s: s, id: id, token: token, hash: h, saved: offset, flush: lease.Batch, undeclared: d.Size == nil}
 	if err := w.start(d); err != nil {
 		return offset, err
 	}
@@ -221,6 +221,9 @@ func (s *Store) Append(ctx context.Context, id string, offset int64, r io.Reader
 		if n > 0 {
 			if d.Size != nil && w.received()+int64(n) > *d.Size {
 				return w.saved, &ValidationError{"body", fmt.Sprintf("the upload declared a size of %d bytes and received more", *d.Size)}
+			}
+			if d.Size == nil && w.received()+int64(n) > s.maxArtifactSize {
+				return w.saved, &TooLargeError{Size: w.received() + int64(n), Max: s.maxArtifactSize, Undeclared: true}
 			}
 			if err := w.write(ctx, buf[:n]); err != nil {
 				return w.saved, err
@@ -258,7 +261,10 @@ type chunkWriter struct {
 	tail    []byte
 	pending []any
 	// flush is how many chunks pending holds before they are written.
-	flush  int
+	flush int
+	// undeclared: the session declared no size, so each save first checks the room for what
+	// it adds (checkRoom); a declared size was checked when the session was created.
+	undeclared bool
 	chunks *mongo.Collection
 	// unrecorded: chunks past saved may be written.
 	unrecorded bool
@@ -305,6 +311,11 @@ func (w *chunkWriter) write(ctx context.Context, p []byte) error {
 func (w *chunkWriter) save(ctx context.Context, withTail bool) error {
 	if len(w.pending) == 0 && !withTail {
 		return nil
+	}
+	if w.undeclared {
+		if err := w.s.checkRoom(ctx, w.saved, w.received()-w.saved); err != nil {
+			return err
+		}
 	}
 	if len(w.pending) > 0 {
 		w.unrecorded = true
