@@ -15,9 +15,10 @@
 // a machine that retries after any crash finishes, and another cluster is refused.
 //
 // A token's holder names the server the global controller connects to, so that connection is
-// guarded (address.go): the server's host is resolved and refused when any of its addresses is
-// loopback, link-local, unspecified or multicast outside Server.AllowedNetworks, the addresses
-// checked are the ones dialed, a failure is answered with one generic reason, and every attempt
+// guarded (siteclient.AddressPolicy, which guards the site clients after enrollment too): the
+// server's host is resolved and refused when any of its addresses is loopback, link-local,
+// unspecified or multicast outside the policy's allowed networks, the addresses checked are the
+// ones dialed, a failure is answered with one generic reason, and every attempt
 // that does not enroll counts in the token's record, which ends the token after
 // Server.MaxFailures of them.
 package enrollment

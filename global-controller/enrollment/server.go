@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -89,11 +88,9 @@ type Server struct {
 	DefaultTTL, MaxTTL time.Duration
 	// Timeout bounds each request's work (the site's reviews included).
 	Timeout time.Duration
-	// Resolver resolves the host of an enrolling site's API server: net.DefaultResolver.
-	Resolver Resolver
-	// AllowedNetworks are where an enrolling site's API server may be although its address is
-	// of a class refused by default (loopback, link-local, unspecified, multicast).
-	AllowedNetworks []netip.Prefix
+	// Addresses says which addresses of an enrolling site's API server the controller
+	// connects to (the Site reconciler's site clients use the same policy after enrollment).
+	Addresses siteclient.AddressPolicy
 	// MaxFailures is how many attempts with a token may fail or be refused, once the token
 	// proved its secret, before every further one is refused.
 	MaxFailures int
@@ -341,8 +338,8 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, req, refusal)
 		return
 	}
-	pinned, err := pin(ctx, s.Resolver, cfg, s.AllowedNetworks)
-	var refused *addressError
+	err = s.Addresses.Check(ctx, cfg)
+	var refused *siteclient.AddressError
 	if errors.As(err, &refused) {
 		s.refuse(w, r, req, &Refusal{ReasonAddress, fmt.Sprintf("the site's API server %s resolves to a %s address, which the global controller does not connect to unless its operator allows it (--enrollment-allowed-networks)",
 			refused.Host, refused.Class), http.StatusForbidden})
@@ -352,7 +349,10 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	questions := Questions()
 	var answers []bool
 	if err == nil {
-		answers, err = s.Access.Ask(ctx, pinned, questions)
+		var guarded *rest.Config
+		if guarded, err = s.Addresses.Guard(cfg); err == nil {
+			answers, err = s.Access.Ask(ctx, guarded, questions)
+		}
 	}
 	if err != nil {
 		s.Log.Info("Could not check an enrolling site's credential on its API server", "error", err.Error(), "namespace", req.Namespace, "site", req.Site, "machine", req.Machine)

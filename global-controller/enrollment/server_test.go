@@ -32,6 +32,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
 // hosts resolves the names it holds, and IP literals to themselves.
@@ -135,11 +136,11 @@ func newTestBed(t *testing.T) *testBed {
 
 // server is the enrollment server of the bed, as a controller (re)started with these options
 // runs it.
-func (b *testBed) server(resolver Resolver, allowed []netip.Prefix, maxFailures int) *Server {
+func (b *testBed) server(resolver siteclient.Resolver, allowed []netip.Prefix, maxFailures int) *Server {
 	return &Server{Client: b.client, Reader: b.client, Sites: b.client, Access: SelfReviews{Timeout: 10 * time.Second},
 		Recorder: events.NewFakeRecorder(10), Clock: clock.RealClock{}, Random: rand.Reader, Timeout: 20 * time.Second,
-		Log:      funcr.New(func(prefix, args string) { fmt.Fprintln(b.log, prefix, args) }, funcr.Options{}),
-		Resolver: resolver, AllowedNetworks: allowed, MaxFailures: maxFailures}
+		Log:       funcr.New(func(prefix, args string) { fmt.Fprintln(b.log, prefix, args) }, funcr.Options{}),
+		Addresses: siteclient.AddressPolicy{Resolver: resolver, Allowed: allowed}, MaxFailures: maxFailures}
 }
 
 // enroll posts an enrollment of site-a with the bed's token, offering a kubeconfig of server
@@ -296,18 +297,5 @@ func TestEnrollLimitsFailedAttempts(t *testing.T) {
 	}
 	if rec := b2.record(); rec.Failures != 1 || rec.UsedBy == "" {
 		t.Errorf("after a failure and an enrollment: %d failures, used by %q; want 1 and the site's cluster", rec.Failures, rec.UsedBy)
-	}
-}
-
-func TestParseNetworks(t *testing.T) {
-	got, err := ParseNetworks(" 127.0.0.0/8, ::1/128,,10.1.2.3/8")
-	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.0.0.0/8")}
-	if err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseNetworks = %v, %v; want %v", got, err, want)
-	}
-	for _, bad := range []string{"127.0.0.1", "10.0.0.0/33", "loopback"} {
-		if _, err := ParseNetworks("::1/128," + bad); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q is not a CIDR", bad)) {
-			t.Errorf("ParseNetworks(%q) error = %v, want one naming it", bad, err)
-		}
 	}
 }

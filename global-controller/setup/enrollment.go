@@ -2,7 +2,6 @@ package setup
 
 import (
 	"crypto/rand"
-	"net"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -12,6 +11,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/recorder"
+	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
 	"github.com/edgefleet/edgefleet/pkg/version"
 )
@@ -20,21 +20,20 @@ import (
 // API's server (same address, TLS and reviewer).
 func enrollmentServer(mgr manager.Manager, opts Options, auth *kubeauth.Reviewer, vault vaultref.Store) *enrollment.Server {
 	return &enrollment.Server{
-		Vault:           vault,
-		Client:          mgr.GetClient(),
-		Reader:          mgr.GetAPIReader(),
-		Sites:           mgr.GetClient(),
-		Auth:            auth,
-		Access:          enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
-		Recorder:        recorder.Bounded(mgr.GetEventRecorder("enrollment")),
-		Log:             ctrl.Log.WithName("enrollment"),
-		Clock:           clock.RealClock{},
-		Random:          rand.Reader,
-		DefaultTTL:      opts.EnrollmentTokenTTL,
-		MaxTTL:          opts.EnrollmentTokenMaxTTL,
-		Resolver:        net.DefaultResolver,
-		AllowedNetworks: opts.EnrollmentAllowedNetworks,
-		MaxFailures:     opts.EnrollmentTokenMaxFailures,
+		Vault:       vault,
+		Client:      mgr.GetClient(),
+		Reader:      mgr.GetAPIReader(),
+		Sites:       mgr.GetClient(),
+		Auth:        auth,
+		Access:      enrollment.SelfReviews{Timeout: opts.SiteTimeout, UserAgent: "edgefleet-global-controller/" + version.Version},
+		Recorder:    recorder.Bounded(mgr.GetEventRecorder("enrollment")),
+		Log:         ctrl.Log.WithName("enrollment"),
+		Clock:       clock.RealClock{},
+		Random:      rand.Reader,
+		DefaultTTL:  opts.EnrollmentTokenTTL,
+		MaxTTL:      opts.EnrollmentTokenMaxTTL,
+		Addresses:   siteclient.AddressPolicy{Allowed: opts.EnrollmentAllowedNetworks},
+		MaxFailures: opts.EnrollmentTokenMaxFailures,
 		// A request reads and writes a few objects of the global cluster and asks the site a
 		// few reviews, each of which --site-timeout bounds.
 		Timeout: opts.SiteTimeout + 20*time.Second,

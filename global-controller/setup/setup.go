@@ -28,7 +28,6 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
-	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/host"
@@ -156,8 +155,9 @@ type Options struct {
 	// EnrollmentTokenMaxFailures is how many attempts with a token may fail or be refused
 	// before every further one is.
 	EnrollmentTokenMaxFailures int
-	// EnrollmentAllowedNetworks are where an enrolling site's API server may be although its
-	// address is loopback, link-local, unspecified or multicast (refused by default).
+	// EnrollmentAllowedNetworks are where a site's API server may be, at enrollment and
+	// after, although its address is loopback, link-local, unspecified or multicast (refused
+	// by default).
 	EnrollmentAllowedNetworks []netip.Prefix
 	// Vault is the Vault server holding the BMC credentials and site kubeconfigs that Hosts
 	// and Sites reference there, and how the controller logs in (pkg/vaultauth); an empty
@@ -295,8 +295,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.EnrollmentTokenMaxTTL, "enrollment-token-max-ttl", o.EnrollmentTokenMaxTTL, "Longest lifetime a site enrollment token may be issued with.")
 	fs.DurationVar(&o.EnrollmentTokenRetention, "enrollment-token-retention", o.EnrollmentTokenRetention, "How long the record of an enrollment token (who used it, when) is kept after the token expired; the janitor deletes it then.")
 	fs.IntVar(&o.EnrollmentTokenMaxFailures, "enrollment-token-max-failures", o.EnrollmentTokenMaxFailures, "How many enrollment attempts with a token may be refused or fail (the site unreachable, the credential refused, ...) before every further attempt with it is refused and a new token must be issued.")
-	fs.Func("enrollment-allowed-networks", "Comma-separated CIDRs where an enrolling site's API server may be although its address is loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata endpoints), unspecified or multicast; the global controller connects to no such address named at enrollment otherwise (default none; test beds on one machine pass 127.0.0.0/8,::1/128).", func(v string) error {
-		nets, err := enrollment.ParseNetworks(v)
+	fs.Func("enrollment-allowed-networks", "Comma-separated CIDRs where an enrolling site's API server may be although its address is loopback, link-local (169.254.0.0/16, fe80::/10: cloud metadata endpoints), unspecified or multicast; the global controller connects to no such address of a site's API server otherwise, at enrollment or after (each connection resolves the name again and checks it; default none; test beds on one machine pass 127.0.0.0/8,::1/128).", func(v string) error {
+		nets, err := siteclient.ParseNetworks(v)
 		if err != nil {
 			return err
 		}
@@ -464,7 +464,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	deps := Dependencies{
 		SiteMetrics: siteMetrics, CampaignMetrics: campaignMetrics,
-		Sites: siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version),
+		Sites: siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version, siteclient.AddressPolicy{Allowed: opts.EnrollmentAllowedNetworks}),
 	}
 	if opts.Vault.Addr != "" {
 		vault, err := vaultauth.Connect(ctx, opts.Vault, ctrl.Log.WithName("vault"))
@@ -537,7 +537,7 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	copts := controller.Options{MaxConcurrentReconciles: opts.Concurrency}
 	siteClients := deps.Sites
 	if siteClients == nil {
-		siteClients = siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version)
+		siteClients = siteclient.NewCache(opts.SiteTimeout, "edgefleet-global-controller/"+version.Version, siteclient.AddressPolicy{Allowed: opts.EnrollmentAllowedNetworks})
 	}
 	sites := &site.Reconciler{
 		Client:                mgr.GetClient(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -120,7 +121,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	sites = &countingSites{cache: siteclient.NewCache(10*time.Second, "sitelogapi-test")}
+	sites = &countingSites{cache: siteclient.NewCache(10*time.Second, "sitelogapi-test", siteclient.AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})}
 	if _, err := sites.cache.Connect(ctx, types.NamespacedName{Namespace: ns, Name: "site-a"}, "v1", func(context.Context) ([]byte, error) { return kc, nil }); err != nil {
 		return fail(err)
 	}

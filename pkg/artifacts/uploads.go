@@ -265,7 +265,7 @@ type chunkWriter struct {
 	// undeclared: the session declared no size, so each save first checks the room for what
 	// it adds (checkRoom); a declared size was checked when the session was created.
 	undeclared bool
-	chunks *mongo.Collection
+	chunks     *mongo.Collection
 	// unrecorded: chunks past saved may be written.
 	unrecorded bool
 }

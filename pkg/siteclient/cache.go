@@ -39,6 +39,9 @@ type Cache struct {
 	Timeout time.Duration
 	// UserAgent is sent to the sites.
 	UserAgent string
+	// Addresses says which addresses of a site's API server its client connects to, checked
+	// at every connection (AddressPolicy.Guard).
+	Addresses AddressPolicy
 
 	scheme *runtime.Scheme
 	mapper meta.RESTMapper
@@ -53,8 +56,9 @@ type entry struct {
 	objects     client.Client
 }
 
-// NewCache returns an empty cache whose requests time out after timeout.
-func NewCache(timeout time.Duration, userAgent string) *Cache {
+// NewCache returns an empty cache whose requests time out after timeout and whose clients
+// connect only to the addresses the policy allows.
+func NewCache(timeout time.Duration, userAgent string, addresses AddressPolicy) *Cache {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		panic(fmt.Sprintf("siteclient: add client-go scheme: %v", err))
@@ -63,7 +67,7 @@ func NewCache(timeout time.Duration, userAgent string) *Cache {
 		panic(fmt.Sprintf("siteclient: add site scheme: %v", err))
 	}
 	return &Cache{
-		Timeout: timeout, UserAgent: userAgent, entries: map[types.NamespacedName]entry{},
+		Timeout: timeout, UserAgent: userAgent, Addresses: addresses, entries: map[types.NamespacedName]entry{},
 		scheme: scheme, mapper: pushMapper(),
 	}
 }
@@ -99,6 +103,9 @@ func (c *Cache) Connect(ctx context.Context, site types.NamespacedName, fingerpr
 	cfg, err := Load(kubeconfig)
 	if err != nil {
 		return false, err
+	}
+	if cfg, err = c.Addresses.Guard(cfg); err != nil {
+		return false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	cfg.Timeout = c.Timeout
 	cfg.UserAgent = c.UserAgent

@@ -3,6 +3,7 @@ package site_test
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func run(m *testing.M) int {
 			r := &site.Reconciler{
 				Client:                mgr.GetClient(),
 				APIReader:             mgr.GetAPIReader(),
-				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test"),
+				Sites:                 siteclient.NewCache(timeout, "site-reconciler-test", siteclient.AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}),
 				Vault:                 vaultref.NewBreaker(vaultref.New(vaultClient, "secret", vaultPrefix), vaultTimeout),
 				Recorder:              mgr.GetEventRecorder("site-controller"),
 				Metrics:               siteMetrics,
