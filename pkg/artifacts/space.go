@@ -24,11 +24,29 @@ func (s *Store) UploadingBytes(ctx context.Context) (int64, error) {
 // checkSpace refuses an upload that declares size bytes: with *TooLargeError over the maximum
 // artifact size and, when the store sees its volume, with *SpaceError when the upload and what
 // the open sessions have yet to write of their declared sizes do not fit in the volume's free
-// space less the reserve. (Sessions of no declared size are not counted: they could be any.)
+// space less the reserve. (Sessions of no declared size are not counted: they could be any;
+// checkRoom checks their bytes as they come.)
 func (s *Store) checkSpace(ctx context.Context, size int64) error {
 	if size > s.maxArtifactSize {
 		return &TooLargeError{Size: size, Max: s.maxArtifactSize}
 	}
+	return s.fits(ctx, size, &SpaceError{Size: size})
+}
+
+// checkRoom refuses, with *SpaceError, n more bytes of a session that declared no size and has
+// saved bytes so far, when they do not fit as checkSpace counts. (Two such sessions appending at
+// once may each see the same room: they overshoot by a flush at most.)
+func (s *Store) checkRoom(ctx context.Context, saved, n int64) error {
+	if n == 0 {
+		return nil
+	}
+	return s.fits(ctx, n, &SpaceError{Size: n, Undeclared: true, Received: saved})
+}
+
+// fits returns refusal, its volume's figures filled in, when n more bytes of content and what
+// the open sessions have yet to write of their declared sizes do not fit in the volume's free
+// space less the reserve; nil when they do, or when the store does not see its volume.
+func (s *Store) fits(ctx context.Context, n int64, refusal *SpaceError) error {
 	if s.freeSpace == nil {
 		return nil
 	}
@@ -38,34 +56,12 @@ func (s *Store) checkSpace(ctx context.Context, size int64) error {
 	}
 	free, err := s.freeSpace()
 	if err != nil {
-		return fmt.Errorf("check the space for an upload of %d bytes: %w", size, err)
-	}
-	need, held := onDisk(size), onDisk(open)
-	if addCapped(need, held) > free-s.spaceReserve {
-		return &SpaceError{Size: size, OnDisk: need, Free: free, Reserve: s.spaceReserve, Open: held}
-	}
-	return nil
-}
-
-// checkRoom refuses, with *SpaceError, n more bytes of a session that declared no size and has
-// saved bytes so far, when the store sees its volume and they do not fit in its free space less
-// the reserve and what the open sessions have yet to write of their declared sizes. (Two such
-// sessions appending at once may each see the same room: they overshoot by a flush at most.)
-func (s *Store) checkRoom(ctx context.Context, saved, n int64) error {
-	if s.freeSpace == nil || n == 0 {
-		return nil
-	}
-	open, err := s.openBytes(ctx)
-	if err != nil {
-		return err
-	}
-	free, err := s.freeSpace()
-	if err != nil {
-		return fmt.Errorf("check the space for %d more bytes of an upload: %w", n, err)
+		return fmt.Errorf("check the space for %d bytes of an upload: %w", n, err)
 	}
 	need, held := onDisk(n), onDisk(open)
 	if addCapped(need, held) > free-s.spaceReserve {
-		return &SpaceError{Size: n, OnDisk: need, Free: free, Reserve: s.spaceReserve, Open: held, Received: saved, Undeclared: true}
+		refusal.OnDisk, refusal.Free, refusal.Reserve, refusal.Open = need, free, s.spaceReserve, held
+		return refusal
 	}
 	return nil
 }
