@@ -177,13 +177,8 @@ func checkCommandLine(root *cobra.Command, args []string) string {
 	if err != nil {
 		return err.Error()
 	}
-	if cmd.HasSubCommands() && !cmd.Runnable() {
-		for _, a := range rest {
-			if !strings.HasPrefix(a, "-") {
-				return cmd.CommandPath() + " has no subcommand " + a
-			}
-			break
-		}
+	if cmd.HasSubCommands() && !cmd.Runnable() && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		return cmd.CommandPath() + " has no subcommand " + rest[0]
 	}
 	for _, a := range rest {
 		name, ok := strings.CutPrefix(a, "--")
