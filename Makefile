@@ -12,9 +12,10 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 # on real test hosts, one after the other: the end-to-end suite (REALHOSTS_SUITE, about 55
 # minutes), then REALHOSTS_AFTER. Run beside each other, their hosts starve: an SSH handshake of
 # bpa/cluster timed out (15 s) at a load average of 24. The main lane runs every other
-# package, then waits for the suite to end before the qemu boots (HEAVY_PKGS): two TCG guests
-# take both cores, and beside the suite's last specs the application's requests timed out
-# (2 s) while its kubelets' readiness probes did. The timeouts only bound a hung run.
+# package, then waits for the real-hosts lane to end before the qemu boots (HEAVY_PKGS): two
+# TCG guests take both cores; beside the suite's last specs the application's requests timed
+# out (2 s) while its kubelets' readiness probes did, and beside bpa/cluster its SSH handshakes
+# timed out (2 of 3 runs). The timeouts only bound a hung run.
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
 REALHOSTS_SUITE := ./e2e/realhosts
@@ -81,11 +82,11 @@ test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserve
 	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
 	( lane=0; \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_SUITE) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
-		touch $(TEST_REPORT)/realhosts-suite.done; \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
+		touch $(TEST_REPORT)/realhosts.done; \
 		exit $$lane ) & realhosts=$$!; \
 	status=0; $(GO) test -json $(GO_TEST_FLAGS) $$pkgs | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
-	while [ ! -e $(TEST_REPORT)/realhosts-suite.done ] && kill -0 $$realhosts 2>/dev/null; do sleep 5; done; \
+	while [ ! -e $(TEST_REPORT)/realhosts.done ] && kill -0 $$realhosts 2>/dev/null; do sleep 5; done; \
 	$(GO) test -json $(GO_TEST_FLAGS) $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	wait $$realhosts || status=$$?; \
 	echo; echo "make test: each package's time (go test -json), slowest first"; \
