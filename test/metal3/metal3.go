@@ -9,13 +9,16 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,6 +34,27 @@ const User = "metal3-baremetal-operator"
 
 // metal3RolePath is the operator's ClusterRole inside its module.
 const metal3RolePath = "config/base/rbac/role.yaml"
+
+// NudgeAnnotation is the annotation the bed sets, each NudgeInterval, on every watched
+// BareMetalHost on its way somewhere (deleted, or in a state other than provisioned, available
+// and externally provisioned), so that the operator reconciles such a host at least that often.
+//
+// Why: the fixture provisioner of -test-mode keeps one state for all hosts (one power state,
+// one provisioned image). A host that wants power on and one that wants it off, or one
+// provisioning while another deprovisions, undo each other's work, and each of those
+// reconciles ends "dirty" with no delay, which controller-runtime requeues with its growing
+// per-item backoff: after about twenty flips a host waits up to 1,000 s for its next
+// reconcile, and a test sees a host stuck in "provisioning" or "powering off before delete"
+// for many minutes. With Ironic each host has its own state and the operator polls it every
+// few seconds; an annotation change is a watch event the operator reacts to at once (its
+// update filter lets annotation changes through), which restores that pace. Hosts at rest are
+// left alone: nudged too, every provisioned host would switch the shared power back on each
+// round, and a host powering off before its deletion would lose every time. Nothing else
+// reads the annotation.
+const NudgeAnnotation = "test.edgefleet.io/reconcile"
+
+// NudgeInterval is how often the bed sets NudgeAnnotation: the fixture's own requeue delay.
+const NudgeInterval = 10 * time.Second
 
 // Options configure the Metal3 baremetal-operator of a site.
 type Options struct {
@@ -49,7 +73,7 @@ type Options struct {
 // Operator is Metal3's baremetal-operator (bin/bmo, built by hack/tools.sh) running against a
 // control plane as a subprocess in -test-mode: BareMetalHosts go through the operator's real
 // state machine (registering, inspecting, available, provisioning, provisioned, ...) with its
-// fixture provisioner in place of Ironic.
+// fixture provisioner in place of Ironic, each host nudged every NudgeInterval (NudgeAnnotation).
 type Operator struct {
 	// Namespaces watched, as in Options.
 	Namespaces []string
@@ -61,8 +85,10 @@ type Operator struct {
 	// HealthURL is the operator's health endpoint (/healthz, /readyz below it).
 	HealthURL string
 
-	ownDir bool
-	proc   *proc.Process
+	ownDir    bool
+	proc      *proc.Process
+	stopNudge context.CancelFunc
+	nudging   sync.WaitGroup
 }
 
 // Scheme returns controlplane.Scheme with Metal3's kinds (metal3.io/v1alpha1) added.
@@ -143,7 +169,51 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	if err := m.proc.WaitReady(ctx, m.HealthURL+"/readyz"); err != nil {
 		return nil, err
 	}
+	nudgeCtx, stop := context.WithCancel(context.Background())
+	m.stopNudge = stop
+	m.nudging.Go(func() { m.nudge(nudgeCtx) })
 	return m, nil
+}
+
+// atRest reports whether a host in state is at rest, not nudged (NudgeAnnotation).
+func atRest(state metal3api.ProvisioningState) bool {
+	switch state {
+	case metal3api.StateProvisioned, metal3api.StateAvailable, metal3api.StateExternallyProvisioned:
+		return true
+	}
+	return false
+}
+
+// nudge sets NudgeAnnotation on the BareMetalHosts of the watched namespaces that are not at
+// rest each NudgeInterval until ctx is done. A failed list or patch (a host deleted meanwhile, the
+// control plane stopping first) is left for the next round.
+func (m *Operator) nudge(ctx context.Context) {
+	namespaces := m.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	tick := time.NewTicker(NudgeInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, ns := range namespaces {
+			reqCtx, cancel := context.WithTimeout(ctx, NudgeInterval)
+			hosts := &metal3api.BareMetalHostList{}
+			if err := m.Client.List(reqCtx, hosts, client.InNamespace(ns)); err == nil {
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, NudgeAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+				for i := range hosts.Items {
+					if h := &hosts.Items[i]; h.DeletionTimestamp != nil || !atRest(h.Status.Provisioning.State) {
+						_ = m.Client.Patch(reqCtx, h, client.RawPatch(types.MergePatchType, patch))
+					}
+				}
+			}
+			cancel()
+		}
+	}
 }
 
 // StartT starts Metal3 for one test and stops it in the test's cleanup; when the test
@@ -230,6 +300,11 @@ func grant(ctx context.Context, cp *controlplane.ControlPlane, root string, c cl
 
 // Stop stops the operator (SIGTERM, then SIGKILL after 10s) and removes a temporary Dir.
 func (m *Operator) Stop() error {
+	if m.stopNudge != nil {
+		m.stopNudge()
+		m.nudging.Wait()
+		m.stopNudge = nil
+	}
 	errs := []error{m.proc.Stop()}
 	m.proc = nil
 	if m.ownDir {

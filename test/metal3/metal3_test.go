@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,7 @@ func TestMetal3ProvisionsHosts(t *testing.T) {
 		}
 		return errors.Join(errs...)
 	})
+	provisionedBy := time.Now()
 	t.Logf("2 hosts provisioned and powered on %s after they were created", time.Since(created).Round(10*time.Millisecond))
 
 	for _, name := range hosts {
@@ -148,6 +150,42 @@ func TestMetal3ProvisionsHosts(t *testing.T) {
 	} else {
 		t.Logf("host without credentials: state %q, operational status %q, error %q: %s",
 			st.Provisioning.State, st.OperationalStatus, st.ErrorType, st.ErrorMessage)
+	}
+
+	// The bed nudges a host on its way somewhere, here the one held back in registering, and
+	// the operator reconciles it at each nudge whatever its backoff: count the operator's
+	// "start" of a reconcile of that host across two nudges. Hosts at rest (provisioned) are
+	// left alone.
+	reconciles := func() int {
+		return strings.Count(m3.LogLines(`"baremetalhost":{"name":"`+orphan.Name+`","namespace":"`+ns+`"}`, 1<<20), `"msg":"start"`)
+	}
+	nudges := map[string]bool{}
+	before := reconciles()
+	testutil.Eventually(t, 4*metal3.NudgeInterval, func() error {
+		if err := c.Get(ctx, clientKey(ns, orphan.Name), orphan); err != nil {
+			return err
+		}
+		if v := orphan.Annotations[metal3.NudgeAnnotation]; v != "" {
+			nudges[v] = true
+		}
+		if len(nudges) < 2 {
+			return fmt.Errorf("%s nudged %d times, want 2", orphan.Name, len(nudges))
+		}
+		if after := reconciles(); after < before+2 {
+			return fmt.Errorf("%s reconciled %d times across its nudges, want 2 or more", orphan.Name, after-before)
+		}
+		return nil
+	})
+	for _, name := range hosts {
+		bmh := &metal3api.BareMetalHost{}
+		if err := c.Get(ctx, clientKey(ns, name), bmh); err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := bmh.Annotations[metal3.NudgeAnnotation]; ok && bmh.Status.Provisioning.State == metal3api.StateProvisioned {
+			if at, err := time.Parse(time.RFC3339Nano, v); err != nil || at.After(provisionedBy) {
+				t.Errorf("host %s nudged at %s, after it was provisioned: hosts at rest must be left alone", name, v)
+			}
+		}
 	}
 }
 
