@@ -15,10 +15,33 @@
   if (live && window.EventSource) {
     // The server answers an EventSource (Accept: text/event-stream) at the page's own URL.
     const events = new EventSource(location.pathname + location.search);
+    // A click is a press and a release on the same element: an update that replaced the live
+    // part in between would send the click to an ancestor, and the button would never get it.
+    // So while a pointer is pressed in the live part, the newest update waits, and goes in
+    // after the release, once the click has been dispatched.
+    let pressed = false;
+    let next = null; // the newest update not yet applied
+    let shown = live.innerHTML; // the HTML in place (as the browser writes it, at first)
+    const apply = () => {
+      if (pressed || next === null) return;
+      if (next !== shown) live.innerHTML = shown = next; // no write when nothing changed
+      next = null;
+      live.dataset.updates = String(Number(live.dataset.updates || '0') + 1); // updates applied
+    };
+    live.addEventListener('pointerdown', () => { pressed = true; });
+    const release = () => {
+      if (!pressed) return;
+      pressed = false;
+      setTimeout(apply); // a later task: the click follows the release in this one
+    };
+    addEventListener('pointerup', release, true);
+    addEventListener('pointercancel', release, true);
+    // A release the page never saw (outside the window) shows as a move with no button down.
+    addEventListener('pointermove', (e) => { if (e.buttons === 0) release(); }, true);
     events.addEventListener('open', () => show('live', 'ok'));
     events.addEventListener('update', (e) => {
-      live.innerHTML = e.data;
-      live.dataset.updates = String(Number(live.dataset.updates || '0') + 1);
+      next = e.data;
+      apply();
       show('live', 'ok');
     });
     events.addEventListener('denied', (e) => {
