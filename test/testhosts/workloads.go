@@ -164,8 +164,13 @@ func (r *Requests) Stop() (answered int, failed []string) {
 type EtcdSamples struct{ loop *hostLoop }
 
 // EtcdSample is one look at the etcd cluster: how many members its member list has, and how
-// many of those answered their /health with "true".
-type EtcdSample struct{ Members, Healthy int }
+// many of those answered their /health with "true". Unhealthy names each other member and
+// what it answered (the body) or curl's exit code (28: no answer within 3 s), the evidence a
+// failed check shows; empty when all were healthy.
+type EtcdSample struct {
+	Members, Healthy int
+	Unhealthy        string
+}
 
 // StartEtcdSamples starts sampling the etcd cluster from control-plane host h: the member list
 // from the local member, then each member's /health at its client URL, with the member's own
@@ -176,12 +181,16 @@ pki=/etc/kubernetes/pki/etcd
 c() { curl -sS --max-time 3 --cacert $pki/ca.crt --cert $pki/server.crt --key $pki/server.key "$@"; }
 while [ ! -e "$1" ]; do
 	urls=$(c -X POST -d '{}' https://127.0.0.1:2379/v3/cluster/member/list 2>/dev/null | grep -o '"clientURLs":\["[^"]*"' | sed 's/.*\["//; s/"$//')
-	n=0; healthy=0
+	n=0; healthy=0; why=
 	for u in $urls; do
 		n=$((n+1))
-		if c "$u/health" 2>/dev/null | grep -q '"health":"true"'; then healthy=$((healthy+1)); fi
+		body=$(c "$u/health" 2>/dev/null); rc=$?
+		case $body in
+		*'"health":"true"'*) healthy=$((healthy+1)) ;;
+		*) why="$why $u=$(printf 'curl-exit-%s:%s' "$rc" "$body" | tr -d ' \n')" ;;
+		esac
 	done
-	echo "$n $healthy"
+	echo "$n $healthy$why"
 	sleep 2
 done`
 	return &EtcdSamples{startHostLoop(t, h, "/run/edgefleet-test-etcd-samples.stop", script)}
@@ -193,9 +202,11 @@ func (s *EtcdSamples) Stop() []EtcdSample {
 	var out []EtcdSample
 	for _, line := range s.loop.stop() {
 		var e EtcdSample
-		if _, err := fmt.Sscanf(line, "%d %d", &e.Members, &e.Healthy); err != nil {
+		f := strings.Fields(line)
+		if _, err := fmt.Sscanf(line, "%d %d", &e.Members, &e.Healthy); err != nil || len(f) < 2 {
 			s.loop.t.Fatalf("etcd sample %q from %s: %v", line, s.loop.h.Name, err)
 		}
+		e.Unhealthy = strings.Join(f[2:], " ")
 		out = append(out, e)
 	}
 	return out
