@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -138,11 +139,20 @@ func (l cgroupLayout) v2Dir(rel string) string {
 // before it has CPUs and memory nodes: parent copies its parent's and has cgroup.clone_children
 // set, so that every cgroup below it (the host's, and those its systemd, kubelet and runc make)
 // starts with them.
+//
+// The parent's CPU weight is that of one busy process per host it holds (hostCPUShares): the
+// test harness runs in the root cgroup, where each of its threads weighs as much as the whole
+// group. Left at the default, all hosts together got the CPU of one thread of the harness; on
+// a loaded 2-core machine a host's pods missed their 1 s readiness probes, and requests to
+// them timed out, while nothing was happening to that host.
 func (l cgroupLayout) makeDirs(parent, name string) error {
 	for _, h := range l.hierarchies {
 		p := filepath.Join(h.mountpoint, parent)
 		if err := os.MkdirAll(filepath.Join(p, name), 0o755); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
+		}
+		if err := weighHosts(h, p); err != nil {
+			return err
 		}
 		if h.v2 || !strings.Contains(","+h.options+",", ",cpuset,") {
 			continue
@@ -158,6 +168,40 @@ func (l cgroupLayout) makeDirs(parent, name string) error {
 		if err := os.WriteFile(filepath.Join(p, "cgroup.clone_children"), []byte("1"), 0o644); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
 		}
+	}
+	return nil
+}
+
+// hostCPUShares and hostCPUWeight are the CPU weight, per host, of the hosts' parent cgroup:
+// a v1 cpu.shares (1024 is one process's) and the cgroup2 cpu.weight it maps to (100).
+const (
+	hostCPUShares = 1024
+	hostCPUWeight = 100
+)
+
+// weighHosts sets the CPU weight of parent, in hierarchy h, to hostCPUShares (or
+// hostCPUWeight) per host cgroup below it. Hierarchies without the cpu controller are left as
+// they are.
+func weighHosts(h cgroupHierarchy, parent string) error {
+	file, per, limit := "cpu.shares", hostCPUShares, 262144
+	if h.v2 {
+		file, per, limit = "cpu.weight", hostCPUWeight, 10000
+	}
+	if !fileExists(filepath.Join(parent, file)) {
+		return nil
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return fmt.Errorf("cgroup: %w", err)
+	}
+	hosts := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			hosts++
+		}
+	}
+	if err := os.WriteFile(filepath.Join(parent, file), []byte(strconv.Itoa(min(limit, per*max(1, hosts)))), 0o644); err != nil {
+		return fmt.Errorf("cgroup: weigh the test hosts: %w", err)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package testhosts
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,17 @@ func TestHosts(t *testing.T) {
 	}
 	if len(keys) != 2 {
 		t.Errorf("the two hosts share a host key")
+	}
+	// The hosts' parent cgroup weighs one process per host against the harness's processes,
+	// not one for all (hostcgroups.go, makeDirs): at least the two of this test.
+	for _, d := range hn.cgroups.dirs(hostCgroupParent) {
+		raw, err := os.ReadFile(filepath.Join(d, "cpu.shares"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // not the cpu hierarchy
+		}
+		if weight, err2 := strconv.Atoi(strings.TrimSpace(string(raw))); err != nil || err2 != nil || weight < 2*hostCPUShares {
+			t.Errorf("%s/cpu.shares: %q (%v), want %d or more: the hosts would starve beside the test harness", d, raw, err, 2*hostCPUShares)
+		}
 	}
 	// AuthorizeKey adds a key once, keeping the others.
 	second := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0m5Xk1c7Vx0Zc2N8pYyq2mXwT8y0a3b4c5d6e7f8g second"
