@@ -49,7 +49,7 @@ const metal3RolePath = "config/base/rbac/role.yaml"
 // few seconds; an annotation change is a watch event the operator reacts to at once (its
 // update filter lets annotation changes through), which restores that pace. Hosts at rest are
 // left alone: nudged too, every provisioned host would switch the shared power back on each
-// round, and a host powering off before its deletion would lose every time. Nothing else
+// round, and a host powering off before its deletion would hardly ever win. Nothing else
 // reads the annotation.
 const NudgeAnnotation = "test.edgefleet.io/reconcile"
 
