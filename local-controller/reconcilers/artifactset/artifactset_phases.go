@@ -2,10 +2,12 @@ package artifactset
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,12 +99,22 @@ const unreachableHint = "the site cannot reach the global artifact API: check th
 
 // explainFetchError is a fetch error as the status says it: when the artifact API could not be
 // reached at all (no route, refused, a name that does not resolve, a connection closed before
-// an answer), with what to do about it. A transfer cut midway (io.ErrUnexpectedEOF) reached the
-// API and gets no such hint.
+// an answer), with what to do about it. net/http says "no answer" with a *url.Error; how it
+// words a closed connection varies (io.EOF, or "server closed idle connection" when the close
+// races the request), so the hint keys on the *url.Error, not on the cause. A certificate the
+// site does not trust is an answer of sorts and gets no such hint, nor does a transfer cut
+// midway (io.ErrUnexpectedEOF while reading the body, which reached the API).
 func explainFetchError(err error) string {
+	var urlErr *url.Error
 	var opErr *net.OpError
 	var dnsErr *net.DNSError
-	if errors.As(err, &opErr) || errors.As(err, &dnsErr) || errors.Is(err, io.EOF) {
+	var certErr *tls.CertificateVerificationError
+	var authorityErr x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	if errors.As(err, &certErr) || errors.As(err, &authorityErr) || errors.As(err, &hostErr) {
+		return err.Error()
+	}
+	if errors.As(err, &urlErr) || errors.As(err, &opErr) || errors.As(err, &dnsErr) {
 		return err.Error() + "; " + unreachableHint
 	}
 	return err.Error()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,7 +22,8 @@ import (
 
 // TestExplainFetchError: a fetch that could not reach the artifact API at all (refused, a name
 // that does not resolve, a connection closed before an answer) says what to do; an answer of the
-// API (an error status) or a digest mismatch does not get that hint.
+// API (an error status), a certificate the site does not trust or a digest mismatch does not get
+// that hint.
 func TestExplainFetchError(t *testing.T) {
 	closing, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,6 +46,9 @@ func TestExplainFetchError(t *testing.T) {
 	refusedAddr := refused.Addr().String()
 	refused.Close()
 
+	untrusted := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(untrusted.Close)
+
 	download := func(base string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -57,6 +63,9 @@ func TestExplainFetchError(t *testing.T) {
 		{"connection refused", download("http://" + refusedAddr), true},
 		{"connection closed", download("http://" + closing.Addr().String()), true},
 		{"name does not resolve", download("http://artifacts.invalid"), true},
+		// what net/http says when the server's close races the request (seen in CI)
+		{"an idle connection closed", &url.Error{Op: "Get", URL: "http://" + closing.Addr().String(), Err: errors.New("http: server closed idle connection")}, true},
+		{"a certificate the site does not trust", download(untrusted.URL), false},
 		{"the API answered 404", &artifactclient.APIError{Status: http.StatusNotFound}, false},
 		{"digest mismatch", errors.New("downloaded content has sha256 b, want a"), false},
 		{"a transfer cut midway", fmt.Errorf("download sha256:a: %w", io.ErrUnexpectedEOF), false},
