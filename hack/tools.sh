@@ -6,7 +6,8 @@
 #   hack/tools.sh            build (or link) every tool
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
-#                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs)
+#                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs
+#                            ironic)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -18,6 +19,12 @@
 # are the .deb files of a node's container runtime (containerd, runc, CNI plugins) that tests
 # unpack into a test host (hack/node-debs.sh), cached as node-debs-bookworm-<hash>, linked at
 # bin/node-debs.
+#
+# ironic is not a binary either: it is a Debian trixie tree holding Ironic 29 (hack/ironic.sh; needs
+# root), which test/ironic runs with chroot, cached as ironic-<version>-<hash> and linked at
+# bin/ironic-root. It is built only when named (hack/tools.sh ironic), not by 'make tools': its
+# ~5 minutes cold would push a CI run that is near its limit over it. Tests that need it skip
+# without it.
 #
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
@@ -138,6 +145,10 @@ for t in "${want[@]}"; do
 		path=$("$root/hack/rootfs.sh" "$cache")
 		ln -sfn "$path" "$bin/rootfs"
 		echo "tools: rootfs $(basename "$path")" ;;
+	ironic)
+		path=$("$root/hack/ironic.sh" "$cache")
+		ln -sfn "$path" "$bin/ironic-root"
+		echo "tools: ironic $(basename "$path")" ;;
 	node-debs)
 		path=$("$root/hack/node-debs.sh" "$cache" "$("$root/hack/rootfs.sh" "$cache")")
 		ln -sfn "$path" "$bin/node-debs"

@@ -1,0 +1,368 @@
+package ironic
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/edgefleet/edgefleet/test/internal/proc"
+	"github.com/edgefleet/edgefleet/test/testutil"
+)
+
+// MinAPIVersion is the lowest Ironic API microversion baremetal-operator v0.13.2 works with
+// (pkg/provisioner/ironic/clients/features.go of its module). Requests of Do carry it.
+const MinAPIVersion = "1.89"
+
+// ErrNoTree means Ironic's trixie tree is not built (hack/tools.sh ironic).
+var ErrNoTree = errors.New("ironic: no Ironic tree: run 'hack/tools.sh ironic' first (as root, ~5 min once)")
+
+// dataDir is where the run's directory is bound inside the tree.
+const dataDir = "/var/lib/ironic"
+
+// Options configure an Ironic.
+type Options struct {
+	// Dir receives ironic.conf, the htpasswd file, the database, the boot directories and the
+	// log (ironic.log); a temporary directory, removed by Stop, when empty.
+	Dir string
+	// Root is the Debian trixie tree holding Ironic; bin/ironic-root when empty.
+	Root string
+	// StartTimeout bounds the schema creation and Ironic's start; 3 minutes when zero (both
+	// take ~15 s on an idle 2-core machine, several times that under a loaded CI run).
+	StartTimeout time.Duration
+}
+
+// Ironic is a running Ironic (API and conductor in one process) listening on 127.0.0.1.
+type Ironic struct {
+	// URL is the API's endpoint, http://127.0.0.1:PORT (no path).
+	URL string
+	// User and Password are the API's credentials (HTTP basic), made at random for the run.
+	// The password is kept in memory only: the run's directory holds its bcrypt hash.
+	User, Password string
+	// Dir holds ironic.conf, htpasswd, ironic.db and ironic.log.
+	Dir string
+	// Log is Ironic's log file (schema creation and server).
+	Log string
+
+	ownDir bool
+	proc   *proc.Process
+	hc     *http.Client
+}
+
+// StartT starts Ironic for a test and stops it in the test's cleanup. It skips the test when
+// Ironic's tree is missing or the test does not run as root.
+func StartT(t testing.TB, opts Options) *Ironic {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("ironic: needs root (mount namespace, chroot)")
+	}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	i, err := Start(t.Context(), opts)
+	if errors.Is(err, ErrNoTree) {
+		t.Skip(err.Error())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := i.Stop(); err != nil {
+			t.Errorf("stop ironic: %v", err)
+		}
+	})
+	return i
+}
+
+// Start writes Ironic's configuration, creates its database and starts it, then waits until
+// its API answers. Call Stop when done; a guard process ends Ironic if this process dies first.
+func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
+	root, err := tree(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	i := &Ironic{Dir: opts.Dir, hc: &http.Client{Timeout: 10 * time.Second}}
+	defer func() {
+		if err != nil {
+			err = errors.Join(fmt.Errorf("ironic: start: %w", err), i.Stop())
+		}
+	}()
+	if i.Dir == "" {
+		if i.Dir, err = os.MkdirTemp("", "edgefleet-ironic-"); err != nil {
+			return nil, err
+		}
+		i.ownDir = true
+	} else if err := os.MkdirAll(i.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	i.Log = filepath.Join(i.Dir, "ironic.log")
+	ports, err := proc.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	i.URL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	if err := i.writeConfig(ports[0]); err != nil {
+		return nil, err
+	}
+	unshare, err := lookPath("unshare")
+	if err != nil {
+		return nil, err
+	}
+	// A PID namespace whose first process (the script, then Ironic) takes every other process of
+	// the namespace with it when it ends, and which ends when unshare does (--kill-child): the
+	// guard's kill of unshare leaves nothing behind. The mounts live in the namespace only.
+	args := []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--",
+		"/bin/sh", "-c", namespaceScript, "ironic-ns", root, i.Dir}
+	if i.proc, err = proc.Start("ironic", unshare, args, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, i.Log); err != nil {
+		return nil, err
+	}
+	timeout := opts.StartTimeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	if err := i.waitReady(ctx, timeout); err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// namespaceScript runs in the new mount and PID namespaces: $1 is the tree, $2 the run's
+// directory. The tree is bound read-only over itself, so that runs sharing it write only into
+// their own directory (at /var/lib/ironic) and their own /tmp and /run.
+const namespaceScript = `set -eu
+root=$1 dir=$2
+mount --bind "$root" "$root"
+mount -o remount,bind,ro "$root"
+mount --bind "$dir" "$root` + dataDir + `"
+mount -t proc proc "$root/proc"
+mount --rbind /dev "$root/dev"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+mount -t tmpfs -o mode=755 tmpfs "$root/run"
+echo "$(date -u +%T.%3N) ironic-ns: creating the database schema"
+chroot "$root" ironic-dbsync --config-file ` + dataDir + `/ironic.conf create_schema
+echo "$(date -u +%T.%3N) ironic-ns: starting ironic"
+exec chroot "$root" ironic --config-file ` + dataDir + `/ironic.conf
+`
+
+// tree resolves Ironic's tree: root, or bin/ironic-root.
+func tree(root string) (string, error) {
+	if root == "" {
+		repo, err := testutil.RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		root = filepath.Join(repo, "bin", "ironic-root")
+	}
+	resolved, err := filepath.EvalSymlinks(root)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w (%s is missing)", ErrNoTree, root)
+	}
+	if err != nil {
+		return "", fmt.Errorf("ironic: tree %s: %w", root, err)
+	}
+	for _, f := range []string{"usr/bin/ironic", "usr/bin/ironic-dbsync", strings.TrimPrefix(dataDir, "/")} {
+		if _, err := os.Stat(filepath.Join(resolved, f)); err != nil {
+			return "", fmt.Errorf("ironic: %s is not an Ironic tree (hack/tools.sh ironic builds one): %w", resolved, err)
+		}
+	}
+	return resolved, nil
+}
+
+func lookPath(name string) (string, error) {
+	for _, dir := range []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"} {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("ironic: %s not found", name)
+}
+
+// config is Ironic's configuration. Paths are as seen inside the tree.
+//
+// The interfaces enabled are those baremetal-operator v0.13.2 enrolls and configures nodes with
+// (its hardwareutils bmc package and its ironic provisioner): ipmi with ipxe boot; redfish with
+// ipxe or virtual media boot and redfish firmware and RAID; inspection by the agent; the direct,
+// ramdisk and custom-agent deploys. Enrolling a node with an interface Ironic has not enabled
+// fails with 400. "fake" ones serve fake-hardware nodes, and the no-* ones are the defaults of
+// the others.
+var config = template.Must(template.New("ironic.conf").Parse(`[DEFAULT]
+auth_strategy = http_basic
+http_basic_auth_user_file = {{.Dir}}/htpasswd
+rpc_transport = none
+state_path = {{.Dir}}
+host = edgefleet-test-ironic
+use_stderr = true
+enabled_hardware_types = ipmi,redfish,fake-hardware
+enabled_bios_interfaces = no-bios,redfish,fake
+enabled_boot_interfaces = ipxe,redfish-virtual-media,fake
+enabled_deploy_interfaces = direct,ramdisk,custom-agent,fake
+enabled_firmware_interfaces = no-firmware,redfish,fake
+enabled_inspect_interfaces = agent,no-inspect,fake
+enabled_management_interfaces = ipmitool,redfish,fake
+enabled_power_interfaces = ipmitool,redfish,fake
+enabled_raid_interfaces = no-raid,agent,redfish,fake
+enabled_vendor_interfaces = no-vendor,ipmitool,redfish,fake
+enabled_network_interfaces = noop
+
+[api]
+host_ip = 127.0.0.1
+port = {{.Port}}
+api_workers = 1
+
+[database]
+connection = sqlite:///{{.Dir}}/ironic.db
+
+[dhcp]
+dhcp_provider = none
+
+[deploy]
+http_root = {{.Dir}}/httpboot
+
+[pxe]
+tftp_root = {{.Dir}}/tftpboot
+
+[oslo_concurrency]
+lock_path = {{.Dir}}/locks
+`))
+
+// writeConfig writes ironic.conf, the htpasswd file of a user and password made for the run,
+// and the directories Ironic writes to.
+func (i *Ironic) writeConfig(port int) error {
+	for _, d := range []string{"httpboot", "tftpboot", "locks"} {
+		if err := os.MkdirAll(filepath.Join(i.Dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	raw := make([]byte, 24)
+	if _, err := rand.Read(raw); err != nil {
+		return fmt.Errorf("password: %w", err)
+	}
+	i.User, i.Password = "edgefleet", hex.EncodeToString(raw)
+	// The lowest cost: the password is 192 random bits, which no cost makes harder to guess,
+	// and Ironic checks the hash on every request.
+	hash, err := bcrypt.GenerateFromPassword([]byte(i.Password), bcrypt.MinCost)
+	if err != nil {
+		return fmt.Errorf("htpasswd: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(i.Dir, "htpasswd"), fmt.Appendf(nil, "%s:%s\n", i.User, hash), 0o600); err != nil {
+		return err
+	}
+	var conf bytes.Buffer
+	if err := config.Execute(&conf, struct {
+		Dir  string
+		Port int
+	}{dataDir, port}); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(i.Dir, "ironic.conf"), conf.Bytes(), 0o600)
+}
+
+// waitReady polls GET / until it answers 200, the process exits, ctx ends or timeout passes.
+func (i *Ironic) waitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-i.proc.Exited:
+			return fmt.Errorf("ironic exited during start (%s); end of %s:\n%s", i.proc.Cmd.ProcessState, i.Log, i.proc.LogTail(30))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if resp, err := hc.Get(i.URL + "/"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ironic not answering %s/ after %s; end of %s:\n%s", i.URL, timeout, i.Log, i.proc.LogTail(30))
+		}
+	}
+}
+
+// Do sends an API request with the run's credentials and the header asking for MinAPIVersion;
+// body, when not nil, is sent as JSON. The caller closes the response's body.
+func (i *Ironic) Do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, fmt.Errorf("ironic %s %s: %w", method, path, err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, i.URL+path, r)
+	if err != nil {
+		return nil, fmt.Errorf("ironic %s %s: %w", method, path, err)
+	}
+	req.SetBasicAuth(i.User, i.Password)
+	req.Header.Set("X-OpenStack-Ironic-API-Version", MinAPIVersion)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := i.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ironic %s %s: %w", method, path, err)
+	}
+	return resp, nil
+}
+
+// Stop stops Ironic (SIGTERM, then SIGKILL of the namespace after 10 s) and removes the run's
+// directory if Start made it. Nothing it mounted outlives it: the mounts were in its namespace.
+func (i *Ironic) Stop() error {
+	var errs []error
+	if i.proc != nil {
+		// unshare does not pass SIGTERM on to its child: Ironic (the namespace's first process)
+		// gets it directly; when it ends, unshare does too.
+		if pid, err := childPID(i.proc.Cmd.Process.Pid); err == nil {
+			_ = syscall.Kill(pid, syscall.SIGTERM)
+			select {
+			case <-i.proc.Exited:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		// When unshare is still there, its SIGKILL takes the namespace along; Kill releases the
+		// guard either way.
+		if err := i.proc.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			errs = append(errs, err)
+		}
+		i.proc = nil
+	}
+	if i.ownDir {
+		if err := os.RemoveAll(i.Dir); err != nil {
+			errs = append(errs, err)
+		}
+		i.ownDir = false
+	}
+	return errors.Join(errs...)
+}
+
+// childPID returns the PID of the only child of pid (unshare's forked child).
+func childPID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("process %d has no child", pid)
+	}
+	return strconv.Atoi(f[0])
+}
