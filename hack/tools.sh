@@ -22,9 +22,7 @@
 #
 # ironic is not a binary either: it is a Debian trixie tree holding Ironic 29 (hack/ironic.sh; needs
 # root), which test/ironic runs with chroot, cached as ironic-<version>-<hash> and linked at
-# bin/ironic-root. It is built only when named (hack/tools.sh ironic), not by 'make tools': its
-# ~5 minutes cold would push a CI run that is near its limit over it. Tests that need it skip
-# without it.
+# bin/ironic-root (~5 minutes and ~700 MB the first time on a machine, then cached).
 #
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
@@ -125,7 +123,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs ironic chromium qemu nodejs)
 
 for t in "${want[@]}"; do
 	case $t in

@@ -14,6 +14,6 @@
 // ends it if the test binary dies without stopping Ironic. The password lives in memory only;
 // the directory holds its bcrypt hash.
 //
-// Running it needs root (namespaces, chroot); StartT skips a test when the tree is missing or
-// the test does not run as root.
+// Running it needs root (namespaces, chroot); StartT skips a test that does not run as root and
+// fails one when the tree is missing (make tools builds it).
 package ironic
