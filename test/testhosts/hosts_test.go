@@ -79,15 +79,23 @@ func TestHosts(t *testing.T) {
 		t.Errorf("the two hosts share a host key")
 	}
 	// The hosts' parent cgroup weighs one process per host against the harness's processes,
-	// not one for all (hostcgroups.go, makeDirs): at least the two of this test.
+	// not one for all (hostcgroups.go, weighHosts): at least the two of this test, in the
+	// hierarchy that has the cpu controller (cpu.shares of v1, cpu.weight of cgroup2).
+	weighed := 0
 	for _, d := range hn.cgroups.dirs(hostCgroupParent) {
-		raw, err := os.ReadFile(filepath.Join(d, "cpu.shares"))
-		if errors.Is(err, os.ErrNotExist) {
-			continue // not the cpu hierarchy
+		for file, per := range map[string]int{"cpu.shares": hostCPUShares, "cpu.weight": hostCPUWeight} {
+			raw, err := os.ReadFile(filepath.Join(d, file))
+			if errors.Is(err, os.ErrNotExist) {
+				continue // not the cpu controller's hierarchy
+			}
+			weighed++
+			if weight, err2 := strconv.Atoi(strings.TrimSpace(string(raw))); err != nil || err2 != nil || weight < 2*per {
+				t.Errorf("%s/%s: %q (%v), want %d or more: the hosts would starve beside the test harness", d, file, raw, err, 2*per)
+			}
 		}
-		if weight, err2 := strconv.Atoi(strings.TrimSpace(string(raw))); err != nil || err2 != nil || weight < 2*hostCPUShares {
-			t.Errorf("%s/cpu.shares: %q (%v), want %d or more: the hosts would starve beside the test harness", d, raw, err, 2*hostCPUShares)
-		}
+	}
+	if weighed == 0 {
+		t.Errorf("no cpu.shares or cpu.weight in the hosts' parent cgroups %v: the hosts' CPU weight is not set", hn.cgroups.dirs(hostCgroupParent))
 	}
 	// AuthorizeKey adds a key once, keeping the others.
 	second := "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0m5Xk1c7Vx0Zc2N8pYyq2mXwT8y0a3b4c5d6e7f8g second"
