@@ -68,12 +68,29 @@ type Options struct {
 	Dir string
 	// Args are extra flags of the operator.
 	Args []string
+	// Ironic, when set, is the real Ironic the operator drives (no -test-mode, no nudging):
+	// BareMetalHosts then need a BMC that Ironic reaches.
+	Ironic *Ironic
+}
+
+// Ironic is what the operator needs to drive a real Ironic.
+type Ironic struct {
+	// URL is Ironic's API endpoint without a path (http://127.0.0.1:6385).
+	URL string
+	// User and Password are the API's HTTP basic credentials. The operator reads them from
+	// files (METAL3_AUTH_ROOT_DIR/ironic/{username,password}); they are written to a directory
+	// in memory (/dev/shm), never to disk, and removed by Stop.
+	User, Password string
+	// DeployKernelURL and DeployRamdiskURL are where Ironic's agent (IPA) is served; empty
+	// until hosts are inspected or provisioned through it.
+	DeployKernelURL, DeployRamdiskURL string
 }
 
 // Operator is Metal3's baremetal-operator (bin/bmo, built by hack/tools.sh) running against a
-// control plane as a subprocess in -test-mode: BareMetalHosts go through the operator's real
-// state machine (registering, inspecting, available, provisioning, provisioned, ...) with its
-// fixture provisioner in place of Ironic, each host nudged every NudgeInterval (NudgeAnnotation).
+// control plane as a subprocess: BareMetalHosts go through the operator's real state machine
+// (registering, inspecting, available, provisioning, provisioned, ...), either with its fixture
+// provisioner in place of Ironic (-test-mode), each host nudged every NudgeInterval
+// (NudgeAnnotation), or driven through a real Ironic (Options.Ironic).
 type Operator struct {
 	// Namespaces watched, as in Options.
 	Namespaces []string
@@ -86,6 +103,7 @@ type Operator struct {
 	HealthURL string
 
 	ownDir    bool
+	authDir   string // METAL3_AUTH_ROOT_DIR in memory, with Options.Ironic
 	proc      *proc.Process
 	stopNudge context.CancelFunc
 	nudging   sync.WaitGroup
@@ -101,8 +119,8 @@ func Scheme() *runtime.Scheme {
 }
 
 // Start installs Metal3's CRDs into the control plane, gives user User the
-// operator's role, starts bin/bmo in -test-mode with that user's kubeconfig and waits until it
-// reports ready. Call Stop when done; a guard process kills the operator if this process dies
+// operator's role, starts bin/bmo in -test-mode (or against opts.Ironic) with that user's
+// kubeconfig and waits until it reports ready. Call Stop when done; a guard process kills the operator if this process dies
 // first.
 func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ *Operator, err error) {
 	root, err := testutil.RepoRoot()
@@ -155,24 +173,59 @@ func Start(ctx context.Context, cp *controlplane.ControlPlane, opts Options) (_ 
 	}
 	healthPort := ports[0]
 	m.HealthURL = "http://127.0.0.1:" + strconv.Itoa(healthPort)
-	env := append(environWithout("KUBECONFIG", "WATCH_NAMESPACE", "POD_NAMESPACE", "IRONIC_NAME", "IRONIC_NAMESPACE"),
+	env := append(environWithout("KUBECONFIG", "WATCH_NAMESPACE", "POD_NAMESPACE", "IRONIC_NAME", "IRONIC_NAMESPACE",
+		"IRONIC_ENDPOINT", "METAL3_AUTH_ROOT_DIR", "DEPLOY_KERNEL_URL", "DEPLOY_RAMDISK_URL"),
 		"KUBECONFIG="+m.kubeconfig())
-	if m.proc, err = proc.Start("bmo", bin, append([]string{
-		"-test-mode",
+	args := []string{
 		"-namespace=" + strings.Join(opts.Namespaces, ","),
 		"-webhook-port=0",
 		"-metrics-addr=0",
 		"-health-addr=127.0.0.1:" + strconv.Itoa(healthPort),
-	}, opts.Args...), env, m.LogPath()); err != nil {
+	}
+	if opts.Ironic == nil {
+		args = append([]string{"-test-mode"}, args...)
+	} else {
+		ironicEnv, err := m.ironicEnv(opts.Ironic)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, ironicEnv...)
+	}
+	if m.proc, err = proc.Start("bmo", bin, append(args, opts.Args...), env, m.LogPath()); err != nil {
 		return nil, err
 	}
 	if err := m.proc.WaitReady(ctx, m.HealthURL+"/readyz"); err != nil {
 		return nil, err
 	}
-	nudgeCtx, stop := context.WithCancel(context.Background())
-	m.stopNudge = stop
-	m.nudging.Go(func() { m.nudge(nudgeCtx) })
+	if opts.Ironic == nil {
+		nudgeCtx, stop := context.WithCancel(context.Background())
+		m.stopNudge = stop
+		m.nudging.Go(func() { m.nudge(nudgeCtx) })
+	}
 	return m, nil
+}
+
+// ironicEnv writes the operator's Ironic credentials into a directory in memory and returns
+// the environment that points the operator at ir.
+func (m *Operator) ironicEnv(ir *Ironic) ([]string, error) {
+	dir, err := os.MkdirTemp("/dev/shm", "edgefleet-metal3-auth-")
+	if err != nil {
+		return nil, fmt.Errorf("a directory in memory for the operator's Ironic credentials: %w", err)
+	}
+	m.authDir = dir
+	if err := os.Mkdir(filepath.Join(dir, "ironic"), 0o700); err != nil {
+		return nil, err
+	}
+	for name, v := range map[string]string{"username": ir.User, "password": ir.Password} {
+		if err := os.WriteFile(filepath.Join(dir, "ironic", name), []byte(v), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	env := []string{"IRONIC_ENDPOINT=" + strings.TrimSuffix(ir.URL, "/") + "/v1/", "METAL3_AUTH_ROOT_DIR=" + dir}
+	if ir.DeployKernelURL != "" {
+		env = append(env, "DEPLOY_KERNEL_URL="+ir.DeployKernelURL, "DEPLOY_RAMDISK_URL="+ir.DeployRamdiskURL)
+	}
+	return env, nil
 }
 
 // atRest reports whether a host in state is at rest, not nudged (NudgeAnnotation).
@@ -307,6 +360,10 @@ func (m *Operator) Stop() error {
 	}
 	errs := []error{m.proc.Stop()}
 	m.proc = nil
+	if m.authDir != "" {
+		errs = append(errs, os.RemoveAll(m.authDir))
+		m.authDir = ""
+	}
 	if m.ownDir {
 		errs = append(errs, os.RemoveAll(m.Dir))
 		m.ownDir = false
