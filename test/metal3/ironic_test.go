@@ -46,9 +46,10 @@ func TestMetal3WithRealIronicRefusesAnUnreachableBMC(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmh := &metal3api.BareMetalHost{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "silent-bmc", Annotations: map[string]string{metal3api.InspectAnnotationPrefix: metal3api.InspectAnnotationValueDisabled}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "silent-bmc"},
 		Spec: metal3api.BareMetalHostSpec{
 			BootMACAddress:        "52:54:00:00:01:01",
+			InspectionMode:        metal3api.InspectionModeDisabled,
 			AutomatedCleaningMode: metal3api.CleaningModeDisabled,
 			BMC: metal3api.BMCDetails{
 				Address:         "redfish+http://" + silent + "/redfish/v1/Systems/1",
