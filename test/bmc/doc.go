@@ -27,14 +27,47 @@
 // own status (VM.Status, VM.BootIndexes) to tests that want qemu's word, not the BMC's.
 //
 // Firmware: SeaBIOS (Legacy mode) by default, with iPXE in the NIC's option ROM (Debian's
-// ipxe-qemu); OVMF (Debian's ovmf) for a UEFI-mode boot. The mode takes effect at the next
-// power-on.
+// ipxe-qemu); OVMF (Debian's ovmf, UEFI mode) when the System's BootSourceOverrideMode is UEFI,
+// which Ironic sets when a node boots in UEFI mode. The mode takes effect at the next power-on.
 //
 // Boot order: qemu's per-device boot indexes (-boot strict=on: only the NIC, the disk and the
 // CD-ROM drive boot). Without an override the machine boots its disk, then the CD-ROM, then the
 // network; an override's target goes first (Pxe: the NIC, Hdd: the disk, Cd: the CD-ROM
 // drive, empty unless the VM was given an ISO — virtual media, which would change its medium,
 // is left for later). qemu gives the firmware its boot order at each reset, and the VM sets the
-// devices' indexes over QMP between resets, so a one-time boot device holds for exactly one
-// boot: the one a power-on or reset starts, not the guest's own reboots after it.
+// devices' indexes over QMP between resets, so a one-time override holds for exactly one boot:
+// the one the BMC's power-on or restart starts, not the guest's own reboots after it.
+//
+// # The Redfish service
+//
+// net/http on an address of the caller's (127.0.0.1:0 by default), HTTP basic authentication
+// with a user and password made at random per server and kept in memory. It serves what
+// Ironic's redfish hardware type (sushy 5.x) reads and writes for power and boot:
+//
+//	GET   /redfish/v1/                      service root (public, as Redfish wants)
+//	GET   /redfish/v1/Systems               one System per machine
+//	GET   /redfish/v1/Systems/{id}          PowerState, Boot, ProcessorSummary, MemorySummary, UUID, Actions
+//	PATCH /redfish/v1/Systems/{id}          Boot: BootSourceOverrideTarget, ...Enabled, ...Mode
+//	POST  /redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset
+//	                                        On, ForceOff, GracefulShutdown, ForceRestart,
+//	                                        GracefulRestart, PushPowerButton
+//	GET   /redfish/v1/Managers, /redfish/v1/Managers/BMC
+//	GET   /redfish/v1/Chassis, /redfish/v1/Chassis/{id}
+//
+// Everything else is a 404 (a wrong method a 405) with a Redfish error naming it: there is no
+// SessionService (sushy falls back to basic authentication), no BIOS, firmware inventory,
+// storage, EthernetInterfaces, VirtualMedia, ETags or tasks. Bad bodies are 400s whose
+// message names the property, and change nothing.
+//
+// Reset types: On powers on (booting as the override says); ForceOff ends qemu; GracefulShutdown
+// presses the ACPI power button (an OS that listens powers off; firmware ignores it);
+// ForceRestart resets the running machine (a restart of an off machine powers it on);
+// GracefulRestart presses the button and powers the machine on again once the OS powered it
+// off (bounded by Options.GracefulTimeout); PushPowerButton powers an off machine on and
+// presses the button of a running one. An action that finds the machine where it would take it
+// does nothing and succeeds. A Once override turns Disabled when the machine boots from it (its
+// target stays, as Redfish says); Continuous stays.
+//
+// Each request's method, path and status go to a bounded in-memory log (Server.Requests), and
+// StartT prints it when a test fails.
 package bmc
