@@ -89,7 +89,7 @@ func TestVM(t *testing.T) {
 	vm := newVM(t, bmc.Config{Name: "vm-0", Dir: dir, MAC: "52:54:00:12:34:56"})
 	st, err := os.Stat(vm.Disk)
 	if err != nil || st.Size() != 32<<20 {
-		t.Fatalf("disk image %s: %v, size %v; want 32 MiB", vm.Disk, err, st)
+		t.Fatalf("disk image %s: %v, size %d; want 32 MiB", vm.Disk, err, sizeOf(st))
 	}
 	// A mark on the disk that a recreated image would lose.
 	mark := []byte("edgefleet disk mark " + randomWord(t))
@@ -162,7 +162,7 @@ func TestVM(t *testing.T) {
 	}
 	readMark(t, again.Disk, mark, 1<<20)
 	if st, err := os.Stat(again.Disk); err != nil || st.Size() != 32<<20 {
-		t.Errorf("a new VM on the same disk image resized it: %v %v", st, err)
+		t.Errorf("a new VM on the same disk image changed it: %v (size %d, want %d)", err, sizeOf(st), 32<<20)
 	}
 }
 
@@ -308,4 +308,11 @@ func readMark(t *testing.T, path string, want []byte, off int64) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("disk %s at %d holds %q, want the mark %q: the image did not persist", path, off, got, want)
 	}
+}
+
+func sizeOf(st os.FileInfo) int64 {
+	if st == nil {
+		return -1
+	}
+	return st.Size()
 }
