@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,6 +64,9 @@ func Start(opts Options) (*Server, error) {
 	}
 	if opts.Mode == "" {
 		opts.Mode = ModeLegacy
+	}
+	if !slices.Contains(modes, opts.Mode) {
+		return nil, fmt.Errorf("bmc: Options.Mode %q: want one of %v", opts.Mode, modes)
 	}
 	if opts.GracefulTimeout == 0 {
 		opts.GracefulTimeout = 2 * time.Minute

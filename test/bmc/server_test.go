@@ -545,6 +545,22 @@ func TestRequestLog(t *testing.T) {
 	}
 }
 
+func TestOptions(t *testing.T) {
+	if srv, err := bmc.Start(bmc.Options{Mode: "Bios"}); err == nil {
+		srv.Close()
+		t.Errorf("Start took boot mode Bios")
+	}
+	user, password := "admin-"+randomWord(t), randomWord(t)+randomWord(t)
+	b := newBed(t, bmc.Options{Mode: bmc.ModeUEFI, User: user, Password: password})
+	if b.srv.User != user || b.srv.Password != password {
+		t.Errorf("the server does not take the credentials given")
+	}
+	b.must(http.MethodGet, "/redfish/v1/Systems", "", http.StatusOK)
+	b.wantProps(b.system(), map[string]any{"Boot/BootSourceOverrideMode": "UEFI"})
+	b.reset("On")
+	b.wantCalls("PowerOn(first None, later None, UEFI)")
+}
+
 func TestAddSystem(t *testing.T) {
 	srv := bmc.StartT(t, bmc.Options{})
 	if p, err := srv.AddSystem("vm-0", &fakeMachine{}); err != nil || p != "/redfish/v1/Systems/vm-0" {
