@@ -1,9 +1,12 @@
 package metal3_test
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/edgefleet/edgefleet/test/bmc"
 	"github.com/edgefleet/edgefleet/test/controlplane"
 	"github.com/edgefleet/edgefleet/test/ironic"
 	"github.com/edgefleet/edgefleet/test/metal3"
@@ -75,4 +79,106 @@ func TestMetal3WithRealIronicRefusesAnUnreachableBMC(t *testing.T) {
 		t.Errorf("host %s: registration error %q does not name the BMC's address %s", bmh.Name, last.ErrorMessage, silent)
 	}
 	t.Logf("host %s: %s: %s", bmh.Name, last.ErrorType, last.ErrorMessage)
+}
+
+// TestMetal3WithRealIronicRegistersAMachine runs baremetal-operator against real Ironic and a
+// Redfish BMC (test/bmc) in front of a qemu VM: a BareMetalHost registers (Ironic reads the
+// machine's power and boot settings through the BMC) and becomes available (inspection and
+// cleaning off: no agent ramdisk yet), its machine left powered off. A host whose BMC
+// credentials are wrong stays in registering with an error saying the BMC refused them.
+// Powering the machine on through the operator waits on Ironic 29.0.5's parent_node defect
+// (docs/metal3-testbed.md).
+func TestMetal3WithRealIronicRegistersAMachine(t *testing.T) {
+	cp := controlplane.StartT(t, controlplane.Options{Name: "site-ironic"})
+	ns := cp.Namespace(t)
+	ir := ironic.StartT(t, ironic.Options{})
+	m3 := metal3.StartT(t, cp, metal3.Options{Namespaces: []string{ns}, Ironic: &metal3.Ironic{URL: ir.URL, User: ir.User, Password: ir.Password}})
+	srv := bmc.StartT(t, bmc.Options{})
+	vm, err := bmc.NewVM(bmc.Config{Name: "machine-0", Dir: t.TempDir(), DiskSize: 32 << 20, MemoryMiB: 128, MAC: "52:54:00:00:02:01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := vm.Close(); err != nil {
+			t.Errorf("power off machine-0: %v", err)
+		}
+	})
+	sysPath, err := srv.AddSystem("machine-0", vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	c := m3.Client
+
+	secret := func(name, password string) string {
+		t.Helper()
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data:       map[string][]byte{"username": []byte(srv.User), "password": []byte(password)},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Name
+	}
+	host := func(name, mac, credentials string) *metal3api.BareMetalHost {
+		t.Helper()
+		h := &metal3api.BareMetalHost{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: metal3api.BareMetalHostSpec{
+				BootMACAddress:        mac,
+				InspectionMode:        metal3api.InspectionModeDisabled,
+				AutomatedCleaningMode: metal3api.CleaningModeDisabled,
+				BMC:                   metal3api.BMCDetails{Address: "redfish+" + srv.URL + sysPath, CredentialsName: credentials},
+			},
+		}
+		if err := c.Create(ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	wait := func(h *metal3api.BareMetalHost, what string, done func() bool) {
+		t.Helper()
+		testutil.WaitFor(t, 3*time.Minute, "host "+h.Name+" "+what, func() (bool, string) {
+			if err := c.Get(ctx, clientKey(ns, h.Name), h); err != nil {
+				return false, err.Error()
+			}
+			return done(), fmt.Sprintf("state %q, powered on %v, error %q %q; qemu running %v\nIronic's node: %s\nBMC requests:\n%s\n%s",
+				h.Status.Provisioning.State, h.Status.PoweredOn, h.Status.ErrorType, h.Status.ErrorMessage, vm.PoweredOn(), ironicNode(ctx, ir, ns+"~"+h.Name), srv.RequestLog(), m3.LogLines(h.Name, 10))
+		})
+	}
+
+	machine := host("machine-0", "52:54:00:00:02:01", secret("machine-0-bmc", srv.Password))
+	wait(machine, "available", func() bool { return machine.Status.Provisioning.State == metal3api.StateAvailable })
+	if vm.PoweredOn() {
+		t.Errorf("machine-0 runs a qemu while its host is available and offline")
+	}
+
+	// The same BMC with a wrong password: Ironic is refused, the host never registers.
+	wrong := host("wrong-password", "52:54:00:00:02:02", secret("wrong-password-bmc", rand.Text()))
+	wait(wrong, "with a registration error", func() bool {
+		if s := wrong.Status.Provisioning.State; s != "" && s != metal3api.StateRegistering {
+			t.Fatalf("host %s went on to %q with a wrong BMC password", wrong.Name, s)
+		}
+		return wrong.Status.ErrorType == metal3api.RegistrationError
+	})
+	if !strings.Contains(wrong.Status.ErrorMessage, "401") {
+		t.Errorf("host %s: registration error %q does not say the BMC refused the credentials (401)", wrong.Name, wrong.Status.ErrorMessage)
+	}
+	t.Logf("host %s: %s: %s", wrong.Name, wrong.Status.ErrorType, wrong.Status.ErrorMessage)
+}
+
+// ironicNode is what Ironic says of a node (named as the operator names it, namespace~name):
+// its states, error and lock, for a failing test to show.
+func ironicNode(ctx context.Context, ir *ironic.Ironic, name string) string {
+	resp, err := ir.Do(ctx, http.MethodGet, "/v1/nodes/"+name+"?fields=uuid,provision_state,target_provision_state,power_state,target_power_state,last_error,reservation,parent_node,driver", nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status + " " + string(b)
 }
