@@ -1,10 +1,8 @@
 package bmc_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -67,13 +65,13 @@ func TestIronicDrivesVM(t *testing.T) {
 	}
 
 	var node ironicNode
-	call(ctx, t, ir, http.MethodPost, "/v1/nodes", map[string]any{
+	ir.CallT(t, http.MethodPost, "/v1/nodes", map[string]any{
 		"name": "vm-0", "driver": "redfish", "boot_interface": "ipxe", "driver_info": driverInfo(srv.Password),
 	}, http.StatusCreated, &node)
 	phase := time.Now()
 
 	// manage: Ironic verifies that it reaches the BMC and reads the power state.
-	call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/provision", map[string]string{"target": "manage"}, http.StatusAccepted, nil)
+	ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/provision", map[string]string{"target": "manage"}, http.StatusAccepted, nil)
 	node = waitNode(t, ir, node.UUID, "provision state manageable", func(n ironicNode) bool { return n.ProvisionState == "manageable" })
 	if node.PowerState != "power off" {
 		t.Errorf("Ironic read power state %q through the BMC, want power off", node.PowerState)
@@ -81,12 +79,12 @@ func TestIronicDrivesVM(t *testing.T) {
 	t.Logf("manageable after %s", time.Since(phase).Round(time.Millisecond))
 
 	// Boot device: Ironic's one-time PXE becomes the BMC's Once override to Pxe.
-	call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+node.UUID+"/management/boot_device", map[string]any{"boot_device": "pxe", "persistent": false}, http.StatusNoContent, nil)
+	ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/management/boot_device", map[string]any{"boot_device": "pxe", "persistent": false}, http.StatusNoContent, nil)
 	var bootDevice struct {
 		BootDevice string `json:"boot_device"`
 		Persistent *bool  `json:"persistent"`
 	}
-	call(ctx, t, ir, http.MethodGet, "/v1/nodes/"+node.UUID+"/management/boot_device", nil, http.StatusOK, &bootDevice)
+	ir.CallT(t, http.MethodGet, "/v1/nodes/"+node.UUID+"/management/boot_device", nil, http.StatusOK, &bootDevice)
 	if bootDevice.BootDevice != "pxe" || bootDevice.Persistent == nil || *bootDevice.Persistent {
 		persistent := "unknown"
 		if bootDevice.Persistent != nil {
@@ -101,7 +99,7 @@ func TestIronicDrivesVM(t *testing.T) {
 
 	// Power on: a qemu runs, booting the network first.
 	phase = time.Now()
-	call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/power", map[string]string{"target": "power on"}, http.StatusAccepted, nil)
+	ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/power", map[string]string{"target": "power on"}, http.StatusAccepted, nil)
 	node = waitNode(t, ir, node.UUID, "power state power on", func(n ironicNode) bool { return n.PowerState == "power on" && n.TargetPowerState == "" })
 	t.Logf("powered on after %s", time.Since(phase).Round(time.Millisecond))
 	pid := vm.PID()
@@ -127,7 +125,7 @@ func TestIronicDrivesVM(t *testing.T) {
 
 	// Power off: qemu is gone.
 	phase = time.Now()
-	call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/power", map[string]string{"target": "power off"}, http.StatusAccepted, nil)
+	ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/power", map[string]string{"target": "power off"}, http.StatusAccepted, nil)
 	node = waitNode(t, ir, node.UUID, "power state power off", func(n ironicNode) bool { return n.PowerState == "power off" && n.TargetPowerState == "" })
 	t.Logf("powered off after %s", time.Since(phase).Round(time.Millisecond))
 	if !gone(pid) || vm.PID() != 0 {
@@ -139,11 +137,11 @@ func TestIronicDrivesVM(t *testing.T) {
 
 	// A wrong password: manage fails back to enroll, and Ironic's error names authentication.
 	var wrong ironicNode
-	call(ctx, t, ir, http.MethodPost, "/v1/nodes", map[string]any{
+	ir.CallT(t, http.MethodPost, "/v1/nodes", map[string]any{
 		"name": "vm-0-wrong-password", "driver": "redfish", "boot_interface": "ipxe", "driver_info": driverInfo(srv.Password + "x"),
 	}, http.StatusCreated, &wrong)
 	refusedBefore := countStatus(ironicRequests(srv), http.StatusUnauthorized)
-	call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+wrong.UUID+"/states/provision", map[string]string{"target": "manage"}, http.StatusAccepted, nil)
+	ir.CallT(t, http.MethodPut, "/v1/nodes/"+wrong.UUID+"/states/provision", map[string]string{"target": "manage"}, http.StatusAccepted, nil)
 	wrong = waitNode(t, ir, wrong.UUID, "manage to end", func(n ironicNode) bool {
 		return n.TargetProvisionState == "" && (n.ProvisionState == "manageable" || n.LastError != "")
 	})
@@ -188,7 +186,7 @@ func waitNode(t *testing.T, ir *ironic.Ironic, uuid, what string, done func(iron
 	var n ironicNode
 	testutil.WaitFor(t, 2*time.Minute, "node "+uuid+": "+what, func() (bool, string) {
 		n = ironicNode{}
-		call(t.Context(), t, ir, http.MethodGet, "/v1/nodes/"+uuid, nil, http.StatusOK, &n)
+		ir.CallT(t, http.MethodGet, "/v1/nodes/"+uuid, nil, http.StatusOK, &n)
 		if done(n) {
 			return true, ""
 		}
@@ -199,26 +197,6 @@ func waitNode(t *testing.T, ir *ironic.Ironic, uuid, what string, done func(iron
 		return false, fmt.Sprintf("%+v", n)
 	})
 	return n
-}
-
-// call sends an Ironic API request and checks the status; out, when not nil, gets the JSON
-// answer.
-func call(ctx context.Context, t *testing.T, ir *ironic.Ironic, method, path string, body any, want int, out any) {
-	t.Helper()
-	resp, err := ir.Do(ctx, method, path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("ironic %s %s: %s, want %d: %s", method, path, resp.Status, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("ironic %s %s: %v: %s", method, path, err, b)
-		}
-	}
 }
 
 // ironicRequests are the requests Ironic (sushy, on python-requests) made of the BMC: not the

@@ -363,3 +363,26 @@ func childPID(pid int) (int, error) {
 	}
 	return strconv.Atoi(f[0])
 }
+
+// CallT sends a request with Do for a test, fails the test unless the answer has status want,
+// and decodes its JSON body into out when out is not nil.
+func (i *Ironic) CallT(t testing.TB, method, path string, body any, want int, out any) {
+	t.Helper()
+	resp, err := i.Do(t.Context(), method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		t.Fatalf("ironic %s %s: read the answer: %v", method, path, err)
+	}
+	if resp.StatusCode != want {
+		t.Fatalf("ironic %s %s: %s, want %d: %s", method, path, resp.Status, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("ironic %s %s: %v: %s", method, path, err, b)
+		}
+	}
+}

@@ -3,9 +3,7 @@ package ironic
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -65,7 +63,7 @@ func TestIronic(t *testing.T) {
 		var nodes struct {
 			Nodes []any `json:"nodes"`
 		}
-		call(ctx, t, ir, http.MethodGet, "/v1/nodes", nil, http.StatusOK, &nodes)
+		ir.CallT(t, http.MethodGet, "/v1/nodes", nil, http.StatusOK, &nodes)
 	})
 
 	t.Run("fake node to available and deleted", func(t *testing.T) {
@@ -73,18 +71,18 @@ func TestIronic(t *testing.T) {
 			UUID           string `json:"uuid"`
 			ProvisionState string `json:"provision_state"`
 		}
-		call(ctx, t, ir, http.MethodPost, "/v1/nodes", map[string]any{"name": "fake-0", "driver": "fake-hardware"}, http.StatusCreated, &node)
+		ir.CallT(t, http.MethodPost, "/v1/nodes", map[string]any{"name": "fake-0", "driver": "fake-hardware"}, http.StatusCreated, &node)
 		if node.ProvisionState != "enroll" {
 			t.Fatalf("new node %s is %q, want enroll", node.UUID, node.ProvisionState)
 		}
 		start := time.Now()
 		for _, step := range []struct{ target, want string }{{"manage", "manageable"}, {"provide", "available"}} {
-			call(ctx, t, ir, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/provision", map[string]string{"target": step.target}, http.StatusAccepted, nil)
+			ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/provision", map[string]string{"target": step.target}, http.StatusAccepted, nil)
 			waitState(ctx, t, ir, node.UUID, step.want)
 			t.Logf("node %s: %s after %s", node.UUID, step.want, time.Since(start).Round(time.Millisecond))
 		}
-		call(ctx, t, ir, http.MethodDelete, "/v1/nodes/"+node.UUID, nil, http.StatusNoContent, nil)
-		call(ctx, t, ir, http.MethodGet, "/v1/nodes/"+node.UUID, nil, http.StatusNotFound, nil)
+		ir.CallT(t, http.MethodDelete, "/v1/nodes/"+node.UUID, nil, http.StatusNoContent, nil)
+		ir.CallT(t, http.MethodGet, "/v1/nodes/"+node.UUID, nil, http.StatusNotFound, nil)
 	})
 
 	t.Run("password not in the run's files", func(t *testing.T) {
@@ -100,26 +98,6 @@ func TestIronic(t *testing.T) {
 	})
 }
 
-// call sends a request with the run's credentials, checks the answer's status and decodes its
-// JSON body into out when out is not nil.
-func call(ctx context.Context, t *testing.T, ir *Ironic, method, path string, body any, want int, out any) {
-	t.Helper()
-	resp, err := ir.Do(ctx, method, path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %s, want %d: %s", method, path, resp.Status, want, b)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %v: %s", method, path, err, b)
-		}
-	}
-}
-
 // waitState waits up to a minute for the node's provision state to be want, failing at once
 // when the node lands in an error state.
 func waitState(ctx context.Context, t *testing.T, ir *Ironic, uuid, want string) {
@@ -130,7 +108,7 @@ func waitState(ctx context.Context, t *testing.T, ir *Ironic, uuid, want string)
 		LastError      string `json:"last_error"`
 	}
 	for {
-		call(ctx, t, ir, http.MethodGet, "/v1/nodes/"+uuid, nil, http.StatusOK, &node)
+		ir.CallT(t, http.MethodGet, "/v1/nodes/"+uuid, nil, http.StatusOK, &node)
 		switch {
 		case node.ProvisionState == want:
 			return
