@@ -24,8 +24,41 @@ packages=ironic-api,ironic-conductor,python3-sushy,ipmitool
 # The cache key: what goes into the tree, not how this script gets there.
 hash=$(printf '%s\n' "$suite" "$packages" | sha256sum | cut -c1-12)
 
+# fix_parent_node corrects a defect of Ironic 29.0.5 in the tree at $1, once (a tree built or
+# fixed before is left as it is). Its node PATCH stores the node's own UUID as the node's
+# parent_node whenever the patch does not name /parent_node: authorize_node_link_patch returns
+# the node itself then, and the caller stores whatever it returns. baremetal-operator patches
+# its nodes, so each of them became its own parent, and a power-on, which first powers on a
+# node's parent, then failed on the lock it held itself (ParentNodeLocked). Fixed: the parent is
+# stored only when the patch names one. Drop this once the tree's Ironic no longer has the
+# line it replaces.
+fix_parent_node() {
+	local api=$1/usr/lib/python3/dist-packages/ironic/api/controllers/v1
+	python3 - "$api/node.py" <<'EOF' >&2
+import sys
+path = sys.argv[1]
+src = open(path).read()
+broken = """        if parent_node := api_utils.authorize_node_link_patch(
+                rpc_node, patch, 'parent_node'):
+            corrected_values['parent_node'] = parent_node.uuid
+"""
+fixed = """        if (parent_node := api_utils.authorize_node_link_patch(
+                rpc_node, patch, 'parent_node')) is not rpc_node:
+            corrected_values['parent_node'] = parent_node.uuid
+"""
+if fixed in src:
+    sys.exit(0)
+if broken not in src:
+    sys.exit(f"ironic: {path} holds neither the parent_node defect of Ironic 29.0.5 nor its fix: check whether hack/ironic.sh's fix_parent_node still applies")
+open(path, "w").write(src.replace(broken, fixed))
+print(f"ironic: fixed the parent_node defect in {path}")
+EOF
+	rm -f "$api"/__pycache__/node.*.pyc
+}
+
 for out in "$cache"/ironic-*-"$hash"; do
 	if [[ -d $out ]]; then
+		fix_parent_node "$out"
 		echo "$out"
 		exit 0
 	fi
@@ -49,6 +82,7 @@ version=$(dpkg-query --admindir="$tmp/var/lib/dpkg" -W -f '${Version}' ironic-ap
 version=${version#*:} # no epoch: a colon in a path is a nuisance
 [[ -x $tmp/usr/bin/ironic && -x $tmp/usr/bin/ironic-dbsync ]] ||
 	{ echo "ironic: $tmp has no /usr/bin/ironic or /usr/bin/ironic-dbsync" >&2; exit 1; }
+fix_parent_node "$tmp"
 out=$cache/ironic-$version-$hash
 mv "$tmp" "$out"
 echo "ironic: built $out in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))" >&2

@@ -14,6 +14,8 @@ import (
 	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/edgefleet/edgefleet/test/bmc"
 	"github.com/edgefleet/edgefleet/test/controlplane"
@@ -81,14 +83,15 @@ func TestMetal3WithRealIronicRefusesAnUnreachableBMC(t *testing.T) {
 	t.Logf("host %s: %s: %s", bmh.Name, last.ErrorType, last.ErrorMessage)
 }
 
-// TestMetal3WithRealIronicRegistersAMachine runs baremetal-operator against real Ironic and a
+// TestMetal3WithRealIronicDrivesAMachine runs baremetal-operator against real Ironic and a
 // Redfish BMC (test/bmc) in front of a qemu VM: a BareMetalHost registers (Ironic reads the
-// machine's power and boot settings through the BMC) and becomes available (inspection and
-// cleaning off: no agent ramdisk yet), its machine left powered off. A host whose BMC
-// credentials are wrong stays in registering with an error saying the BMC refused them.
-// Powering the machine on through the operator waits on Ironic 29.0.5's parent_node defect
-// (docs/metal3-testbed.md).
-func TestMetal3WithRealIronicRegistersAMachine(t *testing.T) {
+// machine's power through the BMC) and becomes available (inspection and cleaning off: no agent
+// ramdisk yet); online powers the machine on — a qemu process runs.
+// A host whose BMC credentials are wrong stays in registering with an error saying the BMC
+// refused them. What happened to the machine is asserted from qemu, not from the operator's or
+// the BMC's word. (The power-on needs hack/ironic.sh's fix of Ironic 29.0.5's parent_node
+// defect.)
+func TestMetal3WithRealIronicDrivesAMachine(t *testing.T) {
 	cp := controlplane.StartT(t, controlplane.Options{Name: "site-ironic"})
 	ns := cp.Namespace(t)
 	ir := ironic.StartT(t, ironic.Options{})
@@ -152,6 +155,17 @@ func TestMetal3WithRealIronicRegistersAMachine(t *testing.T) {
 	wait(machine, "available", func() bool { return machine.Status.Provisioning.State == metal3api.StateAvailable })
 	if vm.PoweredOn() {
 		t.Errorf("machine-0 runs a qemu while its host is available and offline")
+	}
+
+	if err := c.Patch(ctx, machine, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"online":true}}`))); err != nil {
+		t.Fatal(err)
+	}
+	wait(machine, "powered on", func() bool { return machine.Status.PoweredOn })
+	if !vm.PoweredOn() {
+		t.Fatalf("host machine-0 says powered on, but no qemu runs")
+	}
+	if status, err := vm.Status(); err != nil || status != "running" {
+		t.Errorf("machine-0's qemu: status %q (%v), want running", status, err)
 	}
 
 	// The same BMC with a wrong password: Ironic is refused, the host never registers.
