@@ -29,6 +29,10 @@ import (
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
+// controlPlaneStartTimeout bounds each start of etcd and kube-apiserver (envtest's
+// ControlPlaneStartTimeout); envtest's default is 20 s.
+const controlPlaneStartTimeout = 2 * time.Minute
+
 // Options configure a control plane.
 type Options struct {
 	// Name identifies the control plane in errors and logs ("global", "site-a").
@@ -141,7 +145,11 @@ func Start(opts Options) (*ControlPlane, error) {
 
 // environment is the envtest environment of a control plane keeping its files in dir.
 func (opts Options) environment(ctx context.Context, root, dir string) (*envtest.Environment, error) {
-	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(root, "bin")}
+	// envtest gives etcd and kube-apiserver 20 s each to answer by default, then starts them
+	// again from scratch, five times. Beside the real-hosts lane of a CI run the API server
+	// has needed more than that (two packages failed, each after five 20 s attempts): one
+	// patient start beats five hasty ones.
+	env := &envtest.Environment{BinaryAssetsDirectory: filepath.Join(root, "bin"), ControlPlaneStartTimeout: controlPlaneStartTimeout}
 	apiServer := env.ControlPlane.GetAPIServer()
 	apiServer.CertDir = dir
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: filepath.Join(dir, "etcd")}
