@@ -42,7 +42,7 @@ func Fleet(fleet **testfleet.Fleet, opts testfleet.FleetOptions) bool {
 	})
 	ginkgo.ReportAfterEach(func(r ginkgo.SpecReport) {
 		if r.Failed() && *fleet != nil {
-			ginkgo.AddReportEntry("global controller log", (*fleet).ControllerLog())
+			ginkgo.AddReportEntry("global controller", (*fleet).ControllerState(60))
 		}
 	})
 	return true

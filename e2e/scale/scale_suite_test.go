@@ -39,6 +39,6 @@ var _ = BeforeSuite(func(ctx context.Context) {
 // Dump the controller's log when a spec fails.
 var _ = ReportAfterEach(func(r SpecReport) {
 	if r.Failed() && fleet != nil {
-		AddReportEntry("global controller log", fleet.ControllerLog())
+		AddReportEntry("global controller", fleet.ControllerState(60))
 	}
 })

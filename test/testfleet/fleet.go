@@ -282,6 +282,22 @@ func (f *Fleet) Kubeconfig() string { return filepath.Join(f.Dir, "global.kubeco
 // ControllerLog is the path of the global controller's log.
 func (f *Fleet) ControllerLog() string { return filepath.Join(f.Dir, "global-controller.log") }
 
+// ControllerState says whether the global controller runs (or has exited, with its exit state)
+// and the last n lines of its log, for a failed test's report: the log's file goes with the
+// fleet's directory.
+func (f *Fleet) ControllerState(n int) string {
+	if f.controller == nil {
+		return "the global controller is stopped"
+	}
+	state := fmt.Sprintf("the global controller runs (pid %d)", f.controller.Cmd.Process.Pid)
+	select {
+	case <-f.controller.Exited:
+		state = fmt.Sprintf("the global controller (pid %d) has exited: %v", f.controller.Cmd.Process.Pid, f.controller.Cmd.ProcessState)
+	default:
+	}
+	return fmt.Sprintf("%s; the last %d lines of %s:\n%s", state, n, f.ControllerLog(), f.controller.LogTail(n))
+}
+
 // StartController starts bin/global-controller and waits until it is ready.
 func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	ports, err := proc.FreePorts(3)
