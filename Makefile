@@ -76,10 +76,11 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 	@iso=$$(usb-image/build.sh "$${EDGEFLEET_TOOLS_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edgefleet/tools}" $(BIN)) && ln -sfn "$$iso" $(BIN)/edgefleet-base.iso && echo "bin/edgefleet-base.iso -> $$iso"
 
 .PHONY: test
-test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time and the slow tests and specs (bin/test-report/).
+test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time, the slow tests and specs, and the CPU time by package (bin/test-report/).
 	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
 	rm -rf $(TEST_REPORT); mkdir -p $(TEST_REPORT); $(GO) build -o $(BIN)/testreport ./hack/testreport; start=$$SECONDS; \
 	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
+	$(BIN)/testreport -sample-cpu $(TEST_REPORT)/run.cpu.json & sampler=$$!; \
 	( lane=0; \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_SUITE) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
@@ -89,8 +90,9 @@ test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserve
 	while [ ! -e $(TEST_REPORT)/realhosts.done ] && kill -0 $$realhosts 2>/dev/null; do sleep 5; done; \
 	$(GO) test -json $(GO_TEST_FLAGS) $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	wait $$realhosts || status=$$?; \
+	kill $$sampler 2>/dev/null || true; wait $$sampler || status=$$?; \
 	echo; echo "make test: each package's time (go test -json), slowest first"; \
-	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json $(TEST_REPORT)/*.ginkgo.json; \
+	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json $(TEST_REPORT)/*.ginkgo.json $(TEST_REPORT)/run.cpu.json; \
 	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e

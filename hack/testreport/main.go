@@ -3,10 +3,13 @@
 // and a test's lines only when it fails. It records each package's result and time in a file;
 // with -table it prints those records as one table, slowest first, with each lane's sum, and
 // then the top-level tests and ginkgo specs that took slowTest or more (where a package's time
-// went). Arguments ending in .ginkgo.json are ginkgo JSON reports (test/testutil.RunSpecs).
+// went). Arguments ending in .ginkgo.json are ginkgo JSON reports (test/testutil.RunSpecs). With
+// -sample-cpu it samples the CPU time of every process until it is stopped (SIGTERM), by the
+// test package whose binary started it; a table argument ending in .cpu.json prints that
+// record after the times (where the machine's two cores went).
 //
-//	go test -json ./... | testreport -record LANE.json -lane main
-//	testreport -table LANE.json OTHER.json SUITE.ginkgo.json
+//	testreport -sample-cpu RUN.cpu.json & go test -json ./... | testreport -record LANE.json -lane main
+//	testreport -table LANE.json OTHER.json SUITE.ginkgo.json RUN.cpu.json
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/onsi/ginkgo/v2/types"
 )
@@ -53,9 +57,13 @@ func main() {
 	recordFile := flag.String("record", "", "filter stdin and append each package's result to this file")
 	lane := flag.String("lane", "main", "the lane the recorded packages ran in")
 	table := flag.Bool("table", false, "print the records of the files named as arguments as one table")
+	cpuFile := flag.String("sample-cpu", "", "sample every process's CPU time until SIGTERM, into this file")
+	interval := flag.Duration("sample-interval", 5*time.Second, "how often -sample-cpu samples")
 	flag.Parse()
 	var err error
 	switch {
+	case *cpuFile != "":
+		err = sampleCPU(*cpuFile, *interval)
 	case *table:
 		err = printTable(os.Stdout, flag.Args())
 	case *recordFile != "":
@@ -145,8 +153,12 @@ func printTable(out io.Writer, files []string) error {
 	var all, tests []record
 	sums := map[string]float64{}
 	var lanes []string // in the order of the files
-	var reports []string
+	var reports, cpuFiles []string
 	for _, name := range files {
+		if strings.HasSuffix(name, ".cpu.json") {
+			cpuFiles = append(cpuFiles, name)
+			continue
+		}
 		if strings.HasSuffix(name, ".ginkgo.json") {
 			reports = append(reports, name)
 			continue
@@ -204,7 +216,15 @@ func printTable(out io.Writer, files []string) error {
 			fmt.Fprintf(tw, "%7.1f\t%s\t%s\t%s: %s\n", r.Seconds, r.Result, r.Lane, strings.TrimPrefix(r.Package, "github.com/edgefleet/edgefleet/"), r.Test)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, name := range cpuFiles {
+		if err := printCPU(out, name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // slowSpecs reads a ginkgo JSON report and returns a record per spec or suite node (BeforeSuite,
