@@ -288,6 +288,12 @@ func printPlan(out printer, w io.Writer, camp *fleetv1.Campaign) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(p.Steps) > 0 {
+		fmt.Fprintln(w, "\nmoved through a release of each Kubernetes minor version between (one minor version per step):")
+		for _, s := range p.Steps {
+			fmt.Fprintf(w, "  %s: %s\n", s.Name, strings.Join(s.Releases, " → "))
+		}
+	}
 	if len(p.Skipped) > 0 {
 		fmt.Fprintf(w, "\nskipped (%d):\n", camp.Status.Counts.Skipped)
 		for _, s := range p.Skipped {

@@ -85,6 +85,7 @@ func TestCampaignPlanAndWatchPrintTheStatus(t *testing.T) {
 			{Index: 1, Size: 2, Window: 2, Sites: []string{"b"}},
 		},
 		Skipped:   []fleetv1.CampaignSiteResult{{Name: "d", State: "Skipped", Reason: "site has no spec.cluster"}},
+		Steps:     []fleetv1.CampaignSiteSteps{{Name: "a", Releases: []string{"r1", "r2"}}},
 		Truncated: true,
 	}
 	if err := global.Client.Status().Update(t.Context(), c); err != nil {
@@ -94,7 +95,7 @@ func TestCampaignPlanAndWatchPrintTheStatus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, out)
 	}
-	for _, want := range []string{"0 (canaries)", "b,… (1 more)", "d: site has no spec.cluster"} {
+	for _, want := range []string{"0 (canaries)", "b,… (1 more)", "d: site has no spec.cluster", "a: r1 → r2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out)
 		}

@@ -34,6 +34,10 @@ type FakeSiteReconcilerOptions struct {
 	// Succeeded stands for PreCached) and its message. An empty phase makes the operation hang
 	// until its deadline, when it times out. Nil means every operation succeeds.
 	Outcome func(site string, op *fleetv1.SiteOperation) (fleetv1.OperationPhase, string)
+	// ClusterVersion, when set, is the Kubernetes version the site's cluster reports
+	// (status.cluster.kubernetesVersion, written with the final phase) once an apply succeeded,
+	// as the global site reconciler's summary does after the nodes moved; "" leaves it as is.
+	ClusterVersion func(site string, op *fleetv1.SiteOperation) string
 	// Workers write statuses in parallel; default 8.
 	Workers int
 	// Clock stamps the start and completion times; default the real clock.
@@ -61,8 +65,8 @@ type FakeSiteReconciler struct {
 
 // Dispatch is one dispatch the simulator saw.
 type Dispatch struct {
-	// Site and ID of the operation.
-	Site, ID string
+	// Site and ID of the operation, and the release it moves the site to.
+	Site, ID, Release string
 	// At is when the simulator saw it (its clock).
 	At time.Time
 }
@@ -160,7 +164,7 @@ func (s *FakeSiteReconciler) record(site *fleetv1.Site) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.dispatches[site.Name] = append(s.dispatches[site.Name], site.Spec.Operation.ID)
-	s.log = append(s.log, Dispatch{Site: site.Name, ID: site.Spec.Operation.ID, At: s.opts.Clock.Now()})
+	s.log = append(s.log, Dispatch{Site: site.Name, ID: site.Spec.Operation.ID, Release: site.Spec.Operation.Release, At: s.opts.Clock.Now()})
 }
 
 // Log returns every dispatch seen, in the order seen.
@@ -263,7 +267,11 @@ func (s *FakeSiteReconciler) handle(ctx context.Context, key types.NamespacedNam
 		phase = fleetv1.OperationPreCached
 	}
 	next.Phase, next.Message, next.CompletionTime = phase, msg, &metav1.Time{Time: now}
-	if err := s.write(ctx, site, next); err != nil {
+	version := ""
+	if s.opts.ClusterVersion != nil && phase == fleetv1.OperationSucceeded && op.Stage == fleetv1.StageApply {
+		version = s.opts.ClusterVersion(site.Name, op)
+	}
+	if err := s.writeWith(ctx, site, next, version); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -273,8 +281,19 @@ func (s *FakeSiteReconciler) handle(ctx context.Context, key types.NamespacedNam
 }
 
 func (s *FakeSiteReconciler) write(ctx context.Context, site *fleetv1.Site, status *fleetv1.SiteOperationStatus) error {
+	return s.writeWith(ctx, site, status, "")
+}
+
+// writeWith writes status, and version as the cluster's Kubernetes version unless "".
+func (s *FakeSiteReconciler) writeWith(ctx context.Context, site *fleetv1.Site, status *fleetv1.SiteOperationStatus, version string) error {
 	mod := site.DeepCopy()
 	mod.Status.LastOperation = status
+	if version != "" {
+		if mod.Status.Cluster == nil {
+			mod.Status.Cluster = &fleetv1.ClusterSummary{}
+		}
+		mod.Status.Cluster.KubernetesVersion = version
+	}
 	if err := s.client.Status().Patch(ctx, mod, client.MergeFrom(site)); err != nil {
 		return fmt.Errorf("fake site reconciler: patch status of %s: %w", site.Name, client.IgnoreNotFound(err))
 	}

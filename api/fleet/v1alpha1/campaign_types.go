@@ -16,6 +16,10 @@ const (
 	PreCacheIDSuffix = "-precache"
 	// RollbackIDSuffix ends the ID of a campaign's rollback dispatch.
 	RollbackIDSuffix = "-rollback"
+	// StepIDSuffix, then the step's number (from 1), ends the ID of a step of a site's move
+	// through intermediate releases, one Kubernetes minor version at a time; the last step, to
+	// the campaign's release, is the apply.
+	StepIDSuffix = "-step-"
 )
 
 // Campaign conditions.
@@ -419,10 +423,30 @@ type CampaignPlan struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=100
 	Skipped []CampaignSiteResult `json:"skipped,omitempty"`
+	// Steps lists the sites the campaign moves more than one Kubernetes minor version, through
+	// a release of each minor version between (at most 100 listed).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	Steps []CampaignSiteSteps `json:"steps,omitempty"`
 	// Truncated is set when some site names were left out to keep the status small; the
 	// sizes are complete.
 	// +optional
 	Truncated bool `json:"truncated,omitempty"`
+}
+
+// CampaignSiteSteps is a site's move through intermediate releases: the version-skew policy
+// moves a cluster one Kubernetes minor version per step.
+type CampaignSiteSteps struct {
+	// Name of the Site.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Releases the site goes to, one step each, in order; the campaign's release last.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Releases []string `json:"releases"`
 }
 
 // CampaignWave is one wave of the plan.

@@ -322,7 +322,8 @@ const (
 
 // SiteOperation is one piece of work a campaign dispatched to a site.
 type SiteOperation struct {
-	// ID names the dispatch: the campaign's UID, with a suffix for a rollback. The site takes
+	// ID names the dispatch: the campaign's UID, with a suffix for a pre-cache, a rollback or
+	// a step through an intermediate release (fleet.edgefleet.io StepIDSuffix). The site takes
 	// each ID once; a campaign never dispatches the same ID twice.
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -353,6 +354,13 @@ type SiteOperation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PreviousRelease string `json:"previousRelease,omitempty"`
+
+	// Target is the campaign's release when this operation is one step of the site's move
+	// there through intermediate releases (Kubernetes moves one minor version per step);
+	// empty when Release is the campaign's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Target string `json:"target,omitempty"`
 
 	// DispatchTime is when the campaign dispatched it.
 	// +required

@@ -24,6 +24,10 @@ const (
 	maxFailedSites = 50
 	maxPlanNames   = 1000
 	maxPlanSkipped = 100
+	// maxPlanSteps sites' steps are listed in a dry run's plan, each of maxStepsListed
+	// releases at most (the CRD's limits).
+	maxPlanSteps   = 100
+	maxStepsListed = 64
 	maxReasonLen   = 256
 )
 
@@ -226,12 +230,12 @@ func (r *Reconciler) reconcileTargets(ctx context.Context, s *scope) error {
 		}
 		if id, ok := r.pending.pending(c.UID, name, seen, s.now); ok {
 			// Dispatched by this controller, not in the cache yet.
-			switch id {
-			case pc.ID:
-				site.State = plan.InProgress
-			case pc.PreCacheID():
+			switch {
+			case id == pc.ID, pc.StepOf(id) > 0:
+				site.State, site.Steps = plan.InProgress, nil
+			case id == pc.PreCacheID():
 				site.State = plan.PreCaching
-			case pc.RollbackID():
+			case id == pc.RollbackID():
 				site.Rollback = plan.RollingBack
 			}
 			site.Busy = false
@@ -291,6 +295,15 @@ func (r *Reconciler) reconcileDryRun(_ context.Context, s *scope) error {
 		p.Waves = append(p.Waves, wave)
 	}
 	for _, site := range s.sites {
+		switch {
+		case len(site.Steps) < 2 || site.State == plan.Skipped:
+		case len(p.Steps) == maxPlanSteps || len(site.Steps) > maxStepsListed:
+			p.Truncated = true
+		default:
+			p.Steps = append(p.Steps, fleetv1.CampaignSiteSteps{Name: site.Name, Releases: site.Steps})
+		}
+	}
+	for _, site := range s.sites {
 		if site.State != plan.Skipped {
 			continue
 		}
@@ -332,8 +345,11 @@ func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
 	for _, i := range d.PreCache {
 		jobs = append(jobs, job{idx: i, stage: stagePreCache})
 	}
+	for _, i := range d.Step {
+		jobs = append(jobs, s.applyOrStep(i))
+	}
 	for _, i := range d.Apply {
-		jobs = append(jobs, job{idx: i, stage: stageApply})
+		jobs = append(jobs, s.applyOrStep(i))
 	}
 	limit := r.MaxDispatchesPerReconcile
 	if limit <= 0 {
@@ -351,8 +367,8 @@ func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
 		switch j.stage {
 		case stagePreCache:
 			s.sites[j.idx].State = plan.PreCaching
-		case stageApply:
-			s.sites[j.idx].State = plan.InProgress
+		case stageApply, stageStep:
+			s.sites[j.idx].State, s.sites[j.idx].Steps = plan.InProgress, nil
 		case stageRollback:
 			s.sites[j.idx].Rollback = plan.RollingBack
 		}
@@ -367,6 +383,15 @@ func (r *Reconciler) reconcileDispatch(ctx context.Context, s *scope) error {
 		c.Status.StartTime = &metav1.Time{Time: s.now}
 	}
 	return err
+}
+
+// applyOrStep is the dispatch that moves site i on: the apply of the campaign's release, or,
+// for a site that moves through intermediate releases, its next step until the last.
+func (s *scope) applyOrStep(i int) job {
+	if steps := s.sites[i].Steps; len(steps) > 1 {
+		return job{idx: i, stage: stageStep}
+	}
+	return job{idx: i, stage: stageApply}
 }
 
 // reconcileStatus writes the counts, the phase and the conditions.
@@ -411,6 +436,11 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 		conditions.Set(&c.Status.Conditions, gen, fleetv1.CampaignCompleteCondition, status, reason, msg)
 	}
 	stopReason, stopMsg := stopCondition(d.Stop, failed, d.Counts.Succeeded+failed, s.limits)
+	// working counts the sites whose operation runs; the others in flight are between steps.
+	working, betweenSteps := d.Counts.InProgress-d.Counts.BetweenSteps, ""
+	if d.Counts.BetweenSteps > 0 {
+		betweenSteps = fmt.Sprintf(" (%d between steps)", d.Counts.BetweenSteps)
+	}
 	c.Status.Phase = d.Phase(c.Spec.Paused)
 	switch verdict := d.Verdict(); {
 	case verdict == plan.AllSucceeded:
@@ -431,22 +461,27 @@ func (r *Reconciler) reconcileStatus(_ context.Context, s *scope) error {
 		progressing(metav1.ConditionFalse, stopReason, stopMsg)
 		complete(metav1.ConditionTrue, stopReason, stopMsg+"; "+counts)
 	case d.Stop != plan.NotStopped:
-		progressing(metav1.ConditionFalse, stopReason, fmt.Sprintf("%s; waiting for %d sites in flight and %d rollbacks", stopMsg, d.Counts.InProgress, d.Counts.RollingBack+len(d.Rollback)))
+		msg := fmt.Sprintf("%s; waiting for %d sites in flight and %d rollbacks", stopMsg, working, d.Counts.RollingBack+len(d.Rollback))
+		if d.Counts.BetweenSteps > 0 {
+			msg += fmt.Sprintf("; %d sites between steps stay at the release of their last step", d.Counts.BetweenSteps)
+		}
+		progressing(metav1.ConditionFalse, stopReason, msg)
 		complete(metav1.ConditionFalse, stopReason, counts)
 	case c.Spec.Paused:
-		progressing(metav1.ConditionFalse, fleetv1.ReasonPaused, fmt.Sprintf("spec.paused is set: nothing new is dispatched, %d sites in flight", d.Counts.InProgress))
+		progressing(metav1.ConditionFalse, fleetv1.ReasonPaused, fmt.Sprintf("spec.paused is set: nothing new is dispatched, %d sites in flight%s", d.Counts.InProgress, betweenSteps))
 		complete(metav1.ConditionFalse, fleetv1.ReasonPaused, counts)
 	case !d.PreCacheDone:
 		progressing(metav1.ConditionTrue, fleetv1.ReasonPreCaching, fmt.Sprintf("%d sites pre-caching, %d not dispatched yet", d.Counts.PreCaching, d.Counts.Pending))
 		complete(metav1.ConditionFalse, fleetv1.ReasonPreCaching, counts)
 	default:
-		reason, msg := fleetv1.ReasonRollingOut, fmt.Sprintf("wave %d of %d, %d sites in flight, window %d", c.Status.CurrentWave, len(d.Waves), d.Counts.InProgress, d.Window)
+		reason, msg := fleetv1.ReasonRollingOut, fmt.Sprintf("wave %d of %d, %d sites in flight%s, window %d", c.Status.CurrentWave, len(d.Waves), d.Counts.InProgress, betweenSteps, d.Window)
+		idle := working == 0 && len(d.Apply) == 0 && len(d.Step) == 0
 		switch {
 		case d.WaitingForCanaries:
 			reason, msg = fleetv1.ReasonWaitingForCanaries, fmt.Sprintf("%d canaries running; the rest waits for all of them to succeed", d.Counts.InProgress)
-		case d.HeldByWindows && d.Counts.InProgress == 0 && len(d.Apply) == 0:
+		case d.HeldByWindows && idle:
 			reason, msg = fleetv1.ReasonOutsideMaintenanceWindow, s.heldMessage()
-		case d.HeldByBusy && d.Counts.InProgress == 0 && len(d.Apply) == 0:
+		case d.HeldByBusy && idle:
 			reason, msg = fleetv1.ReasonSitesBusy, s.busyMessage()
 		}
 		progressing(metav1.ConditionTrue, reason, msg)

@@ -2,6 +2,7 @@ package campaign_test
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -11,12 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/test/controlplane"
+	"github.com/edgefleet/edgefleet/test/sitesim"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
@@ -510,7 +513,8 @@ func siteVersions(t *testing.T, ns string) map[string]string {
 // TestDryRunSkipsWhatTheSkewPolicyForbids checks issue 35's anchor at the reconciler: an
 // upgrade campaign to a release at v1.34.0 does not plan a site whose cluster runs v1.36.3
 // (it is skipped, the reason naming the policy and the rule), while a site on v1.33.5 and one
-// never installed are planned.
+// never installed are planned, and one on v1.32.1 too, through the v1.33 release, as the
+// plan's steps say.
 func TestDryRunSkipsWhatTheSkewPolicyForbids(t *testing.T) {
 	ns := global.Namespace(t)
 	startController(t, controllerOptions{})
@@ -521,8 +525,15 @@ func TestDryRunSkipsWhatTheSkewPolicyForbids(t *testing.T) {
 	if err := global.Client.Create(t.Context(), rel); err != nil {
 		t.Fatal(err)
 	}
-	s := createSites(t, ns, 3, "r0")
-	for i, running := range map[int]string{0: "v1.36.3", 1: "v1.33.5"} {
+	steps := &fleetv1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1.33"},
+		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.33.9", OSImage: sitev1.OSImage{SHA256: fmt.Sprintf("%064x", 133)}},
+	}
+	if err := global.Client.Create(t.Context(), steps); err != nil {
+		t.Fatal(err)
+	}
+	s := createSites(t, ns, 4, "r0")
+	for i, running := range map[int]string{0: "v1.36.3", 1: "v1.33.5", 3: "v1.32.1"} {
 		controlplane.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, func(at *fleetv1.Site) {
 			at.Status.Cluster = &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioned, KubernetesVersion: running}
 		})
@@ -540,11 +551,108 @@ func TestDryRunSkipsWhatTheSkewPolicyForbids(t *testing.T) {
 	for _, w := range p.Waves {
 		planned = append(planned, w.Sites...)
 	}
-	if fmt.Sprint(planned) != fmt.Sprint([]string{s[1], s[2]}) {
-		t.Errorf("planned %v, want %s (v1.33.5) and %s (never installed)", planned, s[1], s[2])
+	if fmt.Sprint(planned) != fmt.Sprint([]string{s[1], s[2], s[3]}) {
+		t.Errorf("planned %v, want %s (v1.33.5), %s (never installed) and %s (v1.32.1, through v1.33)", planned, s[1], s[2], s[3])
+	}
+	if want := []fleetv1.CampaignSiteSteps{{Name: s[3], Releases: []string{"edge-1.33", "edge-1.34"}}}; !reflect.DeepEqual(p.Steps, want) {
+		t.Errorf("plan's steps %+v, want %+v", p.Steps, want)
 	}
 	if len(p.Skipped) != 1 || p.Skipped[0].Name != s[0] || !strings.HasPrefix(p.Skipped[0].Reason, "Kubernetes version-skew policy: v1.34.0 would downgrade the control plane from v1.36.3") ||
 		!strings.Contains(p.Skipped[0].Reason, "no control-plane downgrade") {
 		t.Errorf("skipped %+v, want %s skipped by the version-skew policy, naming the rule", p.Skipped, s[0])
+	}
+}
+
+// TestUpgradeStepsThroughEachMinor runs an upgrade campaign two minor versions ahead (v1.36.3
+// to v1.38.0): each site moves through the newest v1.37 release first, its next step dispatched
+// only once it reports that version, and ends on the campaign's release; a site whose
+// version does not move after its step fails at the step's deadline, saying so, and gets no
+// further step; a site three minor versions behind with no release at v1.35 is skipped,
+// naming the version missing.
+func TestUpgradeStepsThroughEachMinor(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	versions := map[string]string{"r0": "v1.36.3", "edge-1.37": "v1.37.2", "edge-1.37-old": "v1.37.1", "edge-1.38": "v1.38.0"}
+	for name, v := range versions {
+		if name == "r0" {
+			continue
+		}
+		rel := &fleetv1.Release{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       fleetv1.ReleaseSpec{KubernetesVersion: v, OSImage: sitev1.OSImage{SHA256: fmt.Sprintf("%064x", len(name))}},
+		}
+		if err := global.Client.Create(t.Context(), rel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createRelease(t, ns, "r0") // v1.36.3
+	s := createSites(t, ns, 4, "r0")
+	for i, running := range []string{"v1.36.3", "v1.36.3", "v1.36.3", "v1.34.0"} {
+		controlplane.UpdateStatus(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s[i]}}, func(at *fleetv1.Site) {
+			at.Status.Cluster = &fleetv1.ClusterSummary{Phase: sitev1.ClusterProvisioned, KubernetesVersion: running}
+		})
+	}
+	stuck := s[2] // its cluster never reports the step's version
+	sim, err := sitesim.NewFakeSiteReconciler(global.Config, sitesim.FakeSiteReconcilerOptions{
+		Namespace: ns,
+		ClusterVersion: func(site string, op *fleetv1.SiteOperation) string {
+			if site == stuck {
+				return ""
+			}
+			return versions[op.Release]
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := newCampaign(ns, "two-minors", "edge-1.38", fleetv1.CampaignStrategy{
+		InitialConcurrency: count(4), MaxConcurrency: count(4), RampFactor: 1,
+		FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromInt(1)},
+		SiteTimeout:   &metav1.Duration{Duration: 20 * time.Second},
+	})
+	c.Spec.Action = fleetv1.ActionUpgrade
+	if err := global.Client.Create(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, c, fleetv1.CampaignPartiallySucceeded)
+	id := string(got.UID)
+
+	byRelease := map[string][]string{} // site -> "ID release" dispatched, in order
+	for _, d := range sim.Log() {
+		byRelease[d.Site] = append(byRelease[d.Site], d.ID+" "+d.Release)
+	}
+	for _, site := range s[:2] {
+		if want := []string{id + "-step-1 edge-1.37", id + " edge-1.38"}; !slices.Equal(byRelease[site], want) {
+			t.Errorf("site %s was dispatched %v, want %v: the newest v1.37 release, then the campaign's", site, byRelease[site], want)
+		}
+		obj := &fleetv1.Site{}
+		if err := global.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: site}, obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj.Spec.Cluster.Release != "edge-1.38" || obj.Spec.Operation.PreviousRelease != "edge-1.37" {
+			t.Errorf("site %s: release %s, its last operation from %q; want edge-1.38 from edge-1.37", site, obj.Spec.Cluster.Release, obj.Spec.Operation.PreviousRelease)
+		}
+	}
+	if want := []string{id + "-step-1 edge-1.37"}; !slices.Equal(byRelease[stuck], want) {
+		t.Errorf("site %s (its version never moved) was dispatched %v, want %v and nothing after", stuck, byRelease[stuck], want)
+	}
+	if len(byRelease[s[3]]) != 0 {
+		t.Errorf("site %s (v1.34.0, no release at v1.35) was dispatched %v", s[3], byRelease[s[3]])
+	}
+	if got.Status.Counts.Succeeded != 2 || got.Status.Counts.Failed != 1 || got.Status.Counts.Skipped != 1 {
+		t.Errorf("counts %+v, want 2 succeeded, 1 failed, 1 skipped", got.Status.Counts)
+	}
+	reasons := map[string]string{}
+	for _, f := range got.Status.FailedSites {
+		reasons[f.Name] = f.Reason
+	}
+	if r := reasons[stuck]; !strings.Contains(r, "step 1 (release edge-1.37) succeeded, but by its deadline the site reported its control plane at \"v1.36.3\", not at the step's version v1.37.2") {
+		t.Errorf("site %s: reason %q, want the step's version not reported", stuck, r)
+	}
+	if r := reasons[s[3]]; !strings.Contains(r, "no Release of this namespace is at v1.35 to step through") {
+		t.Errorf("site %s: reason %q, want the missing v1.35 release named", s[3], r)
 	}
 }

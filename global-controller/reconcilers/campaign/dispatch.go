@@ -19,6 +19,8 @@ const (
 	stagePreCache = "PreCache"
 	stageApply    = "Apply"
 	stageRollback = "Rollback"
+	// stageStep is a step of a site's move through intermediate releases before the apply.
+	stageStep = "Step"
 )
 
 // job is one dispatch: the site at idx of scope.sites, and what to send it.
@@ -87,6 +89,9 @@ func (r *Reconciler) dispatchOne(ctx context.Context, s *scope, j job) (bool, er
 	case stageApply:
 		op.ID, op.PreviousRelease = pc.ID, current
 		setRelease(mod, c.Spec.Release)
+	case stageStep:
+		op.ID, op.Release, op.PreviousRelease, op.Target = pc.StepID(target.Step), target.Steps[0], current, c.Spec.Release
+		setRelease(mod, target.Steps[0])
 	case stageRollback:
 		op.ID, op.Action, op.Release, op.PreviousRelease = pc.RollbackID(), fleetv1.ActionPatch, target.PreviousRelease, c.Spec.Release
 		setRelease(mod, target.PreviousRelease)
@@ -114,12 +119,15 @@ type sentFor struct {
 // sentForOperation reads, from an operation on a site, the campaign spec it was dispatched
 // for; ok is false when the operation is not one of the campaign's.
 func sentForOperation(op *fleetv1.SiteOperation, pc plan.Campaign) (_ sentFor, ok bool) {
-	switch op.ID {
-	case pc.ID, pc.PreCacheID():
+	switch {
+	case op.ID == pc.ID, op.ID == pc.PreCacheID():
 		return sentFor{action: op.Action, release: op.Release}, true
-	case pc.RollbackID():
+	case op.ID == pc.RollbackID():
 		// A rollback goes to the site's previous release; the campaign's is the one it leaves.
 		return sentFor{release: op.PreviousRelease}, true
+	case pc.StepOf(op.ID) > 0:
+		// A step goes to an intermediate release on the way to the campaign's.
+		return sentFor{action: op.Action, release: op.Target}, true
 	}
 	return sentFor{}, false
 }

@@ -2,6 +2,8 @@ package plan
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +92,18 @@ type Site struct {
 	// DispatchTime of the apply, and CompletionTime of a finished apply (zero when unknown),
 	// for the wave latency.
 	DispatchTime, CompletionTime time.Time
+	// Steps are the releases a site the campaign moves more than one Kubernetes minor version
+	// goes through, in order, the campaign's release last (see Steps): set while the site is
+	// Pending, or InProgress between two steps; nil when one apply takes it there.
+	Steps []string
+	// Step numbers the next dispatch among the site's steps, from 1, when Steps is set: the
+	// campaign's release is the last step, dispatched as the apply.
+	Step int
 }
+
+// NextStep says whether the site is between two steps: its last step succeeded and the next
+// one (Steps[0]) is due. A site between steps is InProgress.
+func (s Site) NextStep() bool { return s.State == InProgress && len(s.Steps) > 0 }
 
 // Campaign is what Classify needs to know of the campaign.
 type Campaign struct {
@@ -113,6 +126,23 @@ func (c Campaign) PreCacheID() string { return c.ID + fleetv1.PreCacheIDSuffix }
 
 // RollbackID is the ID of the campaign's rollback dispatch.
 func (c Campaign) RollbackID() string { return c.ID + fleetv1.RollbackIDSuffix }
+
+// StepID is the ID of step n (from 1) of a site's move through intermediate releases; the
+// last step, to the campaign's release, is the apply (ID).
+func (c Campaign) StepID(n int) string { return c.ID + fleetv1.StepIDSuffix + strconv.Itoa(n) }
+
+// StepOf is the step number of a dispatch ID of the campaign; 0 when id is no step's.
+func (c Campaign) StepOf(id string) int {
+	rest, ok := strings.CutPrefix(id, c.ID+fleetv1.StepIDSuffix)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
+}
 
 // Reasons Classify gives.
 const (
@@ -153,6 +183,8 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 		default:
 			recheck = deadline(op.Deadline)
 		}
+	case op != nil && c.StepOf(op.ID) > 0:
+		s, recheck = c.classifyStep(site, op, report(op.ID), now)
 	case op != nil && op.ID == c.ID:
 		s.PreviousRelease, s.DispatchTime = op.PreviousRelease, op.DispatchTime.Time
 		r := report(op.ID)
@@ -220,9 +252,62 @@ func Classify(site *fleetv1.Site, c Campaign, now time.Time) (s Site, recheck ti
 		// A site another operation holds is judged once it is free: that operation may move
 		// the cluster's version.
 		if !s.Busy {
-			if err := c.checkMove(site, c.Release); err != nil {
+			running, _ := ControlPlaneVersion(site)
+			switch steps, err := Steps(running, c.Release, c.Versions); {
+			case err != nil:
 				s.State, s.Reason = Skipped, ReasonVersionSkew+": "+err.Error()
+			case len(steps) > 1:
+				s.Steps, s.Step = steps, 1
 			}
+		}
+	}
+	return s, recheck
+}
+
+// classifyStep tells where a site stands whose last dispatch is step n of its move through
+// intermediate releases (op, and r its report if any). Once the step succeeded, the site must
+// report its control plane at the step's version before the next step goes (each step is
+// checked like the first); until the step's deadline it is waited for, then the site fails.
+func (c Campaign) classifyStep(site *fleetv1.Site, op *fleetv1.SiteOperation, r *fleetv1.SiteOperationStatus, now time.Time) (s Site, recheck time.Time) {
+	n := c.StepOf(op.ID)
+	s = Site{Name: site.Name, State: InProgress, PreviousRelease: op.PreviousRelease, DispatchTime: op.DispatchTime.Time}
+	step := fmt.Sprintf("step %d (release %s)", n, op.Release)
+	phase := fleetv1.OperationPending
+	if r != nil {
+		phase = r.Phase
+	}
+	switch phase {
+	case fleetv1.OperationSucceeded:
+		running, _ := ControlPlaneVersion(site)
+		steps, err := Steps(running, c.Release, c.Versions)
+		switch {
+		case err != nil:
+			s.State, s.Reason = Failed, fmt.Sprintf("after %s: %s: %v", step, ReasonVersionSkew, err)
+		case running == "" || steps[0] == op.Release:
+			// The site does not report the step's version yet.
+			if passed(op.Deadline, now) {
+				s.State, s.Reason = Failed, fmt.Sprintf("%s succeeded, but by its deadline the site reported its control plane at %q, not at the step's version %s: the next step was not dispatched; see the Site's status.cluster",
+					step, running, c.Versions[op.Release])
+			} else {
+				recheck = deadline(op.Deadline)
+			}
+		default:
+			s.Steps, s.Step = steps, n+1
+		}
+	case fleetv1.OperationFailed:
+		s.State, s.Reason = Failed, step+": "+r.Message
+	case fleetv1.OperationTimedOut:
+		s.State, s.Reason = TimedOut, step+": "+r.Message
+	default:
+		if passed(op.Deadline, now) {
+			s.State, s.Reason = TimedOut, step+": "+ReasonDeadlinePassed
+		} else {
+			recheck = deadline(op.Deadline)
+		}
+	}
+	if s.State.failed() && s.PreviousRelease != "" {
+		if err := c.checkMove(site, s.PreviousRelease); err != nil {
+			s.NoRollback = "not rolled back to " + s.PreviousRelease + ": " + err.Error()
 		}
 	}
 	return s, recheck

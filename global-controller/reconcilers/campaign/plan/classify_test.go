@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,7 +85,13 @@ func TestClassifyVersionSkew(t *testing.T) {
 	deadline := metav1.NewTime(now.Add(time.Hour))
 	versions := map[string]string{
 		"r1.34.0": "v1.34.0", "r1.35.8": "v1.35.8", "r1.36.2": "v1.36.2", "r1.36.3": "v1.36.3",
-		"r1.36.4": "v1.36.4", "r1.37.0": "v1.37.0", "r1.38.0": "v1.38.0",
+		"r1.36.4": "v1.36.4", "r1.37.0": "v1.37.0", "r1.38.0": "v1.38.0", "r1.39.1": "v1.39.1",
+		"r1.41.0": "v1.41.0",
+	}
+	// The steps of each case that moves a site more than one minor version.
+	steps := map[string][]string{
+		"two minors up, through the release between":     {"r1.37.0", "r1.38.0"},
+		"API servers on v1.36.3, to v1.38 through v1.37": {"r1.37.0", "r1.38.0"},
 	}
 	site := func(running string) *fleetv1.Site {
 		s := &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Name: "site-a"}}
@@ -110,7 +117,8 @@ func TestClassifyVersionSkew(t *testing.T) {
 		{"two minors back", site("v1.36.3"), "r1.34.0", Skipped, "v1.34.0 would downgrade the control plane from v1.36.3"},
 		{"one minor back", site("v1.36.3"), "r1.35.8", Skipped, "no control-plane downgrade"},
 		{"one patch back", site("v1.36.3"), "r1.36.2", Skipped, "no control-plane downgrade"},
-		{"two minors up", site("v1.36.3"), "r1.38.0", Skipped, "at most one minor version per upgrade"},
+		{"two minors up, through the release between", site("v1.36.3"), "r1.38.0", Pending, ""},
+		{"five minors up, no release at v1.40 to step through", site("v1.36.3"), "r1.41.0", Skipped, "no Release of this namespace is at v1.40 to step through"},
 		{"same version (a patch campaign)", site("v1.36.3"), "r1.36.3", Pending, ""},
 		{"one patch up", site("v1.36.3"), "r1.36.4", Pending, ""},
 		{"one minor up", site("v1.36.3"), "r1.37.0", Pending, ""},
@@ -118,7 +126,8 @@ func TestClassifyVersionSkew(t *testing.T) {
 		{"nodes on different versions", site(""), "r1.38.0", Pending, ""},
 		{"release version unknown", site("v1.36.3"), "r-missing", Pending, ""},
 		{"API servers on v1.36.3, every kubelet still on v1.35.8", withAPIServer(site("v1.35.8"), "1.36.3-1"), "r1.35.8", Skipped, "v1.35.8 would downgrade the control plane from v1.36.3"},
-		{"API servers on v1.36.3, kubelets on different versions", withAPIServer(site(""), "1.36.3"), "r1.38.0", Skipped, "at most one minor version per upgrade"},
+		{"API servers on v1.36.3, kubelets on different versions", withAPIServer(site(""), "1.36.3"), "r1.41.0", Skipped, "at most one minor version per upgrade"},
+		{"API servers on v1.36.3, to v1.38 through v1.37", withAPIServer(site(""), "1.36.3"), "r1.38.0", Pending, ""},
 		{"API servers on v1.36.3, to v1.37", withAPIServer(site("v1.35.8"), "1.36.3"), "r1.37.0", Pending, ""},
 		{"held by another campaign", func() *fleetv1.Site {
 			s := site("v1.36.3")
@@ -133,6 +142,9 @@ func TestClassifyVersionSkew(t *testing.T) {
 			}
 			if tt.reason != "" && (!strings.HasPrefix(s.Reason, ReasonVersionSkew+": ") || !strings.Contains(s.Reason, tt.reason)) {
 				t.Fatalf("reason %q, want %q then %q", s.Reason, ReasonVersionSkew, tt.reason)
+			}
+			if want := steps[tt.name]; !slices.Equal(s.Steps, want) || (want != nil) != (s.Step == 1) {
+				t.Fatalf("steps %v (next %d), want %v from step 1", s.Steps, s.Step, want)
 			}
 		})
 	}

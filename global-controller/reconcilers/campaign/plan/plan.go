@@ -165,6 +165,9 @@ type Counts struct {
 	RollingBack, RolledBack                                               int
 	// UpToDate counts the skipped sites that already ran the release.
 	UpToDate int
+	// BetweenSteps counts the sites InProgress whose last step succeeded and whose next one
+	// is due (Site.NextStep).
+	BetweenSteps int
 }
 
 // Total is how many sites the campaign targets.
@@ -178,8 +181,10 @@ func (c Counts) Done() int { return c.Succeeded + c.Failed + c.TimedOut + c.Skip
 // Decision is what to do now.
 type Decision struct {
 	// PreCache, Apply and Rollback are indexes into Input.Sites of the sites to dispatch each
-	// to now, in dispatch order.
-	PreCache, Apply, Rollback []int
+	// to now, in dispatch order; Apply starts a site's move (its first step when it has
+	// Steps). Step are the sites between two steps whose next step goes now: they are in
+	// flight already.
+	PreCache, Apply, Rollback, Step []int
 	// Waves of the eligible targets; Eligible maps a position in the waves to an index into
 	// Input.Sites.
 	Waves    []Wave
@@ -223,6 +228,9 @@ func Decide(in Input) Decision {
 			d.Counts.PreCaching++
 		case InProgress:
 			d.Counts.InProgress++
+			if s.NextStep() {
+				d.Counts.BetweenSteps++
+			}
 		case Succeeded:
 			d.Counts.Succeeded++
 		case Failed:
@@ -340,6 +348,16 @@ func Decide(in Input) Decision {
 	}
 
 	if d.Stop == NotStopped && !in.Paused {
+		// The next steps of sites between steps, held only by their maintenance windows.
+		for _, i := range d.Eligible {
+			switch s := in.Sites[i]; {
+			case !s.NextStep():
+			case s.OutsideWindow:
+				d.HeldByWindows = true
+			default:
+				d.Step = append(d.Step, i)
+			}
+		}
 		end := len(d.Eligible)
 		if d.WaitingForCanaries {
 			end = d.Waves[0].End
@@ -372,7 +390,9 @@ func Decide(in Input) Decision {
 	switch {
 	case rollbacksLeft:
 	case d.Stop != NotStopped:
-		d.Done = d.Counts.InProgress == 0
+		// A site between steps gets no next step once stopped: it stays at the release of
+		// its last step.
+		d.Done = d.Counts.InProgress == d.Counts.BetweenSteps
 	default:
 		d.Done = allFinal
 	}

@@ -80,12 +80,13 @@ func (w *Windows) Check(mw fleetv1.MaintenanceWindow, now time.Time) error {
 	return err
 }
 
-// Gate marks a site that is about to be dispatched (Pending or PreCached) OutsideWindow while
-// the campaign's windows are closed (campaignOpen false) or, when own applies, while none of
-// the site's own windows is open at now. A site whose own windows cannot be used is Skipped
-// with the reason. It returns when the site may start next (zero when unknown or not held).
+// Gate marks a site that is about to be dispatched (Pending or PreCached, or between two steps)
+// OutsideWindow while the campaign's windows are closed (campaignOpen false) or, when own
+// applies, while none of the site's own windows is open at now. A site whose own windows cannot
+// be used is Skipped with the reason (Failed when between steps: it moved already). It returns
+// when the site may start next (zero when unknown or not held).
 func (w *Windows) Gate(site *Site, campaignOpen bool, campaignNext time.Time, own []fleetv1.MaintenanceWindow, now time.Time) time.Time {
-	if site.State != Pending && site.State != PreCached {
+	if site.State != Pending && site.State != PreCached && !site.NextStep() {
 		return time.Time{}
 	}
 	if !campaignOpen {
@@ -94,6 +95,9 @@ func (w *Windows) Gate(site *Site, campaignOpen bool, campaignNext time.Time, ow
 	}
 	open, next, err := w.Open(own, now)
 	switch {
+	case err != nil && site.NextStep():
+		site.State, site.Reason = Failed, fmt.Sprintf("site's spec.maintenanceWindows: %v; its next step (release %s) was not dispatched", err, site.Steps[0])
+		return time.Time{}
 	case err != nil:
 		site.State, site.Reason = Skipped, fmt.Sprintf("site's spec.maintenanceWindows: %v", err)
 		return time.Time{}

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,7 @@ func TestGate(t *testing.T) {
 	tests := []struct {
 		name         string
 		state        State
+		steps        []string
 		campaignOpen bool
 		own          []fleetv1.MaintenanceWindow
 		want         Site
@@ -110,12 +112,16 @@ func TestGate(t *testing.T) {
 			want: Site{State: Skipped, Reason: `site's spec.maintenanceWindows: maintenance window 0: schedule "0 2 30 2 *": ` + ErrNeverFires.Error()}},
 		{name: "pre-cached waits too", state: PreCached, campaignOpen: true, own: closed, want: Site{State: PreCached, OutsideWindow: true}, next: time.Date(2026, 11, 21, 5, 0, 0, 0, time.UTC)},
 		{name: "in flight: not gated", state: InProgress, own: never, want: Site{State: InProgress}},
+		{name: "between steps: the next step waits", state: InProgress, steps: []string{"r138"}, campaignOpen: true, own: closed,
+			want: Site{State: InProgress, Steps: []string{"r138"}, OutsideWindow: true}, next: time.Date(2026, 11, 21, 5, 0, 0, 0, time.UTC)},
+		{name: "between steps, own window never fires: failed, it moved already", state: InProgress, steps: []string{"r138"}, campaignOpen: true, own: never,
+			want: Site{State: Failed, Steps: []string{"r138"}, Reason: `site's spec.maintenanceWindows: maintenance window 0: schedule "0 2 30 2 *": ` + ErrNeverFires.Error() + "; its next step (release r138) was not dispatched"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := Site{State: tt.state}
+			s := Site{State: tt.state, Steps: tt.steps}
 			next := NewWindows().Gate(&s, tt.campaignOpen, campaignNext, tt.own, now)
-			if s != tt.want || !next.Equal(tt.next) {
+			if !reflect.DeepEqual(s, tt.want) || !next.Equal(tt.next) {
 				t.Fatalf("got %+v next %v, want %+v next %v", s, next, tt.want, tt.next)
 			}
 		})
