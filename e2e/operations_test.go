@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/test/sitesim"
+	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
 // Many sites behind one site control plane, answered by a ClusterSimulator: the global
@@ -40,11 +43,27 @@ var _ = Describe("Operations dispatched to many simulated sites", Ordered, func(
 		var err error
 		names, err = fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "store", sites, "", map[string]string{"tier": "retail"})
 		Expect(err).NotTo(HaveOccurred())
+		// The release's OS image is in the store, as the admission webhook requires.
+		image, _ := testutil.RandomContent(64<<10, 3)
+		imageFile := filepath.Join(GinkgoT().TempDir(), "retail-os.img")
+		Expect(os.WriteFile(imageFile, image, 0o600)).To(Succeed())
+		uploaded, err := fleet.Upload(ctx, imageFile, "os-image", "retail-os", "1.0.0")
+		Expect(err).NotTo(HaveOccurred())
+
 		release := &fleetv1.Release{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "retail-1"},
-			Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: strings.Repeat("c0", 32)}},
+			Spec:       fleetv1.ReleaseSpec{KubernetesVersion: "v1.36.3", OSImage: sitev1.OSImage{SHA256: uploaded.SHA256}},
 		}
 		Expect(fleet.Global.Client.Create(ctx, release)).To(Succeed())
+		// After the container's specs: the release, then its image, which the store keeps while
+		// a release names it (409).
+		DeferCleanup(func(ctx context.Context) {
+			Expect(client.IgnoreNotFound(fleet.Global.Client.Delete(ctx, release))).To(Succeed())
+			Eventually(func() error {
+				_, err := fleet.Edgefleet(ctx, "artifact", "delete", uploaded.ID)
+				return err
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		})
 	})
 
 	It("waits for a release, then carries each operation once and reports every site's verdict, across a controller restart", func(ctx context.Context) {

@@ -506,6 +506,11 @@ func Run(ctx context.Context, opts Options) error {
 		if err := (&webhooks.SiteVersionValidator{Releases: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up site version webhook: %w", err)
 		}
+		// Not ready before the webhooks answer: with failurePolicy Fail the API server refuses
+		// every write they check until then.
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return fmt.Errorf("add webhook ready check: %w", err)
+		}
 	}
 	ctrl.Log.WithName("setup").Info("starting global controller", "version", version.Version)
 	if err := mgr.Start(ctx); err != nil {

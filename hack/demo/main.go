@@ -9,7 +9,9 @@
 // (etcd, kube-apiserver, the API server proxy, kube-controller-manager, kube-scheduler, containerd, the pod network,
 // kubelet, kube-proxy) over SSH from a Release uploaded to the artifact store, imports the
 // release's images into containerd and installs its chart. It ends with kubectl get nodes and
-// get pods on that cluster, keeps everything running until Ctrl-C and stops all it started. Run it with `make demo`.
+// get pods on that cluster, keeps everything running until Ctrl-C and stops all it started. The
+// global controller serves the admission webhooks, registered on the global cluster: a Release
+// with a mistyped digest is refused. Run it with `make demo`.
 package main
 
 import (
@@ -76,6 +78,7 @@ func run(ctx context.Context) (err error) {
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
 		SiteTokens:     true,
 		TLS:            true, // enrollment pins the API's CA
+		Webhooks:       true, // the admission webhooks, served by the global controller
 	})
 	if err != nil {
 		return err
@@ -265,6 +268,14 @@ spec:
 		return err
 	}
 	fmt.Print(string(out))
+	typo := strings.Replace(release, "name: edge-1.0", "name: edge-1.0-typo", 1)
+	typo = strings.Replace(typo, imageDigest, strings.Repeat("0", len(imageDigest)), 1)
+	step("kubectl apply -f - (the same Release with a mistyped OS image digest: the admission webhook refuses it, naming the field)")
+	if out, err := fleet.KubectlStdin(ctx, typo, "apply", "-f", "-"); err == nil {
+		return fmt.Errorf("the admission webhook admitted a Release naming an OS image the store does not hold:\n%s", out)
+	} else {
+		fmt.Println(strings.TrimSpace(string(out)))
+	}
 
 	for _, h := range hosts.Hosts {
 		patch := fmt.Sprintf(`{"spec":{"address":%q}}`, h.IP)

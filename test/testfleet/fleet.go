@@ -57,6 +57,12 @@ type FleetOptions struct {
 	// certificate is made for: test hosts reach the controller at their network's gateway
 	// (test/testhosts' HostNet.Gateway). 127.0.0.1 when empty.
 	APIHost string
+	// Webhooks registers the global controller's admission webhooks on the global cluster
+	// (deploy/webhook/global-controller, failurePolicy Fail), served by the controller
+	// (--webhook-port): a Release naming an artifact the store lacks, a maintenance window that
+	// never opens or a Site moved against the version-skew policy is refused as a user would
+	// see it.
+	Webhooks bool
 	// Vault starts a Vault dev server (Fleet.Vault) for the global controller, which logs in
 	// with Vault's Kubernetes auth method as its ServiceAccount and reads, under
 	// FleetVaultPrefix, the kubeconfigs and BMC credentials that Sites and Hosts reference
@@ -96,6 +102,7 @@ type Fleet struct {
 	made       map[string][]byte
 	madeMu     sync.Mutex
 	siteTokens bool
+	webhooks   bool   // FleetOptions.Webhooks
 	apiHost    string // FleetOptions.APIHost
 	// vaultTokenFile holds the ServiceAccount token the controller logs in to Vault with.
 	vaultTokenFile string
@@ -117,7 +124,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Applications: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
-		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
+		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, webhooks: opts.Webhooks, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
 	}
@@ -134,7 +141,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	} else if err := os.MkdirAll(f.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	if f.Global, err = startEncrypted(controlplane.Options{Name: "global", InstallCRDs: true}); err != nil {
+	if f.Global, err = startEncrypted(controlplane.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: opts.Webhooks}); err != nil {
 		return nil, err
 	}
 	for _, name := range opts.Sites {
@@ -325,6 +332,10 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 		args = append(args, "--api-tls-cert-file", f.APICertFile, "--api-tls-key-file", f.APIKeyFile)
 	}
 	args = append(args, f.vaultArgs()...)
+	if f.webhooks {
+		_, port, certDir := f.Global.WebhookServerOptions()
+		args = append(args, "--webhook-port", strconv.Itoa(port), "--webhook-cert-dir", certDir)
+	}
 	if f.siteTokens {
 		args = append(args, "--site-api-url", f.APIURL)
 		if f.APICAFile != "" {
