@@ -180,13 +180,14 @@ func (p *Process) Resume() error {
 	return nil
 }
 
-// Kill sends SIGKILL and waits for the process to end. A nil process is stopped already.
+// Kill sends SIGKILL and waits for the process to end. A nil process, or one that ended
+// already (a Ctrl-C reaches every process of the terminal's group), is stopped already.
 func (p *Process) Kill() error {
 	if p == nil {
 		return nil
 	}
 	defer p.guard.Release()
-	if err := p.Cmd.Process.Kill(); err != nil {
+	if err := p.Cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("kill %s: %w", p.name, err)
 	}
 	<-p.Exited
