@@ -12,7 +12,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint
 # on real test hosts, one after the other: the end-to-end suite (REALHOSTS_SUITE, about 55
 # minutes), then REALHOSTS_AFTER. Run beside each other, their hosts starve: an SSH handshake of
 # bpa/cluster timed out (15 s) at a load average of 24. The main lane runs every other
-# package, then waits for the real-hosts lane to end before the qemu boots (HEAVY_PKGS): two
+# package, then waits for the real-hosts lane to end before the qemu boots (HEAVY_PKGS): the
 # TCG guests take both cores; beside the suite's last specs the application's requests timed
 # out (2 s) while its kubelets' readiness probes did, and beside bpa/cluster its SSH handshakes
 # timed out (2 of 3 runs). The timeouts only bound a hung run.
