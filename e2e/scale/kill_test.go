@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/test/sitesim"
 )
 
@@ -44,12 +43,7 @@ var _ = Describe("A campaign across SIGKILLs of the global controller", Ordered,
 
 	BeforeAll(func(ctx context.Context) {
 		Expect(fleet.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		for name, version := range map[string]string{"r0": "v1.36.2", "r1": "v1.36.3"} {
-			Expect(fleet.Global.Client.Create(ctx, &fleetv1.Release{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec:       fleetv1.ReleaseSpec{KubernetesVersion: version, OSImage: sitev1.OSImage{SHA256: strings.Repeat("b", 64)}},
-			})).To(Succeed())
-		}
+		Expect(fleet.CreateSimulatedReleases(ctx, ns, map[string]string{"r0": "v1.36.2", "r1": "v1.36.3"})).To(Succeed())
 		sim = &sitesim.ClusterSimulator{
 			WorkTime: 2 * time.Second,
 			Fail:     func(site, op string) bool { return failing(site) && !strings.HasSuffix(op, fleetv1.RollbackIDSuffix) },

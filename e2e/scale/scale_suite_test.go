@@ -14,12 +14,13 @@ import (
 )
 
 // fleet is a global control plane, one site control plane that a ClusterSimulator answers on for
-// many simulated sites, and bin/global-controller. A fleet of its own: a thousand sites would
-// weigh on the other end-to-end specs.
+// many simulated sites, and bin/global-controller with its admission webhooks registered (every
+// Site write of the campaign passes them, across the controller's kills). A fleet of its own: a
+// thousand sites would weigh on the other end-to-end specs.
 var fleet *testfleet.Fleet
 
 // controllerArgs: heartbeats far apart (a thousand sites), operations followed every second.
-var controllerArgs = []string{"--site-heartbeat-interval=5m", "--site-operation-poll-interval=1s", "--site-timeout=5s", "--api-bind-address=0"}
+var controllerArgs = []string{"--site-heartbeat-interval=5m", "--site-operation-poll-interval=1s", "--site-timeout=5s"}
 
 func TestScale(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -29,7 +30,7 @@ func TestScale(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
-	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs})
+	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs, Webhooks: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(fleet.Stop()).To(Succeed())
