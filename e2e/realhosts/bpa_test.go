@@ -817,15 +817,21 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, oldKubeconfig)).To(Succeed())
 		// Leaf certificates of minutes for this spec: the roll-over issues them, and they are
 		// renewed before they expire after it; cluster users' certificates of 4 minutes at
-		// most. The BPA's defaults come back at its end.
-		Expect(siteD.startBPA(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=4m")).To(Succeed())
+		// most (AddNew and UseNew each wait out one). The BPA's defaults come back at its end.
+		// Its first pass ends before carol's first kubeconfig is issued, so the roll-over
+		// begins right after the patch; AddNew's pass, which makes every host trust both CAs,
+		// took 2m18s at a load of 13-25, and carol's kubeconfig must still be valid after it (a
+		// spec run with 2 minutes failed so, one with 3 had 40 s to spare).
+		siteD.startBPAPassed(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=4m")
 		// carol's kubeconfig of before the roll-over trusts the old cluster CA only; the one she
 		// gets while both CAs are trusted has a certificate the old CA signed. Each works to its
 		// end: the API servers present certificates of the new CA once the first has expired,
 		// and the old CAs go once the second has.
 		userBefore, userDuring := filepath.Join(dir, "carol-before.kubeconfig"), filepath.Join(dir, "carol-during.kubeconfig")
 		asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userBefore)
-		var beforeInAddNew string // what kubectl with the first said once the hosts trusted both CAs
+		beforeIssued := time.Now()
+		var beforeInAddNew string         // what kubectl with the first said once the hosts trusted both CAs
+		var beforeUsedAfter time.Duration // from its issue to that kubectl: under its 4 minutes, or it expired
 		var beforeErr error
 		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
@@ -842,6 +848,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 					began[ca.Phase] = ca.Since.Time
 				}
 				if ca.Phase == sitev1.RotationAddNew && beforeInAddNew == "" {
+					beforeUsedAfter = time.Since(beforeIssued)
 					beforeInAddNew, beforeErr = kubectlWith(ctx, userBefore, "get", "pods", "-n", "webapp")
 					asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userDuring)
 				}
@@ -900,7 +907,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 
 		answered, failed := requests.Stop()
-		GinkgoWriter.Printf("through the CA roll-over and two renewals: requests to webapp %d answered, %d failed; phases began %v; waited for %q\n", answered, len(failed), began, waited)
+		GinkgoWriter.Printf("through the CA roll-over and two renewals: requests to webapp %d answered, %d failed; phases began %v; waited for %q; carol's kubeconfig of before used %v after its issue\n", answered, len(failed), began, waited, beforeUsedAfter.Round(time.Second))
 		noFailedRequests(ctx, answered, failed)
 		Expect(answered).To(BeNumerically(">", 20))
 		Expect(began).To(HaveKey(sitev1.RotationUseNew))
@@ -910,7 +917,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		// only, still worked once every host trusted both, and had expired before the API
 		// servers presented the new CA's certificates; the one of during trusts both, has a
 		// certificate of the old CA, and had expired before the old CAs went.
-		Expect(beforeErr).NotTo(HaveOccurred(), "kubectl with carol's kubeconfig of before the roll-over, in AddNew: %s", beforeInAddNew)
+		Expect(beforeErr).NotTo(HaveOccurred(), "kubectl with carol's kubeconfig of before the roll-over, in AddNew, %v after its issue: %s", beforeUsedAfter, beforeInAddNew)
 		Expect(beforeInAddNew).To(ContainSubstring("webapp-"))
 		userCert := func(file string) (*x509.Certificate, []string) {
 			GinkgoHelper()

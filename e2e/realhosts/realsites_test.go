@@ -188,6 +188,20 @@ func (s *realSite) startBPA(ctx context.Context, args ...string) error {
 	return err
 }
 
+// startBPAPassed (re)starts the site's BPA like startBPA and waits until its first pass over the
+// cluster has ended: a change of the cluster made after it starts a pass at once, not once
+// that first pass is over (minutes under load).
+func (s *realSite) startBPAPassed(ctx context.Context, args ...string) {
+	GinkgoHelper()
+	b, err := fleet.StartRealSiteBPA(ctx, s.name, s.vault, args...)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		n, err := b.Reconciles(ctx, "bpa-applicationcluster")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(n).To(BeNumerically(">=", 1), "passes of the restarted BPA over the cluster")
+	}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(time.Second).Should(Succeed())
+}
+
 // bootstrap is the BPA's report on the site's cluster (nil until there is one).
 func (s *realSite) bootstrap(g Gomega, ctx context.Context) *sitev1.BootstrapStatus {
 	ac := &sitev1.ApplicationCluster{}

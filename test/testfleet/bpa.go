@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +18,50 @@ import (
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/test/internal/proc"
 	"github.com/edgefleet/edgefleet/test/testvault"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // BPA is a site's bin/bpa run by a Fleet.
 type BPA struct {
 	// Log is the BPA's log file.
 	Log string
+	// Metrics is the URL of its Prometheus metrics.
+	Metrics string
+}
+
+// Reconciles is how many reconciles of the BPA's controller named controller have ended, in
+// any result (controller-runtime's controller_runtime_reconcile_total): the BPA's install or
+// pass over a cluster is one reconcile of "bpa-applicationcluster".
+func (b BPA) Reconciles(ctx context.Context, controller string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.Metrics, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("BPA metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("BPA metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return 0, fmt.Errorf("BPA metrics: %w", err)
+	}
+	n := 0.0
+	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == controller {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return int(n), nil
 }
 
 // StartBPA starts bin/bpa for a site, with the site control plane's admin kubeconfig, its
@@ -48,6 +89,7 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *testvault.Vaul
 		return b, err
 	}
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	b.Metrics = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
 	p, err := proc.Start(site+" BPA", filepath.Join(f.root, "bin", "bpa"), append([]string{
 		"--kubeconfig", f.SiteKubeconfig(site),
 		"--site-cache-ca-file", f.LocalController(site).CacheCAFile,
