@@ -213,6 +213,7 @@ func TestEtcdMembershipOnRealHosts(t *testing.T) {
 	signer, authorizedKey := testhosts.SSHKey(t)
 	hn := testhosts.StartHosts(t, 3, authorizedKey, testhosts.HostOptions{})
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
+	t.Cleanup(exec.Close)
 	var etcd install.Package
 	for _, p := range builders.StackPackages(builders.KubernetesVersion) {
 		if p.Name == "etcd" {

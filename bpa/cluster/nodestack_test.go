@@ -60,6 +60,7 @@ func TestRealNodeStack(t *testing.T) {
 	vault := testvault.StartVaultWith(t, testvault.VaultOptions{Host: hn.Gateway.String()})
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{Parallelism: 3})
+	t.Cleanup(exec.Close)
 	kms := clusterKMS(t, vault, "real")
 
 	// The images the nodes run, imported through the containerd package: nothing is pulled.
@@ -554,16 +555,20 @@ func TestRealNodeStack(t *testing.T) {
 	// Hosts reprovisioned behind the BPA's back have new host keys. A restarted BPA (a new
 	// executor, the pins read back from Vault) leaves a worker with a changed key out, and
 	// stops at a control-plane host with one.
+	// A reprovisioned host was rebooted: its SSH connections ended (sshd's connection
+	// processes are killed; the listener, "sshd: /usr/sbin/sshd ...", is restarted).
 	newKeys := func(h *testhosts.Host) {
 		t.Helper()
-		if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
+		if out, err := h.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && pkill -KILL -f '^sshd: [^/]'; systemctl restart ssh.service"); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
 		if _, err := h.WaitSSH(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	restarted := cluster.New(install.New(sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{})), store)
+	restartedExec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: "hostkey-"}, sshexec.Options{})
+	t.Cleanup(restartedExec.Close)
+	restarted := cluster.New(install.New(restartedExec), store)
 	var hk *sshexec.HostKeyError
 	newKeys(hosts[workers[1]])
 	if res, err := restarted.Run(ctx, patched); err != nil || len(res.LeftOut) != 1 || res.LeftOut[0].Host != workers[1] || !errors.As(res.LeftOut[0].Err, &hk) {

@@ -91,6 +91,7 @@ func TestOnARealHost(t *testing.T) {
 	hn := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{})
 	h := hn.Hosts[0]
 	exec := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{})
+	t.Cleanup(exec.Close)
 	in := install.New(exec)
 	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
 	ctx := t.Context()
@@ -302,7 +303,9 @@ func TestOnARealHost(t *testing.T) {
 func TestFirstInstallFailingHealth(t *testing.T) {
 	signer, authorized := testhosts.SSHKey(t)
 	h := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{}).Hosts[0]
-	in := install.New(sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{DefaultTimeout: time.Minute}))
+	exec := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{DefaultTimeout: time.Minute})
+	t.Cleanup(exec.Close)
+	in := install.New(exec)
 	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
 	_, err := in.Install(t.Context(), target, demoPackage(t, "1.0", false))
 	var herr *install.HealthError

@@ -264,6 +264,15 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	}
 	exec := sshexec.New(signer, &sshexec.StoredHostKeys{Store: store, Prefix: HostKeyPrefix},
 		sshexec.Options{DefaultTimeout: opts.SSHTimeout, Parallelism: opts.SSHParallelism})
+	// The executor keeps SSH connections to the hosts between steps: close them when the
+	// manager stops.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		exec.Close()
+		return nil
+	})); err != nil {
+		return nil, fmt.Errorf("add the SSH executor's closer: %w", err)
+	}
 	// The site cache: the BPA's site identity reads it (artifacts.site.edgefleet.io get).
 	cacheHTTP, err := restconfig.HTTPClient(cfg, opts.SiteCacheCAFile, 30*time.Minute)
 	if err != nil {

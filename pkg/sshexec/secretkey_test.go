@@ -46,6 +46,7 @@ func TestKeyFromSecretStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{})
+	t.Cleanup(e.Close)
 	r, err := e.Run(ctx, sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}, sshexec.Step{Name: "whoami", Command: "id -un", Timeout: 30 * time.Second})
 	if err != nil || string(r.Stdout) != "root\n" {
 		t.Fatalf("stdout %q, err %v", r.Stdout, err)

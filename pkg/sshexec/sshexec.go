@@ -84,13 +84,20 @@ type Options struct {
 	MaxOutput int
 	// Parallelism is how many hosts RunAll works on at once; 10 when zero.
 	Parallelism int
+	// StepsPerConnection is how many steps may run at once on one kept connection to a host
+	// (each takes a session, and sshd allows 10 by default); 4 when zero.
+	StepsPerConnection int
+	// MaxIdle is how long a connection no step uses is kept for the host's next step; 60
+	// seconds when zero. Negative: no connection is kept, each step dials its own.
+	MaxIdle time.Duration
 }
 
-// Executor runs steps on hosts over SSH.
+// Executor runs steps on hosts over SSH. Close it when done: it keeps connections.
 type Executor struct {
 	signer ssh.Signer
 	keys   HostKeyStore
 	opts   Options
+	conns  conns
 }
 
 // New returns an Executor that logs in with signer and pins host keys in keys.
@@ -107,8 +114,18 @@ func New(signer ssh.Signer, keys HostKeyStore, opts Options) *Executor {
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 10
 	}
+	if opts.StepsPerConnection <= 0 {
+		opts.StepsPerConnection = 4
+	}
+	if opts.MaxIdle == 0 {
+		opts.MaxIdle = time.Minute
+	}
 	return &Executor{signer: signer, keys: keys, opts: opts}
 }
+
+// Close closes the connections kept for later steps; steps started after it fail, steps
+// running keep their connection until they end.
+func (e *Executor) Close() { e.conns.close() }
 
 // ParseSigner makes a Signer from a PEM or OpenSSH private key held in memory (as read from the
 // secret store). The error never quotes the key.
@@ -179,14 +196,40 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (res Resul
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 
-	client, err := e.dial(ctx, target)
+	c, reused, err := e.connect(ctx, target)
 	if err != nil {
 		return res, err
 	}
-	defer client.Close()
+	broken := false
+	defer func() {
+		if c != nil { // nil when a redial failed: the broken connection was given back then
+			e.conns.give(c, broken, e.opts.MaxIdle)
+		}
+	}()
+	// session runs a command of the step; the first one to find a kept connection broken (it
+	// opens no session: the host rebooted, or dropped it) dials again, once.
+	first := true
+	session := func(command string, stdin Source) output {
+		out := e.run(ctx, c.client, command, stdin)
+		if out.noSession && reused && first && ctx.Err() == nil {
+			e.conns.give(c, true, e.opts.MaxIdle)
+			c, err = e.dialConn(ctx, target)
+			if err != nil {
+				c = nil
+				return output{stdout: newTailBuffer(1), stderr: newTailBuffer(1), err: err, dialFailed: true}
+			}
+			out = e.run(ctx, c.client, command, stdin)
+		}
+		first = false
+		broken = broken || out.broken
+		return out
+	}
 
 	if step.Check != "" {
-		check := run(ctx, client, step.Check, nil, e.opts.MaxOutput)
+		check := session(step.Check, nil)
+		if check.dialFailed {
+			return res, check.err
+		}
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("host %s: step %s: check: %s: %w", target.Name, step.Name, stopped(ctx, timeout), ctx.Err())
 		}
@@ -199,7 +242,10 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (res Resul
 			return res, fmt.Errorf("host %s: step %s: check: %w", target.Name, step.Name, check.err)
 		}
 	}
-	out := run(ctx, client, step.Command, step.Stdin, e.opts.MaxOutput)
+	out := session(step.Command, step.Stdin)
+	if out.dialFailed {
+		return res, out.err
+	}
 	res.Stdout, res.StdoutDropped = out.stdout.bytes()
 	res.Stderr, res.StderrDropped = out.stderr.bytes()
 	if ctx.Err() != nil {
@@ -254,21 +300,62 @@ func (e *Executor) RunAll(ctx context.Context, targets []Target, step Step) []Ta
 	return results
 }
 
-// dial connects to target, checking its host key against the pinned one.
-func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error) {
+// connect returns a connection to target for a step: a kept one with room when its host key is
+// still the pinned one (reused true), or a new one.
+func (e *Executor) connect(ctx context.Context, target Target) (c *conn, reused bool, err error) {
+	pinned, err := e.keys.Get(ctx, target.Name)
+	if err != nil {
+		return nil, false, fmt.Errorf("host %s: read pinned host key: %w", target.Name, err)
+	}
+	if e.opts.MaxIdle > 0 {
+		c, err = e.conns.take(keyOf(target), pinned, e.opts.StepsPerConnection)
+		if c != nil || err != nil {
+			return c, c != nil, err
+		}
+	}
+	c, err = e.dialPinned(ctx, target, pinned)
+	return c, false, err
+}
+
+// dialConn dials a new connection to target for a step.
+func (e *Executor) dialConn(ctx context.Context, target Target) (*conn, error) {
 	pinned, err := e.keys.Get(ctx, target.Name)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: read pinned host key: %w", target.Name, err)
 	}
-	user := target.User
-	if user == "" {
-		user = "root"
+	return e.dialPinned(ctx, target, pinned)
+}
+
+func (e *Executor) dialPinned(ctx context.Context, target Target, pinned ssh.PublicKey) (*conn, error) {
+	client, hostKey, err := e.dial(ctx, target, pinned)
+	if err != nil {
+		return nil, err
 	}
+	return e.conns.add(keyOf(target), client, hostKey, e.opts.MaxIdle > 0)
+}
+
+func keyOf(t Target) connKey { return connKey{name: t.Name, addr: t.Addr, user: userOf(t)} }
+
+func userOf(t Target) string {
+	if t.User == "" {
+		return "root"
+	}
+	return t.User
+}
+
+// dial connects to target, checking its host key against pinned (pinning the offered one when
+// nil), and returns the host key it was offered.
+func (e *Executor) dial(ctx context.Context, target Target, pinned ssh.PublicKey) (*ssh.Client, ssh.PublicKey, error) {
+	var offered ssh.PublicKey
+	check := e.checkHostKey(ctx, target.Name, pinned)
 	cfg := &ssh.ClientConfig{
-		User:            user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(e.signer)},
-		HostKeyCallback: e.checkHostKey(ctx, target.Name, pinned),
-		Timeout:         e.opts.DialTimeout,
+		User: userOf(target),
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(e.signer)},
+		HostKeyCallback: func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+			offered = key
+			return check(hostname, remote, key)
+		},
+		Timeout: e.opts.DialTimeout,
 	}
 	if pinned != nil {
 		// Ask for the pinned key's type, so that a host holding several keys offers that one.
@@ -280,12 +367,12 @@ func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error)
 	conn, err := d.DialContext(dialCtx, "tcp", target.Addr)
 	if err != nil {
 		if ctx.Err() != nil { // the caller gave up: not the host's doing
-			return nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, ctx.Err(), err)
+			return nil, nil, fmt.Errorf("host %s: connect to %s: %w (%w)", target.Name, target.Addr, ctx.Err(), err)
 		}
 		if dialCtx.Err() != nil || isTimeout(err) {
 			err = fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
 		}
-		return nil, &UnreachableError{Host: target.Name, Addr: target.Addr, Err: err}
+		return nil, nil, &UnreachableError{Host: target.Name, Addr: target.Addr, Err: err}
 	}
 	if deadline, ok := dialCtx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)
@@ -295,15 +382,15 @@ func (e *Executor) dial(ctx context.Context, target Target) (*ssh.Client, error)
 		_ = conn.Close()
 		var hk *HostKeyError
 		if errors.As(err, &hk) {
-			return nil, hk
+			return nil, nil, hk
 		}
 		if isTimeout(err) {
-			return nil, fmt.Errorf("host %s: SSH handshake with %s: %w (%w)", target.Name, target.Addr, context.DeadlineExceeded, err)
+			return nil, nil, fmt.Errorf("host %s: SSH handshake with %s: %w (%w)", target.Name, target.Addr, context.DeadlineExceeded, err)
 		}
-		return nil, fmt.Errorf("host %s: SSH handshake with %s: %w", target.Name, target.Addr, err)
+		return nil, nil, fmt.Errorf("host %s: SSH handshake with %s: %w", target.Name, target.Addr, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	return ssh.NewClient(c, chans, reqs), nil
+	return ssh.NewClient(c, chans, reqs), offered, nil
 }
 
 // isTimeout tells whether a network error is a deadline passing. Such errors do not wrap
@@ -341,31 +428,43 @@ func hostKeyAlgorithms(keyType string) []string {
 type output struct {
 	stdout, stderr *tailBuffer
 	err            error
+	// noSession: the connection opened no session, so the command never started.
+	noSession bool
+	// broken: the connection may not serve other steps (the host did not answer the kill of
+	// a timed-out command).
+	broken bool
+	// dialFailed: a new connection could not be made; err says why.
+	dialFailed bool
 }
 
 // stepEnv marks every process of a step's command in its environment, so that a timed-out
 // command can be found and killed: OpenSSH refuses signal requests in sessions of root
-// ("session signalling requires privilege separation"), and closing the connection leaves a
+// ("session signalling requires privilege separation"), and ending the session leaves a
 // command without a terminal running.
 const stepEnv = "EDGEFLEET_SSHEXEC_STEP"
 
 // killScript kills the processes whose environment holds the marker given as $1.
 const killScript = `for p in /proc/[0-9]*; do grep -qzx "` + stepEnv + `=$1" "$p/environ" 2>/dev/null && kill -KILL "${p#/proc/}" 2>/dev/null; done; true`
 
+// answerWithin bounds the wait for a host to kill a timed-out command and end its session; a
+// host that does not answer in time loses the connection (often it is why the step timed out).
+const answerWithin = 5 * time.Second
+
 // run runs command in a new session of client and waits for it to end or for ctx to be done;
 // then it kills the command (a signal request, and the processes carrying its marker, through
-// a second session) and closes the connection.
-func run(ctx context.Context, client *ssh.Client, command string, stdin Source, max int) output {
-	out := output{stdout: newTailBuffer(max), stderr: newTailBuffer(max)}
+// a second session). The connection stays for other steps unless the host does not answer.
+func (e *Executor) run(ctx context.Context, client *ssh.Client, command string, stdin Source) output {
+	out := output{stdout: newTailBuffer(e.opts.MaxOutput), stderr: newTailBuffer(e.opts.MaxOutput)}
 	raw := make([]byte, 12)
 	if _, err := rand.Read(raw); err != nil {
 		out.err = fmt.Errorf("step marker: %w", err)
 		return out
 	}
 	marker := hex.EncodeToString(raw)
-	s, err := client.NewSession()
+	s, err := newSession(ctx, client, e.opts.DialTimeout)
 	if err != nil {
 		out.err = fmt.Errorf("open session: %w", err)
+		out.noSession = true
 		return out
 	}
 	defer s.Close()
@@ -387,21 +486,34 @@ func run(ctx context.Context, client *ssh.Client, command string, stdin Source, 
 	go func() { done <- s.Wait() }()
 	select {
 	case out.err = <-done:
+		return out
 	case <-ctx.Done():
-		_ = s.Signal(ssh.SIGKILL)
-		killMarked(client, marker)
-		_ = client.Close()
-		out.err = ctx.Err()
-		if err := <-done; err != nil {
-			out.err = fmt.Errorf("%w (session: %w)", ctx.Err(), err)
+	}
+	_ = s.Signal(ssh.SIGKILL)
+	var ended error // how the session ended, once killed
+	answered := killMarked(client, marker)
+	if answered {
+		select {
+		case ended = <-done:
+		case <-time.After(answerWithin):
+			answered = false
 		}
+	}
+	if !answered {
+		_ = client.Close()
+		out.broken = true
+		ended = <-done
+	}
+	out.err = ctx.Err()
+	if ended != nil {
+		out.err = fmt.Errorf("%w (session: %w)", ctx.Err(), ended)
 	}
 	return out
 }
 
-// killMarked kills the processes of a step on the host, best effort, within 5 seconds (the
-// host may be unreachable: that is often why the step timed out).
-func killMarked(client *ssh.Client, marker string) {
+// killMarked kills the processes of a step on the host, best effort, and tells whether the
+// host answered within answerWithin.
+func killMarked(client *ssh.Client, marker string) bool {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -414,7 +526,9 @@ func killMarked(client *ssh.Client, marker string) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
+		return true
+	case <-time.After(answerWithin):
+		return false
 	}
 }
 

@@ -32,6 +32,7 @@ func TestOnRealHosts(t *testing.T) {
 	hn := testhosts.StartHosts(t, 2, authorized, testhosts.HostOptions{})
 	keys := &sshexec.MemoryHostKeys{}
 	e := sshexec.New(signer, keys, sshexec.Options{MaxOutput: 1024, Parallelism: 2})
+	t.Cleanup(e.Close)
 	ctx := t.Context()
 	ts := targets(hn)
 	h0, t0 := hn.Hosts[0], ts[0]
@@ -135,8 +136,10 @@ func TestOnRealHosts(t *testing.T) {
 
 	t.Run("a changed host key is refused", func(t *testing.T) {
 		before, _ := keys.Get(ctx, t0.Name)
-		// Reprovisioned behind our back: new host keys, sshd restarted.
-		if _, err := h0.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && systemctl restart ssh.service"); err != nil {
+		// Reprovisioned behind our back: new host keys, sshd restarted, and its connections
+		// ended, as the reboot of a reprovision ends them (the connection processes are killed;
+		// the listener, "sshd: /usr/sbin/sshd ...", is restarted).
+		if _, err := h0.Exec(ctx, "sh", "-c", "rm /etc/ssh/ssh_host_* && pkill -KILL -f '^sshd: [^/]'; systemctl restart ssh.service"); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := h0.WaitSSH(ctx); err != nil {

@@ -84,6 +84,7 @@ func runAnchor(ctx context.Context, dir string, stack []stackFile, timeout time.
 		}
 	}
 	exec := sshexec.New(signer, &sshexec.MemoryHostKeys{}, sshexec.Options{})
+	defer exec.Close()
 	// An etcd member passes its health check only once a quorum of members runs: etcd's installs
 	// go through together.
 	gate, err := newSerialInstaller(install.New(exec), spec, "etcd")
