@@ -156,7 +156,8 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 	// guard's kill of unshare leaves nothing behind. The mounts live in the namespace only.
 	args := []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--",
 		"/bin/sh", "-c", namespaceScript, "ironic-ns", root, i.Dir}
-	if i.proc, err = proc.Start("ironic", unshare, args, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, i.Log); err != nil {
+	// /usr/local/bin: the tree's mkisofs (a link to xorrisofs) for virtual media's ISOs.
+	if i.proc, err = proc.Start("ironic", unshare, args, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, i.Log); err != nil {
 		return nil, err
 	}
 	timeout := opts.StartTimeout
