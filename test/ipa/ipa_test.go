@@ -291,16 +291,9 @@ func TestInspection(t *testing.T) {
 	t.Logf("whole test %s (inspection %s)", time.Since(start).Round(time.Second), inspection.Round(time.Second))
 }
 
-// cleaningEnv runs TestCleaning: it is long (the agent boots once more), so it stays out of
-// the default run.
-const cleaningEnv = "EDGEFLEET_IPA_CLEANING"
-
 // TestCleaning: manual cleaning with erase_devices_metadata, run by the real agent, wipes the
 // start of the VM's disk: a marker written there before is gone.
 func TestCleaning(t *testing.T) {
-	if os.Getenv(cleaningEnv) == "" {
-		t.Skipf("set %s=1: cleaning boots the agent under TCG once more (minutes)", cleaningEnv)
-	}
 	start := time.Now()
 	b := newBed(t)
 	marker := []byte(fmt.Sprintf("edgefleet-disk-marker-%d", time.Now().UnixNano()))
@@ -314,6 +307,9 @@ func TestCleaning(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if head, err := readHead(b.vm.Disk, len(marker)); err != nil || string(head) != string(marker) {
+		t.Fatalf("the marker is not at the start of the disk before cleaning (%v): %q", err, head)
+	}
 	node := b.enroll()
 
 	phase := time.Now()
@@ -326,13 +322,8 @@ func TestCleaning(t *testing.T) {
 	if node.LastError != "" {
 		t.Errorf("node's last error after cleaning: %s", node.LastError)
 	}
-	head := make([]byte, 4096)
-	f, err = os.Open(b.vm.Disk)
+	head, err := readHead(b.vm.Disk, 4096)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.ReadAt(head, 0); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(head), string(marker)) {
@@ -342,6 +333,18 @@ func TestCleaning(t *testing.T) {
 		t.Errorf("after cleaning the VM is still on")
 	}
 	t.Logf("whole test %s", time.Since(start).Round(time.Second))
+}
+
+// readHead reads the first n bytes of the file at path.
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	_, err = f.ReadAt(b, 0)
+	return b, err
 }
 
 func tailFile(path string, lines int) string {
