@@ -488,6 +488,30 @@ func (v *VM) EjectMedia() error {
 	return nil
 }
 
+// DriveMedia is qemu's own word on the CD-ROM drive (QMP query-block): the file of the medium
+// inserted, "" when the drive is empty. It needs the VM running.
+func (v *VM) DriveMedia() (string, error) {
+	var blocks []struct {
+		Device   string `json:"device"`
+		QDev     string `json:"qdev"`
+		Inserted *struct {
+			File string `json:"file"`
+		} `json:"inserted"`
+	}
+	if err := v.withQMP("drive media", func(q *qmp) error { return q.run("query-block", nil, &blocks) }); err != nil {
+		return "", err
+	}
+	for _, b := range blocks {
+		if b.Device == "drive-"+deviceIDs[DeviceCd] || strings.Contains(b.QDev, "/"+deviceIDs[DeviceCd]+"/") || b.QDev == deviceIDs[DeviceCd] {
+			if b.Inserted == nil {
+				return "", nil
+			}
+			return b.Inserted.File, nil
+		}
+	}
+	return "", fmt.Errorf("bmc: VM %s: qemu has no drive %s", v.cfg.Name, deviceIDs[DeviceCd])
+}
+
 func (v *VM) qmpLocked(what string, f func(*qmp) error) error {
 	q, err := dialQMP(v.QMPSocket, 10*time.Second)
 	if err != nil {
