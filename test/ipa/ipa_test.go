@@ -288,6 +288,20 @@ func TestInspection(t *testing.T) {
 	if m := b.vm.Media(); m != "" {
 		t.Errorf("after inspection the VM's drive still holds %s", m)
 	}
+	// The VM's logs are on disk (/tmp): the BMC's and Ironic's passwords must not be there.
+	// (Its disk image is the guest's own; the ISO was deleted at the ejection, checked above.)
+	logs := t.TempDir()
+	for _, f := range []string{b.vm.SerialLog, b.vm.FirmwareLog, b.vm.Log} {
+		if raw, err := os.ReadFile(f); err == nil {
+			_ = os.WriteFile(filepath.Join(logs, filepath.Base(f)), raw, 0o600)
+		}
+	}
+	leaks, scanned, err := testutil.FindSecrets([]string{logs}, map[string][]byte{
+		"the BMC's password": []byte(b.srv.Password), "Ironic's password": []byte(b.ir.Password),
+	})
+	if err != nil || len(leaks) > 0 || scanned != 3 {
+		t.Errorf("secrets in the VM's logs (%d of 3 scanned, %v): %v", scanned, err, leaks)
+	}
 	t.Logf("whole test %s (inspection %s)", time.Since(start).Round(time.Second), inspection.Round(time.Second))
 }
 
