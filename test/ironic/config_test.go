@@ -71,3 +71,30 @@ func TestConfigVirtualMedia(t *testing.T) {
 		t.Errorf("virtual media without AgentHost: %v, want an error naming AgentHost", err)
 	}
 }
+
+// TestVirtualMediaTree: a tree without isolinux or mkisofs (built before hack/ironic.sh added
+// them) is refused before anything starts, naming the command that rebuilds it.
+func TestVirtualMediaTree(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"usr/bin", "var/lib/ironic", "usr/lib/ISOLINUX", "usr/lib/syslinux/modules/bios", "usr/local/bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"usr/bin/ironic", "usr/bin/ironic-dbsync", "usr/lib/ISOLINUX/isolinux.bin", "usr/lib/syslinux/modules/bios/ldlinux.c32"} {
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Start(t.Context(), Options{Root: root, Dir: t.TempDir(), VirtualMedia: &VirtualMediaOptions{AgentHost: "10.0.2.2"}})
+	if err == nil || !strings.Contains(err.Error(), "/usr/local/bin/mkisofs") || !strings.Contains(err.Error(), "hack/tools.sh ironic") {
+		t.Fatalf("Start over a tree without mkisofs: %v, want an error naming mkisofs and hack/tools.sh ironic", err)
+	}
+	// The tree's link, absolute, resolves inside the tree only: it must count as there.
+	if err := os.Symlink("/nonexistent-on-the-host/xorrisofs", filepath.Join(root, "usr/local/bin/mkisofs")); err != nil {
+		t.Fatal(err)
+	}
+	if err := virtualMediaTree(root); err != nil {
+		t.Errorf("a tree with isolinux, ldlinux.c32 and mkisofs: %v", err)
+	}
+}

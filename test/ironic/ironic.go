@@ -119,6 +119,11 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.VirtualMedia != nil {
+		if err := virtualMediaTree(root); err != nil {
+			return nil, err
+		}
+	}
 	i := &Ironic{Dir: opts.Dir, hc: &http.Client{Timeout: 10 * time.Second}}
 	defer func() {
 		if err != nil {
@@ -210,6 +215,18 @@ func tree(root string) (string, error) {
 		}
 	}
 	return resolved, nil
+}
+
+// virtualMediaTree checks that the tree at root carries what Ironic builds virtual media's
+// ISOs with (a tree built before hack/ironic.sh added them does not).
+func virtualMediaTree(root string) error {
+	for _, f := range []string{isolinuxBin, "/usr/lib/syslinux/modules/bios/ldlinux.c32", "/usr/local/bin/mkisofs"} {
+		// Lstat: mkisofs is an absolute link that resolves inside the tree, not on the host.
+		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
+			return fmt.Errorf("ironic: tree %s lacks %s, which virtual media's ISOs need: run 'hack/tools.sh ironic' (its tree carries isolinux, syslinux-common and xorriso as mkisofs)", root, f)
+		}
+	}
+	return nil
 }
 
 func lookPath(name string) (string, error) {
