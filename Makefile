@@ -20,7 +20,7 @@ GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
 REALHOSTS_SUITE := ./e2e/realhosts
 REALHOSTS_AFTER := ./bpa/cluster
-HEAVY_PKGS := ./usb-image
+HEAVY_PKGS := ./usb-image ./test/ipa
 # Each lane's `go test -json` records and the ginkgo suites' JSON reports, read for the table of
 # package, test and spec times that ends `make test`.
 TEST_REPORT := $(BIN)/test-report
@@ -32,7 +32,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs (needs root) and the node runtime's Debian packages into bin/ (cached per user); install Debian's chromium (the web UI's browser tests) and qemu-system-x86 with ovmf (the site image's boot test) and xorriso (the small ISO images of tests), and Node.js (the web UI's CSR code test) when they are missing.
+tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs, Ironic 29's Debian trixie tree and the Ironic Python Agent's ramdisk (bin/ipa) (needs root) and the node runtime's Debian packages into bin/ (cached per user); install Debian's chromium (the web UI's browser tests) and qemu-system-x86 with ovmf (the site image's boot test) and xorriso (the small ISO images of tests), and Node.js (the web UI's CSR code test) when they are missing.
 	hack/tools.sh
 
 .PHONY: generate
@@ -77,7 +77,7 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 
 .PHONY: test
 test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time, the slow tests and specs, and the CPU time by package (bin/test-report/).
-	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image'); \
+	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image' -e '.*/test/ipa'); \
 	rm -rf $(TEST_REPORT); mkdir -p $(TEST_REPORT); $(GO) build -o $(BIN)/testreport ./hack/testreport; start=$$SECONDS; \
 	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
 	$(BIN)/testreport -sample-cpu $(TEST_REPORT)/run.cpu.json & sampler=$$!; \

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds the Debian trixie tree real Ironic runs from in tests (test/ironic): a directory made by
 # mmdebstrap holding Ironic 29 (ironic-api, ironic-conductor: the single-process 'ironic' and
-# 'ironic-dbsync'), the Redfish client (python3-sushy) and ipmitool (the ipmi hardware type).
+# 'ironic-dbsync'), the Redfish client (python3-sushy), ipmitool (the ipmi hardware type) and what
+# Ironic builds a BIOS-bootable ISO of the agent's kernel and ramdisk with for virtual media
+# (redfish-virtual-media boot): isolinux and syslinux-common (isolinux.bin, ldlinux.c32) and
+# xorriso, which Ironic runs as mkisofs (the tree gets the link /usr/local/bin/mkisofs ->
+# xorrisofs: trixie's xorriso names its mkisofs emulation xorrisofs only).
 # test/ironic runs it with chroot in a private mount namespace, so the host's own Python is never
 # touched. Trixie, because bookworm's Ironic (21.4, API <= 1.82) is too old for baremetal-operator
 # v0.13.2 (API >= 1.89).
@@ -19,10 +23,11 @@ set -euo pipefail
 cache=${1:?usage: hack/ironic.sh CACHE_DIR}
 suite=trixie
 mirror=${EDGEFLEET_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=ironic-api,ironic-conductor,python3-sushy,ipmitool
+packages=ironic-api,ironic-conductor,python3-sushy,ipmitool,isolinux,syslinux-common,xorriso
+mkisofs_link=/usr/local/bin/mkisofs:/usr/bin/xorrisofs
 
 # The cache key: what goes into the tree, not how this script gets there.
-hash=$(printf '%s\n' "$suite" "$packages" | sha256sum | cut -c1-12)
+hash=$(printf '%s\n' "$suite" "$packages" "$mkisofs_link" | sha256sum | cut -c1-12)
 
 # fix_parent_node corrects a defect of Ironic 29.0.5 in the tree at $1, once (a tree built or
 # fixed before is left as it is). Its node PATCH stores the node's own UUID as the node's
@@ -83,6 +88,10 @@ version=${version#*:} # no epoch: a colon in a path is a nuisance
 [[ -x $tmp/usr/bin/ironic && -x $tmp/usr/bin/ironic-dbsync ]] ||
 	{ echo "ironic: $tmp has no /usr/bin/ironic or /usr/bin/ironic-dbsync" >&2; exit 1; }
 fix_parent_node "$tmp"
+mkdir -p "$tmp/${mkisofs_link%%/mkisofs:*}"
+ln -sfn "${mkisofs_link#*:}" "$tmp/${mkisofs_link%%:*}"
+[[ -x $tmp/usr/lib/ISOLINUX/isolinux.bin || -f $tmp/usr/lib/ISOLINUX/isolinux.bin ]] ||
+	{ echo "ironic: $tmp has no /usr/lib/ISOLINUX/isolinux.bin" >&2; exit 1; }
 out=$cache/ironic-$version-$hash
 mv "$tmp" "$out"
 echo "ironic: built $out in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))" >&2

@@ -7,7 +7,7 @@
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
 #                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs
-#                            ironic)
+#                            ironic ipa)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -23,6 +23,11 @@
 # ironic is not a binary either: it is a Debian trixie tree holding Ironic 29 (hack/ironic.sh; needs
 # root), which test/ironic runs with chroot, cached as ironic-<version>-<hash> and linked at
 # bin/ironic-root (~5 minutes and ~700 MB the first time on a machine, then cached).
+#
+# ipa is the Ironic Python Agent's ramdisk Ironic boots on the test bed's machines (hack/ipa.sh;
+# needs root): a directory holding a kernel (vmlinuz) and an initramfs built from Debian trixie's
+# ironic-python-agent, cached as ipa-<version>-<hash> and linked at bin/ipa (~7 minutes and
+# ~400 MB the first time).
 #
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
@@ -123,7 +128,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs ironic chromium qemu nodejs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs ironic ipa chromium qemu nodejs)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -147,6 +152,10 @@ for t in "${want[@]}"; do
 		path=$("$root/hack/ironic.sh" "$cache")
 		ln -sfn "$path" "$bin/ironic-root"
 		echo "tools: ironic $(basename "$path")" ;;
+	ipa)
+		path=$("$root/hack/ipa.sh" "$cache")
+		ln -sfn "$path" "$bin/ipa"
+		echo "tools: ipa $(basename "$path")" ;;
 	node-debs)
 		path=$("$root/hack/node-debs.sh" "$cache" "$("$root/hack/rootfs.sh" "$cache")")
 		ln -sfn "$path" "$bin/node-debs"

@@ -50,6 +50,9 @@ func qemuArgs(v *VM, b Boot) []string {
 		if c.Network.BootFile != "" {
 			netdev += ",bootfile=" + optEscape(c.Network.BootFile)
 		}
+		for _, f := range c.Network.HostForwards {
+			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:%d", f.Host, f.Guest)
+		}
 	}
 	cd := "if=none,id=drive-cd0,media=cdrom"
 	if c.ISO != "" {

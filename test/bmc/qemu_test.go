@@ -83,6 +83,10 @@ func TestQEMUArgs(t *testing.T) {
 	if user := strings.Join(qemuArgs(v, Boot{}), " "); !strings.Contains(user, "-netdev user,id=net0,tftp=/srv/tftp,bootfile=http://10.0.2.2:8080/boot.ipxe") {
 		t.Errorf("user network's TFTP and boot file missing: %s", user)
 	}
+	v.cfg.Network = Network{HostForwards: []HostForward{{Host: 40001, Guest: 9999}}}
+	if user := strings.Join(qemuArgs(v, Boot{}), " "); !strings.Contains(user, "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:40001-:9999") {
+		t.Errorf("user network's host forward missing: %s", user)
+	}
 }
 
 func TestNewVMConfig(t *testing.T) {
@@ -91,6 +95,8 @@ func TestNewVMConfig(t *testing.T) {
 		"no disk size":     {Dir: t.TempDir()},
 		"bad MAC":          {Dir: t.TempDir(), DiskSize: 1 << 20, MAC: "52:54:00"},
 		"tap with TFTP":    {Dir: t.TempDir(), DiskSize: 1 << 20, Network: Network{Tap: "tap0", TFTPRoot: "/srv"}},
+		"tap with forward": {Dir: t.TempDir(), DiskSize: 1 << 20, Network: Network{Tap: "tap0", HostForwards: []HostForward{{Host: 1, Guest: 2}}}},
+		"forward port 0":   {Dir: t.TempDir(), DiskSize: 1 << 20, Network: Network{HostForwards: []HostForward{{Host: 0, Guest: 9999}}}},
 		"long socket path": {Dir: "/tmp/" + strings.Repeat("x", 100), DiskSize: 1 << 20},
 	} {
 		if _, err := NewVM(cfg); err == nil {

@@ -71,7 +71,7 @@ func computerSystem(sys *system) doc {
 		power = "On"
 	}
 	path := systemPath(sys.id)
-	return doc{
+	d := doc{
 		"@odata.type":  "#ComputerSystem.v1_13_0.ComputerSystem",
 		"@odata.id":    path,
 		"Id":           sys.id,
@@ -106,6 +106,12 @@ func computerSystem(sys *system) doc {
 			},
 		},
 	}
+	// Virtual media under the System (Redfish 1.13's place, which Ironic looks at before
+	// the managers'): one manager serves every system here, so its media would be shared.
+	if sys.media != nil {
+		d["VirtualMedia"] = link(mediaCollectionPath(sys.id))
+	}
+	return d
 }
 
 // manager is the BMC: one manager for all the server's systems.

@@ -35,6 +35,10 @@ type Options struct {
 	RequestLogSize int
 	// Logf, when set, also gets each request and the server's own troubles (t.Logf).
 	Logf func(format string, args ...any)
+	// MediaMaxSize bounds the images virtual media downloads; 2 GiB when zero.
+	MediaMaxSize int64
+	// MediaTimeout bounds each download of virtual media; 5 minutes when zero.
+	MediaTimeout time.Duration
 }
 
 // Server is a Redfish service (a BMC) for machines: one System, and one Chassis, per machine
@@ -51,6 +55,9 @@ type Server struct {
 	ctx    context.Context // ends with the server: pending GracefulRestarts give up
 	cancel context.CancelFunc
 	log    *requestLog
+
+	// mediaClient downloads virtual media: no proxy (the images are on the loopback).
+	mediaClient *http.Client
 
 	mu      sync.Mutex
 	systems map[string]*system
@@ -77,8 +84,15 @@ func Start(opts Options) (*Server, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if opts.MediaMaxSize == 0 {
+		opts.MediaMaxSize = defaultMediaMaxSize
+	}
+	if opts.MediaTimeout == 0 {
+		opts.MediaTimeout = defaultMediaTimeout
+	}
 	s := &Server{User: opts.User, Password: opts.Password, opts: opts, systems: map[string]*system{},
-		log: &requestLog{size: opts.RequestLogSize}}
+		log:         &requestLog{size: opts.RequestLogSize},
+		mediaClient: &http.Client{Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: time.Minute}}}
 	var err error
 	if s.User == "" {
 		if s.User, err = randomHex("bmc-", 4); err != nil {
@@ -131,6 +145,7 @@ var systemID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // AddSystem adds a machine as System id and returns the System's path
 // (/redfish/v1/Systems/ID: Ironic's redfish_system_id). The machine is not powered on or off.
+// A MediaMachine (a VM) gets virtual media: /redfish/v1/Systems/ID/VirtualMedia/Cd.
 func (s *Server) AddSystem(id string, m Machine) (string, error) {
 	if !systemID.MatchString(id) {
 		return "", fmt.Errorf("bmc: system id %q: want letters, digits, '.', '_', '-'", id)
@@ -271,6 +286,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, seg []string) {
 			if methods(w, r, http.MethodPost) {
 				s.serveReset(w, r, sys)
 			}
+		case s.routeMedia(w, r, sys, seg[2:]):
 		default:
 			notFound()
 		}

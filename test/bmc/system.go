@@ -55,6 +55,8 @@ var modes = []Mode{ModeLegacy, ModeUEFI}
 type system struct {
 	id      string
 	machine Machine
+	// media is the virtual CD drive; nil unless the machine is a MediaMachine.
+	media *virtualMedia
 	// gracefulTimeout bounds how long a GracefulRestart waits for the OS to power off.
 	gracefulTimeout time.Duration
 	logf            func(format string, args ...any)
@@ -69,7 +71,11 @@ type system struct {
 }
 
 func newSystem(id string, m Machine, mode Mode, gracefulTimeout time.Duration, logf func(string, ...any)) *system {
-	return &system{id: id, machine: m, target: DeviceNone, enabled: overrideDisabled, mode: mode, gracefulTimeout: gracefulTimeout, logf: logf}
+	s := &system{id: id, machine: m, target: DeviceNone, enabled: overrideDisabled, mode: mode, gracefulTimeout: gracefulTimeout, logf: logf}
+	if mm, ok := m.(MediaMachine); ok {
+		s.media = &virtualMedia{machine: mm}
+	}
+	return s
 }
 
 // bootSettings is a snapshot of the boot override.

@@ -40,7 +40,8 @@ type Config struct {
 	UUID string
 	// Network is the NIC's backend; qemu's user-mode network when zero.
 	Network Network
-	// ISO is the medium of the CD-ROM drive; the drive is empty when it is empty.
+	// ISO is the medium of the CD-ROM drive at the first power-on; the drive is empty when it
+	// is empty. InsertMedia and EjectMedia change it (the BMC's virtual media).
 	ISO string
 	// QEMU is qemu-system-x86_64; /usr/bin/qemu-system-x86_64 when empty.
 	QEMU string
@@ -63,6 +64,14 @@ type Network struct {
 	// TFTPRoot and BootFile, user-mode only, are slirp's TFTP directory and the boot file its
 	// DHCP server offers (a TFTP name or, for iPXE, a URL).
 	TFTPRoot, BootFile string
+	// HostForwards, user-mode only, forward TCP ports of the host's loopback to the guest:
+	// each maps 127.0.0.1:Host to the guest's port Guest (an agent's API the host calls).
+	HostForwards []HostForward
+}
+
+// HostForward forwards the host's 127.0.0.1:Host to the guest's port Guest (user-mode network).
+type HostForward struct {
+	Host, Guest int
 }
 
 // MachineInfo is what a BMC reports about its machine's hardware.
@@ -127,8 +136,13 @@ func NewVM(cfg Config) (*VM, error) {
 			return nil, err
 		}
 	}
-	if cfg.Network.Tap != "" && (cfg.Network.TFTPRoot != "" || cfg.Network.BootFile != "") {
-		return nil, fmt.Errorf("bmc: VM %s: Network: TFTPRoot and BootFile are for user-mode networking, not tap %s", cfg.Name, cfg.Network.Tap)
+	if cfg.Network.Tap != "" && (cfg.Network.TFTPRoot != "" || cfg.Network.BootFile != "" || len(cfg.Network.HostForwards) > 0) {
+		return nil, fmt.Errorf("bmc: VM %s: Network: TFTPRoot, BootFile and HostForwards are for user-mode networking, not tap %s", cfg.Name, cfg.Network.Tap)
+	}
+	for _, f := range cfg.Network.HostForwards {
+		if f.Host <= 0 || f.Host > 65535 || f.Guest <= 0 || f.Guest > 65535 {
+			return nil, fmt.Errorf("bmc: VM %s: Network: HostForward %d -> %d: ports must be 1-65535", cfg.Name, f.Host, f.Guest)
+		}
 	}
 	if _, err := os.Stat(cfg.QEMU); err != nil {
 		return nil, fmt.Errorf("%w (%s)", ErrNoQEMU, cfg.QEMU)
@@ -426,6 +440,88 @@ func (v *VM) CommandLine() []string {
 		return nil
 	}
 	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// MediaDir is the VM's directory, where a BMC keeps the images of its virtual media.
+func (v *VM) MediaDir() string { return v.cfg.Dir }
+
+// Media is the image file in the CD-ROM drive; "" when the drive is empty.
+func (v *VM) Media() string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.cfg.ISO
+}
+
+// InsertMedia puts the image file at path (an ISO 9660 image) into the CD-ROM drive: a
+// running machine's at once (QMP blockdev-change-medium, as a disc pushed into a drive), an
+// off machine's at its next power-on. A medium in the drive is replaced.
+func (v *VM) InsertMedia(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("bmc: VM %s: insert media: %w", v.cfg.Name, err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.runningLocked() {
+		if err := v.qmpLocked("insert media", func(q *qmp) error {
+			return q.run("blockdev-change-medium", map[string]any{"id": deviceIDs[DeviceCd], "filename": path, "format": "raw", "read-only-mode": "read-only"}, nil)
+		}); err != nil {
+			return err
+		}
+	}
+	v.cfg.ISO = path
+	return nil
+}
+
+// EjectMedia empties the CD-ROM drive (a running machine's at once, even if the guest locked
+// its tray).
+func (v *VM) EjectMedia() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.runningLocked() && v.cfg.ISO != "" {
+		if err := v.qmpLocked("eject media", func(q *qmp) error {
+			return q.run("eject", map[string]any{"id": deviceIDs[DeviceCd], "force": true}, nil)
+		}); err != nil {
+			return err
+		}
+	}
+	v.cfg.ISO = ""
+	return nil
+}
+
+// DriveMedia is qemu's own word on the CD-ROM drive (QMP query-block): the file of the medium
+// inserted, "" when the drive is empty. It needs the VM running.
+func (v *VM) DriveMedia() (string, error) {
+	var blocks []struct {
+		Device   string `json:"device"`
+		QDev     string `json:"qdev"`
+		Inserted *struct {
+			File string `json:"file"`
+		} `json:"inserted"`
+	}
+	if err := v.withQMP("drive media", func(q *qmp) error { return q.run("query-block", nil, &blocks) }); err != nil {
+		return "", err
+	}
+	for _, b := range blocks {
+		if b.Device == "drive-"+deviceIDs[DeviceCd] || strings.Contains(b.QDev, "/"+deviceIDs[DeviceCd]+"/") || b.QDev == deviceIDs[DeviceCd] {
+			if b.Inserted == nil {
+				return "", nil
+			}
+			return b.Inserted.File, nil
+		}
+	}
+	return "", fmt.Errorf("bmc: VM %s: qemu has no drive %s", v.cfg.Name, deviceIDs[DeviceCd])
+}
+
+func (v *VM) qmpLocked(what string, f func(*qmp) error) error {
+	q, err := dialQMP(v.QMPSocket, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("bmc: VM %s: %s: %w", v.cfg.Name, what, err)
+	}
+	defer q.close()
+	if err := f(q); err != nil {
+		return fmt.Errorf("bmc: VM %s: %s: %w", v.cfg.Name, what, err)
+	}
+	return nil
 }
 
 // Close powers the VM off. Its files stay.

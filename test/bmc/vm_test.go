@@ -316,3 +316,47 @@ func sizeOf(st os.FileInfo) int64 {
 	}
 	return st.Size()
 }
+
+// TestVMMedia: virtual media goes into a running VM's drive at once and out again, as qemu
+// says (QMP query-block), and an off VM's medium is in the drive from its power-on.
+func TestVMMedia(t *testing.T) {
+	vm := newVM(t, bmc.Config{Name: "vm-media"})
+	iso := filepath.Join(t.TempDir(), "media.iso")
+	if err := os.WriteFile(iso, make([]byte, 64<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.PowerOn(bmc.Boot{First: bmc.DeviceHdd, Later: bmc.DeviceHdd}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vm.DriveMedia(); err != nil || got != "" {
+		t.Fatalf("a new VM's drive holds %q (%v), want it empty", got, err)
+	}
+	if err := vm.InsertMedia(iso); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vm.DriveMedia(); err != nil || got != iso || vm.Media() != iso {
+		t.Errorf("after InsertMedia qemu's drive holds %q (%v), the VM says %q; want %s", got, err, vm.Media(), iso)
+	}
+	if err := vm.EjectMedia(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vm.DriveMedia(); err != nil || got != "" || vm.Media() != "" {
+		t.Errorf("after EjectMedia qemu's drive holds %q (%v), the VM says %q; want it empty", got, err, vm.Media())
+	}
+	if err := vm.InsertMedia(filepath.Join(t.TempDir(), "missing.iso")); err == nil {
+		t.Errorf("InsertMedia of a missing file succeeded")
+	}
+	// Inserted while off: the drive holds it from the power-on.
+	if err := vm.PowerOff(); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.InsertMedia(iso); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.PowerOn(bmc.Boot{First: bmc.DeviceHdd, Later: bmc.DeviceHdd}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := vm.DriveMedia(); err != nil || got != iso {
+		t.Errorf("media inserted while off: after power-on qemu's drive holds %q (%v), want %s", got, err, iso)
+	}
+}

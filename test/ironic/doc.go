@@ -14,6 +14,15 @@
 // ends it if the test binary dies without stopping Ironic. The password lives in memory only;
 // the directory holds its bcrypt hash.
 //
+// With Options.VirtualMedia, Ironic is readied to boot its agent by Redfish virtual media: it
+// builds a BIOS ISO (isolinux from the tree, xorriso as mkisofs) of a node's deploy_kernel and
+// deploy_ramdisk into [deploy] http_root, which an HTTP server of the run serves on 127.0.0.1
+// ([deploy] http_url, where the BMC fetches it; it serves directories of the caller's too, such
+// as bin/ipa, for those URLs), and the agent is told Ironic's API at AgentHost
+// ([service_catalog] endpoint_override: 10.0.2.2 for a qemu VM on the user-mode network, which
+// qemu connects to this host's 127.0.0.1). Boot mode bios (SeaBIOS); the serial console on
+// ttyS0; zstd ramdisks left compressed.
+//
 // Running it needs root (namespaces, chroot); StartT skips a test that does not run as root and
 // fails one when the tree is missing (make tools builds it).
 package ironic

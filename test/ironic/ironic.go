@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +46,27 @@ type Options struct {
 	// StartTimeout bounds the schema creation and Ironic's start; 3 minutes when zero (both
 	// take ~15 s on an idle 2-core machine, several times that under a loaded CI run).
 	StartTimeout time.Duration
+	// VirtualMedia, when set, readies Ironic to boot its agent on machines by Redfish virtual
+	// media (redfish-virtual-media boot).
+	VirtualMedia *VirtualMediaOptions
+}
+
+// VirtualMediaOptions ready Ironic for redfish-virtual-media boot: it builds a BIOS-bootable ISO
+// (isolinux) of the agent's kernel and ramdisk into [deploy] http_root, which an HTTP server of
+// the run serves on 127.0.0.1 ([deploy] http_url: the BMC fetches the ISO there), and hands the
+// agent Ironic's API at AgentHost.
+type VirtualMediaOptions struct {
+	// AgentHost is the address the agent on the machine reaches this host's loopback at: the
+	// agent calls Ironic at http://AgentHost:PORT (lookup, heartbeats, inspection data). For
+	// qemu's user-mode network it is 10.0.2.2, which qemu connects to 127.0.0.1.
+	AgentHost string
+	// Files are directories of this host the run's HTTP server serves too, each at
+	// /NAME/ (e.g. "ipa": the agent's kernel and ramdisk, for a node's deploy_kernel and
+	// deploy_ramdisk URLs; Ironic fetches them through FileURL).
+	Files map[string]string
+	// KernelParams are appended to the agent's kernel command line ([redfish]
+	// kernel_append_params); Ironic's "nofb vga=normal" and the serial console ttyS0 when empty.
+	KernelParams string
 }
 
 // Ironic is a running Ironic (API and conductor in one process) listening on 127.0.0.1.
@@ -58,10 +80,14 @@ type Ironic struct {
 	Dir string
 	// Log is Ironic's log file (schema creation and server).
 	Log string
+	// HTTPURL is the run's HTTP server (http://127.0.0.1:PORT, [deploy] http_url) when
+	// Options.VirtualMedia is set: the ISOs Ironic builds, and Options.VirtualMedia.Files.
+	HTTPURL string
 
 	ownDir bool
 	proc   *proc.Process
 	hc     *http.Client
+	httpd  *http.Server
 }
 
 // StartT starts Ironic for a test and stops it in the test's cleanup. It skips the test when it
@@ -93,6 +119,11 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.VirtualMedia != nil {
+		if err := virtualMediaTree(root); err != nil {
+			return nil, err
+		}
+	}
 	i := &Ironic{Dir: opts.Dir, hc: &http.Client{Timeout: 10 * time.Second}}
 	defer func() {
 		if err != nil {
@@ -113,7 +144,12 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 		return nil, err
 	}
 	i.URL = "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	if err := i.writeConfig(ports[0]); err != nil {
+	if opts.VirtualMedia != nil {
+		if err := i.serveHTTP(opts.VirtualMedia.Files); err != nil {
+			return nil, err
+		}
+	}
+	if err := i.writeConfig(ports[0], opts.VirtualMedia); err != nil {
 		return nil, err
 	}
 	unshare, err := lookPath("unshare")
@@ -125,7 +161,8 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 	// guard's kill of unshare leaves nothing behind. The mounts live in the namespace only.
 	args := []string{"--mount", "--propagation", "private", "--pid", "--fork", "--kill-child", "--",
 		"/bin/sh", "-c", namespaceScript, "ironic-ns", root, i.Dir}
-	if i.proc, err = proc.Start("ironic", unshare, args, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, i.Log); err != nil {
+	// /usr/local/bin: the tree's mkisofs (a link to xorrisofs) for virtual media's ISOs.
+	if i.proc, err = proc.Start("ironic", unshare, args, []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}, i.Log); err != nil {
 		return nil, err
 	}
 	timeout := opts.StartTimeout
@@ -180,6 +217,18 @@ func tree(root string) (string, error) {
 	return resolved, nil
 }
 
+// virtualMediaTree checks that the tree at root carries what Ironic builds virtual media's
+// ISOs with (a tree built before hack/ironic.sh added them does not).
+func virtualMediaTree(root string) error {
+	for _, f := range []string{isolinuxBin, "/usr/lib/syslinux/modules/bios/ldlinux.c32", "/usr/local/bin/mkisofs"} {
+		// Lstat: mkisofs is an absolute link that resolves inside the tree, not on the host.
+		if _, err := os.Lstat(filepath.Join(root, f)); err != nil {
+			return fmt.Errorf("ironic: tree %s lacks %s, which virtual media's ISOs need: run 'hack/tools.sh ironic' (its tree carries isolinux, syslinux-common and xorriso as mkisofs)", root, f)
+		}
+	}
+	return nil
+}
+
 func lookPath(name string) (string, error) {
 	for _, dir := range []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"} {
 		p := filepath.Join(dir, name)
@@ -216,6 +265,7 @@ enabled_power_interfaces = ipmitool,redfish,fake
 enabled_raid_interfaces = no-raid,agent,redfish,fake
 enabled_vendor_interfaces = no-vendor,ipmitool,redfish,fake
 enabled_network_interfaces = noop
+isolinux_bin = {{.IsolinuxBin}}
 
 [api]
 host_ip = 127.0.0.1
@@ -230,17 +280,69 @@ dhcp_provider = none
 
 [deploy]
 http_root = {{.Dir}}/httpboot
+{{- with .VirtualMedia}}
+http_url = {{.HTTPURL}}
+# SeaBIOS machines: Ironic builds the ISO with isolinux (a UEFI ISO would need an ESP image).
+default_boot_mode = bios
+{{- end}}
 
 [pxe]
 tftp_root = {{.Dir}}/tftpboot
 
 [oslo_concurrency]
 lock_path = {{.Dir}}/locks
+{{- with .VirtualMedia}}
+
+[redfish]
+kernel_append_params = {{.KernelParams}}
+
+[service_catalog]
+# The agent's way to Ironic: lookup, heartbeats and continue_inspection.
+endpoint_override = {{.APIURL}}
+
+[conductor]
+# The agent's ramdisk is zstd-compressed cpio: the kernel unpacks it; Ironic must not.
+disable_zstandard_decompression = true
+{{- end}}
 `))
+
+// isolinuxBin is Debian's isolinux.bin in the tree (package isolinux; Ironic's default is
+// another distribution's path).
+const isolinuxBin = "/usr/lib/ISOLINUX/isolinux.bin"
+
+// serveHTTP starts the run's HTTP server on a free port of 127.0.0.1: the boot directory
+// (httpboot) at /, and each of files at /NAME/.
+func (i *Ironic) serveHTTP(files map[string]string) error {
+	boot := filepath.Join(i.Dir, "httpboot")
+	if err := os.MkdirAll(boot, 0o700); err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", http.FileServer(http.Dir(boot)))
+	for name, dir := range files {
+		if name == "" || strings.ContainsAny(name, "/.") {
+			return fmt.Errorf("virtual media: Files name %q: want a plain name", name)
+		}
+		mux.Handle("/"+name+"/", http.StripPrefix("/"+name+"/", http.FileServer(http.Dir(dir))))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	i.HTTPURL = "http://" + ln.Addr().String()
+	i.httpd = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = i.httpd.Serve(ln) }()
+	return nil
+}
+
+// FileURL is the URL the run's HTTP server serves file of Options.VirtualMedia.Files[name] at.
+func (i *Ironic) FileURL(name, file string) string {
+	return i.HTTPURL + "/" + name + "/" + file
+}
 
 // writeConfig writes ironic.conf, the htpasswd file of a user and password made for the run,
 // and the directories Ironic writes to.
-func (i *Ironic) writeConfig(port int) error {
+func (i *Ironic) writeConfig(port int, vm *VirtualMediaOptions) error {
 	for _, d := range []string{"httpboot", "tftpboot", "locks"} {
 		if err := os.MkdirAll(filepath.Join(i.Dir, d), 0o700); err != nil {
 			return err
@@ -260,11 +362,25 @@ func (i *Ironic) writeConfig(port int) error {
 	if err := os.WriteFile(filepath.Join(i.Dir, "htpasswd"), fmt.Appendf(nil, "%s:%s\n", i.User, hash), 0o600); err != nil {
 		return err
 	}
+	type vmedia struct{ HTTPURL, APIURL, KernelParams string }
+	data := struct {
+		Dir          string
+		Port         int
+		IsolinuxBin  string
+		VirtualMedia *vmedia
+	}{Dir: dataDir, Port: port, IsolinuxBin: isolinuxBin}
+	if vm != nil {
+		if vm.AgentHost == "" {
+			return errors.New("virtual media: AgentHost is required (10.0.2.2 for qemu's user-mode network)")
+		}
+		params := vm.KernelParams
+		if params == "" {
+			params = "nofb vga=normal console=ttyS0,115200n8"
+		}
+		data.VirtualMedia = &vmedia{HTTPURL: i.HTTPURL, APIURL: "http://" + net.JoinHostPort(vm.AgentHost, strconv.Itoa(port)), KernelParams: params}
+	}
 	var conf bytes.Buffer
-	if err := config.Execute(&conf, struct {
-		Dir  string
-		Port int
-	}{dataDir, port}); err != nil {
+	if err := config.Execute(&conf, data); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(i.Dir, "ironic.conf"), conf.Bytes(), 0o600)
@@ -341,6 +457,14 @@ func (i *Ironic) Stop() error {
 			errs = append(errs, err)
 		}
 		i.proc = nil
+	}
+	if i.httpd != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := i.httpd.Shutdown(ctx); err != nil {
+			_ = i.httpd.Close()
+		}
+		cancel()
+		i.httpd = nil
 	}
 	if i.ownDir {
 		if err := os.RemoveAll(i.Dir); err != nil {
