@@ -9,7 +9,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
 # `make test` runs two lanes side by side, each one package after another: two cores are shared
 # by several kube-apiservers already. The real-hosts lane runs the packages that build clusters
-# on real test hosts, one after the other: the end-to-end suite (REALHOSTS_SUITE, about 55
+# on real test hosts, one after the other: the end-to-end suite (REALHOSTS_SUITE, about 37
 # minutes), then REALHOSTS_AFTER. Run beside each other, their hosts starve: an SSH handshake of
 # bpa/cluster timed out (15 s) at a load average of 24. The main lane runs every other
 # package, then waits for the real-hosts lane to end before the qemu boots (HEAVY_PKGS): the
