@@ -102,6 +102,8 @@ disable_root: false
 ssh_pwauth: false
 ssh_deletekeys: true
 ssh_genkeytypes: [ed25519, ecdsa, rsa]
+# The image has no locales to generate (C.UTF-8 is built into the C library).
+locale: false
 growpart:
   mode: auto
   devices: [/]
