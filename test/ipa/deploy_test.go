@@ -143,7 +143,7 @@ func TestDeploy(t *testing.T) {
 	// The VM now boots its own disk: cloud-init prints the host keys it made on the console;
 	// the test pins the ed25519 one, then logs in with its own key.
 	var hostKey ssh.PublicKey
-	testutil.WaitProgress(t, 5*time.Minute, 10*time.Minute, "the deployed OS to print its SSH host keys on the serial console", func() (bool, string) {
+	testutil.WaitProgress(t, 3*time.Minute, 10*time.Minute, "the deployed OS to print its SSH host keys on the serial console", func() (bool, string) {
 		hostKey = consoleHostKey(b.vm.SerialLog)
 		size := int64(0)
 		if st, err := os.Stat(b.vm.SerialLog); err == nil {
@@ -188,7 +188,7 @@ func TestDeploy(t *testing.T) {
 	// The phases, from the agent's log on the serial console (its lines carry the guest's clock,
 	// which is the host's) and the test's own clock.
 	agent := agentTimes(readFile(b.vm.SerialLog))
-	t.Logf("phases: deploy asked → the agent's first log line (ISO, BMC, the agent's boot) %s; → prepare_image (lookup, heartbeat) %s; → image written (download, checksum, qemu-img convert; the agent says %s s) %s; → active (config drive, power cycle) %s; → host keys on the console (GRUB, kernel, cloud-init) %s; → logged in %s; whole test %s",
+	t.Logf("phases: deploy asked → the agent's first log line (ISO, BMC, the agent's boot) %s; → prepare_image (lookup, heartbeat) %s; → image written (download, sha256, then qemu-img convert: %s s by the agent's count) %s; → active (config drive, power cycle) %s; → host keys on the console (GRUB, kernel, cloud-init) %s; → logged in %s; whole test %s",
 		since(deployStart, agent.first), since(agent.first, agent.prepare), agent.writeSeconds, since(agent.prepare, agent.written), since(agent.written, active),
 		since(active, keyed), since(keyed, loggedIn), time.Since(start).Round(time.Second))
 }
@@ -235,6 +235,11 @@ func TestDeployRefusesABadChecksum(t *testing.T) {
 	b, img, node := deployBed(t)
 	wrong := sha256.Sum256([]byte("not the image " + img.sha256))
 	b.setImage(node.UUID, hex.EncodeToString(wrong[:]))
+	// The agent downloads again after a mismatch (9 times by default, 10 s apart: ~4 minutes
+	// here); once is enough to see it refuse.
+	b.ir.CallT(t, http.MethodPatch, "/v1/nodes/"+node.UUID, []map[string]any{
+		{"op": "add", "path": "/driver_info/kernel_append_params", "value": b.kernelParams() + " ipa-image-download-connection-retries=0"},
+	}, http.StatusOK, nil)
 	b.deploy(node.UUID, map[string]any{"meta_data": map[string]any{"hostname": "never"}})
 	node = b.wait(node.UUID, "deploy failed", 10*time.Minute, 25*time.Minute)
 	t.Logf("deploy failed after %s: %s", time.Since(start).Round(time.Second), node.LastError)
@@ -300,7 +305,9 @@ func dialSSH(t *testing.T, port int, signer ssh.Signer, hostKey ssh.PublicKey, l
 		if err == nil {
 			return c
 		}
-		if time.Now().After(deadline) {
+		// sshd answered with the pinned key and refused the key: cloud-init printed the host
+		// keys after it installed the authorized keys, so waiting changes nothing.
+		if time.Now().After(deadline) || strings.Contains(err.Error(), "unable to authenticate") {
 			t.Fatalf("ssh root@%s with the config drive's key, pinned host key %s: %v", addr, ssh.FingerprintSHA256(hostKey), err)
 		}
 		time.Sleep(2 * time.Second)

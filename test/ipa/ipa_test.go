@@ -175,21 +175,26 @@ func (b *bed) enroll() ironicNode {
 		"boot_interface":    "redfish-virtual-media",
 		"inspect_interface": "agent",
 		"driver_info": map[string]any{
-			"redfish_address":   b.srv.URL,
-			"redfish_system_id": b.sysPath,
-			"redfish_username":  b.srv.User,
-			"redfish_password":  b.srv.Password,
-			"redfish_verify_ca": false,
-			"deploy_kernel":     b.ir.FileURL("ipa", "vmlinuz"),
-			"deploy_ramdisk":    b.ir.FileURL("ipa", "initramfs"),
-			// The agent's API as Ironic reaches it: qemu's forward of the host's loopback.
-			"kernel_append_params": fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", b.agentPort),
+			"redfish_address":      b.srv.URL,
+			"redfish_system_id":    b.sysPath,
+			"redfish_username":     b.srv.User,
+			"redfish_password":     b.srv.Password,
+			"redfish_verify_ca":    false,
+			"deploy_kernel":        b.ir.FileURL("ipa", "vmlinuz"),
+			"deploy_ramdisk":       b.ir.FileURL("ipa", "initramfs"),
+			"kernel_append_params": b.kernelParams(),
 		},
 	}, http.StatusCreated, &node)
 	// The agent looks its node up by its MACs.
 	b.ir.CallT(t, http.MethodPost, "/v1/ports", map[string]any{"node_uuid": node.UUID, "address": vmMAC}, http.StatusCreated, nil)
 	b.provision(node.UUID, "manage")
 	return b.wait(node.UUID, "manageable", 2*time.Minute, 2*time.Minute)
+}
+
+// kernelParams is the agent's kernel command line: the serial console, and its API as Ironic
+// reaches it (qemu's forward of the host's loopback).
+func (b *bed) kernelParams() string {
+	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", b.agentPort)
 }
 
 func (b *bed) provision(uuid, target string) {
