@@ -95,7 +95,8 @@ mmdebstrap --variant=minbase --include="$packages" \
 # First boot: cloud-init reads only the config drive; root takes the drive's SSH keys (no default
 # user: nothing else to log in as); no password logins.
 cat >"$tree/etc/cloud/cloud.cfg.d/99_edgefleet.cfg" <<'EOF'
-# edgefleet OS image (hack/osimage.sh): Ironic's config drive is the only source of first-boot data.
+# edgefleet OS image (hack/osimage.sh): Ironic's config drive is the only source of first-boot
+# data (None: no data, defaults only).
 datasource_list: [ConfigDrive, None]
 users: []
 disable_root: false
@@ -115,8 +116,9 @@ for d in $moddirs; do
 done
 rm -rf "$tree"/usr/share/locale/* "$tree"/usr/share/doc/* "$tree"/usr/share/man/* "$tree"/usr/share/info/* "$tree"/usr/share/lintian/*
 printf 'PasswordAuthentication no\nKbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nUseDNS no\n' >"$tree/etc/ssh/sshd_config.d/edgefleet.conf"
-# Host keys: none in the image. cloud-init makes them at first boot, before sshd starts; sshd makes
-# the missing ones itself if cloud-init did not run (a boot without a config drive).
+# Host keys: none in the image. cloud-init makes them at first boot, before sshd starts (also
+# without a config drive: its None datasource still runs the ssh module); sshd makes the missing
+# ones itself should cloud-init not run at all.
 rm -f "$tree"/etc/ssh/ssh_host_*
 mkdir -p "$tree/etc/systemd/system/ssh.service.d"
 printf '[Service]\nExecStartPre=/usr/bin/ssh-keygen -A\n' >"$tree/etc/systemd/system/ssh.service.d/edgefleet-hostkeys.conf"

@@ -26,8 +26,8 @@
 // prints the SSH host keys it made on the serial console. The test pins that ed25519 host key
 // (no key is accepted blindly), logs in as root with its key through a qemu host forward to the
 // guest's 22, and checks the hostname, that / is /dev/vda1 and the user data's file; SeaBIOS's
-// log shows the CD, then the disk. Each phase's time is logged (measured: 2m42s on an idle
-// machine, 4m53s-5m31s under a CI run; docs/metal3-testbed.md has the breakdown).
+// log shows the CD, then the disk. Each phase's time is logged (measured: 2m42s-4m20s on a
+// lightly loaded machine, 4m53s-5m31s under a CI run; docs/metal3-testbed.md has the breakdown).
 //
 // TestDeployRefusesABadChecksum gives instance_info a sha256 the image does not have: the agent
 // (told not to download again: ipa-image-download-connection-retries=0) refuses it, the node goes to deploy failed with a last_error naming the checksum, the disk has
