@@ -32,7 +32,7 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
-tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs, Ironic 29's Debian trixie tree and the Ironic Python Agent's ramdisk (bin/ipa) (needs root) and the node runtime's Debian packages into bin/ (cached per user); install Debian's chromium (the web UI's browser tests) and qemu-system-x86 with ovmf (the site image's boot test) and xorriso (the small ISO images of tests), and Node.js (the web UI's CSR code test) when they are missing.
+tools: ## Build kube-apiserver, kubelet, kube-proxy, kube-controller-manager, kube-scheduler, kubectl (Kubernetes v1.36.3 and v1.35.8), etcd, controller-gen, golangci-lint, Metal3's baremetal-operator (bmo), Vault, CoreDNS from source, the test hosts' Debian rootfs, Ironic 29's Debian trixie tree the Ironic Python Agent's ramdisk (bin/ipa) and the OS disk image it writes (bin/osimage) (needs root) and the node runtime's Debian packages into bin/ (cached per user); install Debian's chromium (the web UI's browser tests) and qemu-system-x86 with ovmf (the site image's boot test) and xorriso (the small ISO images of tests), and Node.js (the web UI's CSR code test) when they are missing.
 	hack/tools.sh
 
 .PHONY: generate

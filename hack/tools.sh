@@ -7,7 +7,7 @@
 #   hack/tools.sh NAME...    only these (kube-apiserver kubectl kubelet kube-proxy
 #                            kube-controller-manager kube-scheduler etcd etcdctl controller-gen
 #                            golangci-lint bmo vault coredns rootfs node-debs chromium qemu nodejs
-#                            ironic ipa)
+#                            ironic ipa osimage)
 #
 # Kubernetes comes in two versions, each built from its own tools module: the current minor
 # (hack/tools/kube) and the previous one (hack/tools/kube-1.35); a Kubernetes tool's name builds
@@ -28,6 +28,11 @@
 # needs root): a directory holding a kernel (vmlinuz) and an initramfs built from Debian trixie's
 # ironic-python-agent, cached as ipa-<version>-<hash> and linked at bin/ipa (~7 minutes and
 # ~400 MB the first time).
+#
+# osimage is the OS disk image Ironic's agent writes to a machine's disk (hack/osimage.sh; needs
+# root): a directory holding a whole-disk, BIOS-bootable Debian bookworm image with cloud-init for
+# Ironic's config drive (disk.qcow2) and its sha256 (disk.qcow2.sha256), cached as
+# osimage-<version>-<hash> and linked at bin/osimage.
 #
 # chromium is not built either: it is Debian's package (/usr/bin/chromium), which the web UI's
 # browser tests drive headless (e2e/ui). It is installed with apt-get when it is missing; nothing
@@ -128,7 +133,7 @@ kube_ldflags() {
 }
 
 want=("$@")
-[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs ironic ipa chromium qemu nodejs)
+[[ ${#want[@]} -eq 0 ]] && want=(etcd etcdctl kube-apiserver kubectl kubelet kube-proxy kube-controller-manager kube-scheduler controller-gen golangci-lint bmo vault coredns rootfs node-debs ironic ipa osimage chromium qemu nodejs)
 
 for t in "${want[@]}"; do
 	case $t in
@@ -156,6 +161,10 @@ for t in "${want[@]}"; do
 		path=$("$root/hack/ipa.sh" "$cache")
 		ln -sfn "$path" "$bin/ipa"
 		echo "tools: ipa $(basename "$path")" ;;
+	osimage)
+		path=$("$root/hack/osimage.sh" "$cache")
+		ln -sfn "$path" "$bin/osimage"
+		echo "tools: osimage $(basename "$path")" ;;
 	node-debs)
 		path=$("$root/hack/node-debs.sh" "$cache" "$("$root/hack/rootfs.sh" "$cache")")
 		ln -sfn "$path" "$bin/node-debs"

@@ -74,26 +74,61 @@ type bed struct {
 	// agentPort is the host's loopback port qemu forwards to the agent's API (9999 in the
 	// VM): Ironic calls the agent there (cleaning's commands); the agent advertises it.
 	agentPort int
+	// sshPort is the host's loopback port qemu forwards to the guest's SSH (bedOptions.SSH).
+	sshPort int
+}
+
+// freePort is a free TCP port of the host's loopback.
+func freePort(t *testing.T) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(testutil.FreeAddr(t))
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func newBed(t *testing.T) *bed {
+	t.Helper()
+	return newBedWith(t, bedOptions{})
+}
+
+// bedOptions add to a bed what a deploy needs.
+type bedOptions struct {
+	// OSImage, when set, is a directory the run's HTTP server serves at /osimage/ (bin/osimage).
+	OSImage string
+	// SSH forwards a port of the host's loopback to the guest's 22 (bed.sshPort).
+	SSH bool
+}
+
+func newBedWith(t *testing.T, opts bedOptions) *bed {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("ipa: needs root (Ironic in private namespaces, chroot)")
 	}
 	ipa := ipaFiles(t)
+	files := map[string]string{"ipa": ipa}
+	if opts.OSImage != "" {
+		files["osimage"] = opts.OSImage
+	}
 	ironicDir := secretDir(t, "edgefleet-ipa-ironic-")
 	start := time.Now()
 	ir := ironic.StartT(t, ironic.Options{Dir: ironicDir, VirtualMedia: &ironic.VirtualMediaOptions{
 		AgentHost: "10.0.2.2",
-		Files:     map[string]string{"ipa": ipa},
+		Files:     files,
 	}})
 	t.Logf("ironic up after %s (%s; files at %s)", time.Since(start).Round(time.Millisecond), ir.URL, ir.HTTPURL)
 	srv := bmc.StartT(t, bmc.Options{})
-	_, port, _ := net.SplitHostPort(testutil.FreeAddr(t))
-	agentPort, _ := strconv.Atoi(port)
+	agentPort := freePort(t)
+	forwards := []bmc.HostForward{{Host: agentPort, Guest: 9999}}
+	sshPort := 0
+	if opts.SSH {
+		sshPort = freePort(t)
+		forwards = append(forwards, bmc.HostForward{Host: sshPort, Guest: 22})
+	}
 	vm, err := bmc.NewVM(bmc.Config{Name: "ipa-vm-0", Dir: t.TempDir(), DiskSize: vmDiskSize, MemoryMiB: vmMemoryMiB, CPUs: vmCPUs, MAC: vmMAC,
-		Network: bmc.Network{HostForwards: []bmc.HostForward{{Host: agentPort, Guest: 9999}}}})
+		Network: bmc.Network{HostForwards: forwards}})
 	if errors.Is(err, bmc.ErrNoQEMU) {
 		t.Fatalf("%v (hack/tools.sh qemu installs it)", err)
 	}
@@ -109,7 +144,7 @@ func newBed(t *testing.T) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{t: t, ir: ir, srv: srv, vm: vm, sysPath: sysPath, agentPort: agentPort}
+	b := &bed{t: t, ir: ir, srv: srv, vm: vm, sysPath: sysPath, agentPort: agentPort, sshPort: sshPort}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -140,21 +175,26 @@ func (b *bed) enroll() ironicNode {
 		"boot_interface":    "redfish-virtual-media",
 		"inspect_interface": "agent",
 		"driver_info": map[string]any{
-			"redfish_address":   b.srv.URL,
-			"redfish_system_id": b.sysPath,
-			"redfish_username":  b.srv.User,
-			"redfish_password":  b.srv.Password,
-			"redfish_verify_ca": false,
-			"deploy_kernel":     b.ir.FileURL("ipa", "vmlinuz"),
-			"deploy_ramdisk":    b.ir.FileURL("ipa", "initramfs"),
-			// The agent's API as Ironic reaches it: qemu's forward of the host's loopback.
-			"kernel_append_params": fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", b.agentPort),
+			"redfish_address":      b.srv.URL,
+			"redfish_system_id":    b.sysPath,
+			"redfish_username":     b.srv.User,
+			"redfish_password":     b.srv.Password,
+			"redfish_verify_ca":    false,
+			"deploy_kernel":        b.ir.FileURL("ipa", "vmlinuz"),
+			"deploy_ramdisk":       b.ir.FileURL("ipa", "initramfs"),
+			"kernel_append_params": b.kernelParams(),
 		},
 	}, http.StatusCreated, &node)
 	// The agent looks its node up by its MACs.
 	b.ir.CallT(t, http.MethodPost, "/v1/ports", map[string]any{"node_uuid": node.UUID, "address": vmMAC}, http.StatusCreated, nil)
 	b.provision(node.UUID, "manage")
 	return b.wait(node.UUID, "manageable", 2*time.Minute, 2*time.Minute)
+}
+
+// kernelParams is the agent's kernel command line: the serial console, and its API as Ironic
+// reaches it (qemu's forward of the host's loopback).
+func (b *bed) kernelParams() string {
+	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", b.agentPort)
 }
 
 func (b *bed) provision(uuid, target string) {
@@ -167,7 +207,8 @@ func (b *bed) node(uuid string) ironicNode {
 	return n
 }
 
-// wait polls the node until it rests in state, failing at once when it fails instead. Progress
+// wait polls the node until it rests in state, failing at once when it fails instead (unless
+// state is the failed state awaited). Progress
 // is the node's state and the VM's serial console growing: a VM that boots slowly under TCG
 // passes, one that stops moving for stall fails.
 func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
@@ -183,10 +224,12 @@ func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
 			t.Logf("%6s  node %s", time.Since(start).Round(time.Second), now)
 			last = now
 		}
-		if n.ProvisionState == state && n.TargetProvisionState == "" {
+		// A failed state is where the node rests (whatever its target says) when the test waits for it.
+		if n.ProvisionState == state && (n.TargetProvisionState == "" || strings.HasSuffix(state, "failed")) {
 			return true, ""
 		}
-		if strings.HasSuffix(n.ProvisionState, "failed") || n.ProvisionState == "enroll" && n.LastError != "" {
+		if strings.HasSuffix(n.ProvisionState, "failed") || n.ProvisionState == "enroll" && n.LastError != "" ||
+			n.ProvisionState == "active" && n.TargetProvisionState == "" {
 			t.Fatalf("node %s: waiting for %s, it went %s: %s", uuid, state, n.ProvisionState, n.LastError)
 		}
 		serial := int64(0)
