@@ -719,6 +719,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		for name := range webappPods(ctx, cs) {
 			Expect(before).NotTo(HaveKey(name), "pod %s was never evicted", name)
 		}
+		// Going back is a control-plane downgrade: the admission webhook refuses the Site update,
+		// knowing the version from the site's report, and the Site keeps its release.
+		createRelease(ctx, ns, "bpa-3-back", builders.PreviousKubernetesVersion, digest, stackWith()...)
+		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"release":"bpa-3-back"}}}`)
+		Expect(err).To(MatchError(And(ContainSubstring("spec.cluster.release"), ContainSubstring("would downgrade the control plane from v"+builders.KubernetesVersion))))
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+		Expect(s.Spec.Cluster.Release).To(Equal("bpa-3"))
 	})
 
 	It("rotates the cluster's Secret encryption key when the Site asks, every Secret stored again under the new key, the application's Service never failing a request", func(ctx context.Context) {

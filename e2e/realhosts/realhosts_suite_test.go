@@ -11,11 +11,12 @@ import (
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
-// fleet is a global control plane, a site control plane per real-host site and
-// bin/global-controller. The BPA suite sweeps its test hosts' disks itself, before they go.
+// fleet is a global control plane with the admission webhooks registered, a site control plane
+// per real-host site and bin/global-controller. The BPA suite sweeps its test hosts' disks
+// itself, before they go.
 var fleet *testfleet.Fleet
 
-var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks()})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks(), Webhooks: true})
 
 func TestRealHosts(t *testing.T) {
 	RegisterFailHandler(Fail)
