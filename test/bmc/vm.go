@@ -407,15 +407,7 @@ func (v *VM) withQMP(what string, f func(*qmp) error) error {
 	if !v.runningLocked() {
 		return fmt.Errorf("bmc: VM %s: %s: powered off", v.cfg.Name, what)
 	}
-	q, err := dialQMP(v.QMPSocket, 10*time.Second)
-	if err != nil {
-		return fmt.Errorf("bmc: VM %s: %s: %w", v.cfg.Name, what, err)
-	}
-	defer q.close()
-	if err := f(q); err != nil {
-		return fmt.Errorf("bmc: VM %s: %s: %w", v.cfg.Name, what, err)
-	}
-	return nil
+	return v.qmpLocked(what, f)
 }
 
 // PID is the running qemu's process id; 0 while powered off.
@@ -512,6 +504,7 @@ func (v *VM) DriveMedia() (string, error) {
 	return "", fmt.Errorf("bmc: VM %s: qemu has no drive %s", v.cfg.Name, deviceIDs[DeviceCd])
 }
 
+// qmpLocked runs f on a new QMP connection to the VM, which runs; v.mu is held.
 func (v *VM) qmpLocked(what string, f func(*qmp) error) error {
 	q, err := dialQMP(v.QMPSocket, 10*time.Second)
 	if err != nil {
