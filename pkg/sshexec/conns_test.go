@@ -29,6 +29,13 @@ func clientPort(ctx context.Context, t *testing.T, e *sshexec.Executor, target s
 	return strings.Fields(string(r.Stdout))[0]
 }
 
+// oneHost starts a real test host (needs root) that authorizes the returned signer.
+func oneHost(tb testing.TB) (ssh.Signer, *testhosts.Host, sshexec.Target) {
+	signer, authorized := testhosts.SSHKey(tb)
+	h := testhosts.StartHosts(tb, 1, authorized, testhosts.HostOptions{}).Hosts[0]
+	return signer, h, sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
+}
+
 // established counts the SSH connections the host's sshd holds.
 func established(ctx context.Context, h *testhosts.Host) (int, error) {
 	out, err := h.Exec(ctx, "ss", "-Htn", "state", "established", "( sport = :22 )")
@@ -44,10 +51,7 @@ func established(ctx context.Context, h *testhosts.Host) (int, error) {
 // a timed-out step ending its command but not the connection its neighbours run on; a host
 // that does not answer losing it; idle connections and Close ending them on the host.
 func TestConnectionReuse(t *testing.T) {
-	signer, authorized := testhosts.SSHKey(t)
-	hn := testhosts.StartHosts(t, 1, authorized, testhosts.HostOptions{})
-	h := hn.Hosts[0]
-	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
+	signer, h, target := oneHost(t)
 	keys := &sshexec.MemoryHostKeys{}
 	e := sshexec.New(signer, keys, sshexec.Options{DialTimeout: 3 * time.Second, Parallelism: 8})
 	t.Cleanup(e.Close)
@@ -243,10 +247,7 @@ func TestConnectionReuse(t *testing.T) {
 // kept connections and with a connection each (MaxIdle < 0, the anchor): the ratio is what
 // keeping connections saves a step.
 func BenchmarkStepsOnOneHost(b *testing.B) {
-	signer, authorized := testhosts.SSHKey(b)
-	hn := testhosts.StartHosts(b, 1, authorized, testhosts.HostOptions{})
-	h := hn.Hosts[0]
-	target := sshexec.Target{Name: h.Name, Addr: h.SSHAddr()}
+	signer, _, target := oneHost(b)
 	keys := &sshexec.MemoryHostKeys{}
 	for _, bc := range []struct {
 		name    string
