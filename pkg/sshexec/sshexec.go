@@ -221,7 +221,8 @@ func (e *Executor) Run(ctx context.Context, target Target, step Step) (res Resul
 			out = e.run(ctx, c.client, command, stdin)
 		}
 		first = false
-		broken = broken || out.broken
+		// A connection that opened no session is not trusted with another step.
+		broken = broken || out.broken || out.noSession
 		return out
 	}
 
