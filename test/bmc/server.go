@@ -314,14 +314,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, seg []string) {
 // serveSystem answers GET and PATCH of a System.
 func (s *Server) serveSystem(w http.ResponseWriter, r *http.Request, sys *system) {
 	if r.Method == http.MethodPatch {
-		body, apiErr := readBody(r)
-		if apiErr != nil {
-			writeError(w, apiErr)
-			return
-		}
-		change, apiErr := parseSystemPatch(body)
-		if apiErr != nil {
-			writeError(w, apiErr)
+		change, ok := readRequest(w, r, parseSystemPatch)
+		if !ok {
 			return
 		}
 		sys.setBoot(change)
@@ -331,14 +325,8 @@ func (s *Server) serveSystem(w http.ResponseWriter, r *http.Request, sys *system
 
 // serveReset answers a #ComputerSystem.Reset: 204 once done.
 func (s *Server) serveReset(w http.ResponseWriter, r *http.Request, sys *system) {
-	body, apiErr := readBody(r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	resetType, apiErr := parseReset(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	resetType, ok := readRequest(w, r, parseReset)
+	if !ok {
 		return
 	}
 	if apiErr := sys.reset(s.ctx, resetType); apiErr != nil {
@@ -346,6 +334,21 @@ func (s *Server) serveReset(w http.ResponseWriter, r *http.Request, sys *system)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// readRequest reads a request's body (bounded) and parses it; on a bad body it writes the
+// error and returns false.
+func readRequest[T any](w http.ResponseWriter, r *http.Request, parse func([]byte) (T, *apiError)) (T, bool) {
+	var v T
+	body, apiErr := readBody(r)
+	if apiErr == nil {
+		v, apiErr = parse(body)
+	}
+	if apiErr != nil {
+		writeError(w, apiErr)
+		return v, false
+	}
+	return v, true
 }
 
 func readBody(r *http.Request) ([]byte, *apiError) {

@@ -203,14 +203,8 @@ func loopbackHost(host string) bool {
 // serveInsertMedia downloads the image into the machine's directory and inserts it: 204 once
 // the drive holds it.
 func (s *Server) serveInsertMedia(w http.ResponseWriter, r *http.Request, sys *system) {
-	body, apiErr := readBody(r)
-	if apiErr != nil {
-		writeError(w, apiErr)
-		return
-	}
-	req, apiErr := parseInsertMedia(body)
-	if apiErr != nil {
-		writeError(w, apiErr)
+	req, ok := readRequest(w, r, parseInsertMedia)
+	if !ok {
 		return
 	}
 	vm := sys.media
