@@ -823,22 +823,23 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		oldKubeconfig := &corev1.Secret{}
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, oldKubeconfig)).To(Succeed())
 		// Leaf certificates of minutes for this spec: the roll-over issues them, and they are
-		// renewed before they expire after it; cluster users' certificates of 4 minutes at
+		// renewed before they expire after it; cluster users' certificates of 3 minutes at
 		// most (AddNew and UseNew each wait out one). The BPA's defaults come back at its end.
 		// Its first pass ends before carol's first kubeconfig is issued, so the roll-over
 		// begins right after the patch; AddNew's pass, which makes every host trust both CAs,
-		// took 2m18s at a load of 13-25, and carol's kubeconfig must still be valid after it (a
-		// spec run with 2 minutes failed so, one with 3 had 40 s to spare).
-		siteD.startBPAPassed(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=4m")
+		// must end while carol's kubeconfig is still valid: it took 2m18s at a load of 13-25
+		// with a new SSH connection per step, 1m14s with kept ones (a spec run with a 2-minute
+		// lifetime failed so).
+		siteD.startBPAPassed(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=3m")
 		// carol's kubeconfig of before the roll-over trusts the old cluster CA only; the one she
 		// gets while both CAs are trusted has a certificate the old CA signed. Each works to its
 		// end: the API servers present certificates of the new CA once the first has expired,
 		// and the old CAs go once the second has.
 		userBefore, userDuring := filepath.Join(dir, "carol-before.kubeconfig"), filepath.Join(dir, "carol-during.kubeconfig")
-		asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userBefore)
+		asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "3m", "-f", userBefore)
 		beforeIssued := time.Now()
 		var beforeInAddNew string         // what kubectl with the first said once the hosts trusted both CAs
-		var beforeUsedAfter time.Duration // from its issue to that kubectl: under its 4 minutes, or it expired
+		var beforeUsedAfter time.Duration // from its issue to that kubectl: under its 3 minutes, or it expired
 		var beforeErr error
 		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
@@ -857,7 +858,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 				if ca.Phase == sitev1.RotationAddNew && beforeInAddNew == "" {
 					beforeUsedAfter = time.Since(beforeIssued)
 					beforeInAddNew, beforeErr = kubectlWith(ctx, userBefore, "get", "pods", "-n", "webapp")
-					asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "4m", "-f", userDuring)
+					asCarol(ctx, "cluster", "kubeconfig", site, "--ttl", "3m", "-f", userDuring)
 				}
 				g.Expect(b.Message).To(ContainSubstring("rolling the CAs over (0 of 1 roll-overs done)"))
 				if ca.Waiting != "" && !slices.Contains(waited, ca.Waiting) {
@@ -866,7 +867,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			}
 			g.Expect(*b.CertificateAuthorities).To(Equal(sitev1.CARotationStatus{Rotations: 1}), "bootstrap says: %s", b.Message)
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
-		}).WithContext(ctx).WithTimeout(20 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed()) // AddNew and UseNew last 4 minutes at least, and a pass some
+		}).WithContext(ctx).WithTimeout(20 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed()) // AddNew and UseNew last 3 minutes at least, and a pass some
 
 		// The leaves the roll-over issued are renewed before they expire: the API servers'
 		// serving certificates and a worker's kubelet client certificate.
