@@ -822,15 +822,15 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		corednsBefore := corednsRevision(cs)
 		oldKubeconfig := &corev1.Secret{}
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, oldKubeconfig)).To(Succeed())
-		// Leaf certificates of minutes for this spec: the roll-over issues them, and they are
-		// renewed before they expire after it; cluster users' certificates of 3 minutes at
+		// Leaf certificates of 10 minutes for this spec, renewed once 2 minutes old: the
+		// roll-over issues them, and they are renewed before they expire after it; cluster users' certificates of 3 minutes at
 		// most (AddNew and UseNew each wait out one). The BPA's defaults come back at its end.
 		// Its first pass ends before carol's first kubeconfig is issued, so the roll-over
 		// begins right after the patch; AddNew's pass, which makes every host trust both CAs,
 		// must end while carol's kubeconfig is still valid: it took 2m18s at a load of 13-25
 		// with a new SSH connection per step, 1m14s with kept ones (a spec run with a 2-minute
 		// lifetime failed so).
-		siteD.startBPAPassed(ctx, "--certificate-validity=12m", "--certificate-renew-before=9m", "--resync-interval=30s", "--max-credential-ttl=3m")
+		siteD.startBPAPassed(ctx, "--certificate-validity=10m", "--certificate-renew-before=8m", "--resync-interval=30s", "--max-credential-ttl=3m")
 		// carol's kubeconfig of before the roll-over trusts the old cluster CA only; the one she
 		// gets while both CAs are trusted has a certificate the old CA signed. Each works to its
 		// end: the API servers present certificates of the new CA once the first has expired,
