@@ -475,6 +475,11 @@ cd "$m"
 pivot_root . mnt
 umount -l /mnt
 cd /
+# The harness links the host to the switch and gives eth0 its address and default route from
+# outside, once this process runs. systemd starts when they are there, as a machine's units
+# start once its network is up: a unit routing through eth0 failed otherwise after a reboot
+# (the pod network's "Nexthop has invalid gateway"). Boot bounds the wait.
+until ip -4 route show default | grep -q .; do sleep 0.05; done
 exec /usr/bin/env -i container=edgefleet-test-host /lib/systemd/systemd
 `
 
