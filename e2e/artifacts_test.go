@@ -2,9 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/test/builders"
 )
 
 var _ = Describe("Artifacts through the edgefleet CLI", Ordered, func() {
@@ -24,11 +22,9 @@ var _ = Describe("Artifacts through the edgefleet CLI", Ordered, func() {
 		id           string
 	)
 	BeforeAll(func() {
-		data = make([]byte, 3<<20+17)
-		_, err := rand.Read(data)
+		var err error
+		data, digest, err = builders.StandInPackage("node-agent", "1.0.0", "amd64", 3<<20+17, 17)
 		Expect(err).NotTo(HaveOccurred())
-		sum := sha256.Sum256(data)
-		digest = hex.EncodeToString(sum[:])
 		file = filepath.Join(GinkgoT().TempDir(), "node-agent-1.0.0.tar.gz")
 		Expect(os.WriteFile(file, data, 0o600)).To(Succeed())
 	})

@@ -31,6 +31,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
+	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/testfleet"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
@@ -55,7 +56,13 @@ var _ = Describe("Site artifact cache", Ordered, func() {
 	BeforeAll(func(ctx context.Context) {
 		dir := GinkgoT().TempDir()
 		for i, a := range artifacts {
-			a.data, a.digest = testutil.RandomContent([]int{16<<20 + 5, 3<<20 + 1}[i], uint64(100+i))
+			size, seed := []int{16<<20 + 5, 3<<20 + 1}[i], uint64(100+i)
+			a.data, a.digest = testutil.RandomContent(size, seed)
+			if a.kind == "binary-package" {
+				var err error
+				a.data, a.digest, err = builders.StandInPackage(a.name, "1.0.0", "amd64", size, seed)
+				Expect(err).NotTo(HaveOccurred())
+			}
 			total += int64(len(a.data))
 			file := filepath.Join(dir, a.name)
 			Expect(os.WriteFile(file, a.data, 0o600)).To(Succeed())

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/testfleet"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
@@ -42,6 +43,12 @@ func TestReleaseWithTheController(t *testing.T) {
 		path := filepath.Join(dir, kind+"-"+name+"-"+arch)
 		uploads++
 		data, digest := testutil.RandomContent(1024, uploads)
+		if kind == "binary-package" {
+			var err error
+			if data, digest, err = builders.StandInPackage(name, version, arch, 1024, uploads); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -17,10 +17,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
@@ -140,7 +142,7 @@ func TestLargeRoundTripWithTrailerDigest(t *testing.T) {
 
 func TestRangeAndConditionalDownload(t *testing.T) {
 	data, digest := testutil.RandomContent(1<<20, 2)
-	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	for _, r := range []struct {
 		header     string
@@ -220,7 +222,7 @@ func TestResumableUploadSurvivesACut(t *testing.T) {
 func TestWrongDigestStoresNothing(t *testing.T) {
 	data, digest := testutil.RandomContent(300_000, 4)
 	_, wrong := testutil.RandomContent(1, 5)
-	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "wrong-digest", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: wrong})
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "wrong-digest", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: wrong})
 	expect(t, resp, body, http.StatusBadRequest)
 	e := decode[restv1.Error](t, body)
 	if e.ExpectedSHA256 != wrong || e.ActualSHA256 != digest || e.Field != "sha256" {
@@ -241,7 +243,7 @@ func TestConcurrentSameBytesShareOneBlob(t *testing.T) {
 	ids := make([]string, 2)
 	for i := range 2 {
 		wg.Go(func() {
-			resp, body := uploadWithTrailer(t, query(restv1.KindBinaryPackage, "twin", strconv.Itoa(i)), data, digest)
+			resp, body := uploadWithTrailer(t, query(restv1.KindOSImage, "twin", strconv.Itoa(i)), data, digest)
 			if resp.StatusCode == http.StatusCreated {
 				ids[i] = decode[restv1.Artifact](t, body).ID
 			} else {
@@ -284,6 +286,28 @@ func TestAuthentication(t *testing.T) {
 	if !strings.Contains(string(body), "openapi: 3.0.3") {
 		t.Error("openapi.yaml is not served")
 	}
+	// Every value is given: a plain scalar in a flow mapping ends at its first ", ", so a
+	// description with a comma, unquoted, becomes keys without values.
+	var doc any
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	var nulls func(v any, path string)
+	nulls = func(v any, path string) {
+		switch v := v.(type) {
+		case nil:
+			t.Errorf("openapi.yaml: %s has no value (quote a text with a comma in it)", path)
+		case map[string]any:
+			for k, e := range v {
+				nulls(e, path+"/"+k)
+			}
+		case []any:
+			for i, e := range v {
+				nulls(e, fmt.Sprintf("%s/%d", path, i))
+			}
+		}
+	}
+	nulls(doc, "")
 }
 
 func TestAuthorization(t *testing.T) {
@@ -340,7 +364,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 
 func TestDelete(t *testing.T) {
 	data, digest := testutil.RandomContent(1000, 7)
-	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "to-delete", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "to-delete", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	id := decode[restv1.Artifact](t, body).ID
 	resp, body = do(t, adminToken, http.MethodDelete, "/api/v1/artifacts/"+id, nil, nil)
@@ -382,4 +406,41 @@ func TestDeleteReferencedArtifactConflicts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestBinaryPackageContentChecked: a binary-package whose bytes are not a package, or a package
+// of another name, is refused with a 400 naming the content, and nothing is stored; a valid
+// package is taken.
+func TestBinaryPackageContentChecked(t *testing.T) {
+	junk, junkDigest := testutil.RandomContent(200_000, 41)
+	other, otherDigest, err := builders.StandInPackage("someone-else", "1", "amd64", 1000, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, digest, want string
+		data               []byte
+	}{
+		{"not-a-package", junkDigest, "content: not a binary package", junk},
+		{"renamed", otherDigest, `the package's manifest names package "someone-else", the artifact "renamed"`, other},
+	} {
+		resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, tt.name, "1"), bytes.NewReader(tt.data), map[string]string{restv1.HeaderSHA256: tt.digest})
+		expect(t, resp, body, http.StatusBadRequest)
+		if e := decode[restv1.Error](t, body); e.Field != "content" || !strings.Contains(e.Message, tt.want) {
+			t.Errorf("%s: error %s, want field content saying %q", tt.name, body, tt.want)
+		}
+		resp, body = do(t, adminToken, http.MethodGet, "/api/v1/artifacts?name="+tt.name, nil, nil)
+		expect(t, resp, body, http.StatusOK)
+		if l := decode[restv1.ArtifactList](t, body); len(l.Items) != 0 {
+			t.Errorf("%s: an artifact was stored: %+v", tt.name, l.Items)
+		}
+		resp, body = do(t, adminToken, http.MethodHead, "/api/v1/blobs/"+tt.digest, nil, nil)
+		expect(t, resp, body, http.StatusNotFound)
+	}
+	good, goodDigest, err := builders.StandInPackage("good", "1", "amd64", 1000, 43)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "good", "1"), bytes.NewReader(good), map[string]string{restv1.HeaderSHA256: goodDigest})
+	expect(t, resp, body, http.StatusCreated)
 }

@@ -60,7 +60,7 @@ func partialRequest(t *testing.T, base, method, path string, header map[string]s
 func createUpload(t *testing.T, name string) restv1.Upload {
 	t.Helper()
 	resp, body := do(t, adminToken, http.MethodPost, "/api/v1/uploads",
-		strings.NewReader(`{"kind":"binary-package","name":"`+name+`","version":"1","architecture":"amd64"}`), nil)
+		strings.NewReader(`{"kind":"os-image","name":"`+name+`","version":"1","architecture":"amd64"}`), nil)
 	expect(t, resp, body, http.StatusCreated)
 	return decode[restv1.Upload](t, body)
 }
@@ -138,7 +138,7 @@ func TestBrokenSingleRequestUploadStoresNothing(t *testing.T) {
 		{"stalled", false, http.StatusRequestTimeout, fmt.Sprintf("request body sent nothing for 1s after 1000 of %d bytes; nothing was stored", len(data))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := partialRequest(t, srv.URL, http.MethodPost, query(restv1.KindBinaryPackage, "broken-whole", tt.name), map[string]string{restv1.HeaderSHA256: digest}, data, 1000, tt.hangUp)
+			resp, body := partialRequest(t, srv.URL, http.MethodPost, query(restv1.KindOSImage, "broken-whole", tt.name), map[string]string{restv1.HeaderSHA256: digest}, data, 1000, tt.hangUp)
 			expect(t, resp, body, tt.status)
 			if e := decode[restv1.Error](t, body); !strings.Contains(e.Message, tt.message) {
 				t.Errorf("answer %q, want one saying %q", e.Message, tt.message)

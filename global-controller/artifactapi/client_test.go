@@ -85,7 +85,7 @@ func TestClientResumesBrokenUpload(t *testing.T) {
 // with a Range request and verifies the whole file before renaming it into place.
 func TestClientResumesBrokenDownload(t *testing.T) {
 	data, digest := testutil.RandomContent(3<<20+11, 21)
-	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "flaky-download", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "flaky-download", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 
 	cl, ft := flakyClient(http.MethodGet, "/api/v1/blobs/", 1<<20+7)
@@ -108,7 +108,7 @@ func TestClientResumesBrokenDownload(t *testing.T) {
 // TestClientRejectsCorruptDownload serves a part file that does not match: the client refuses it.
 func TestClientRejectsCorruptDownload(t *testing.T) {
 	data, digest := testutil.RandomContent(200_000, 22)
-	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "corrupt-part", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindOSImage, "corrupt-part", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	expect(t, resp, body, http.StatusCreated)
 	dst := filepath.Join(t.TempDir(), "pkg")
 	// A stale part file with wrong bytes: the resumed download appends to it and the sum fails.

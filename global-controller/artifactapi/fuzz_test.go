@@ -85,7 +85,7 @@ func FuzzDownloadRange(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
-	resp, body := do(f, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "fuzz-range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
+	resp, body := do(f, adminToken, http.MethodPost, query(restv1.KindOSImage, "fuzz-range", "1"), bytes.NewReader(data), map[string]string{restv1.HeaderSHA256: digest})
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusConflict {
 		f.Fatalf("upload: %d %s", resp.StatusCode, body)
 	}

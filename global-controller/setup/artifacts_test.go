@@ -39,7 +39,7 @@ func TestJanitorCompactsWastefulDatabase(t *testing.T) {
 	var ids []string
 	for i := range 10 {
 		data, _ := testutil.RandomContent(size, uint64(200+i))
-		spec := restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}
+		spec := restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "janitor", Version: strconv.Itoa(i), Architecture: "amd64"}
 		ids = append(ids, builders.PutArtifact(t, store, spec, data).ID)
 	}
 	step := func(deleted int) int64 {

@@ -18,8 +18,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,13 +143,14 @@ func run(ctx context.Context) (err error) {
 		return err
 	}
 
-	pkg := filepath.Join(dir, "hello-1.0.0.tar.gz")
-	digest, err := writeSamplePackage(pkg)
+	// A sample package: edge-hello (hack/packages), a small service the BPA has never heard of.
+	sample, err := builders.BuildPackageIn(dir, "edge-hello", "1.0.0", nil)
 	if err != nil {
 		return err
 	}
-	step("edgefleet artifact upload " + filepath.Base(pkg) + " --kind binary-package --name hello --version 1.0.0 --label edgefleet.io/component=demo")
-	if out, err = fleet.Edgefleet(ctx, "artifact", "upload", pkg, "--kind", "binary-package", "--name", "hello",
+	digest := sample.Digest
+	step("edgefleet artifact upload " + filepath.Base(sample.Path) + " --kind binary-package --name edge-hello --version 1.0.0 --label edgefleet.io/component=demo")
+	if out, err = fleet.Edgefleet(ctx, "artifact", "upload", sample.Path, "--kind", "binary-package", "--name", "edge-hello",
 		"--version", "1.0.0", "--label", "edgefleet.io/component=demo"); err != nil {
 		return err
 	}
@@ -418,7 +417,7 @@ func listPackage(ctx context.Context, c *http.Client, url string) error {
 func cacheAtSite(ctx context.Context, c client.Client, digest string) error {
 	set := &sitev1.ArtifactSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: sitev1.InfoNamespace, Name: "demo"},
-		Spec:       sitev1.ArtifactSetSpec{Artifacts: []sitev1.ArtifactRef{{SHA256: digest, Name: "binary-package hello 1.0.0"}}},
+		Spec:       sitev1.ArtifactSetSpec{Artifacts: []sitev1.ArtifactRef{{SHA256: digest, Name: "binary-package edge-hello 1.0.0"}}},
 	}
 	if err := c.Create(ctx, set); err != nil {
 		return err
@@ -436,37 +435,4 @@ func cacheAtSite(ctx context.Context, c client.Client, digest string) error {
 		}
 	}
 	return nil
-}
-
-// writeSamplePackage writes a small binary package — a manifest and a script, as tar.gz — and
-// returns its sha256.
-func writeSamplePackage(path string) (string, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	gz := gzip.NewWriter(io.MultiWriter(f, h))
-	tw := tar.NewWriter(gz)
-	files := []struct {
-		name string
-		mode int64
-		body string
-	}{
-		{"manifest.yaml", 0o644, "name: hello\nversion: 1.0.0\narchitecture: amd64\nfiles: [bin/hello]\n"},
-		{"bin/hello", 0o755, "#!/bin/sh\necho hello from edgefleet\n"},
-	}
-	for _, file := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: file.name, Mode: file.mode, Size: int64(len(file.body)), ModTime: time.Now()}); err != nil {
-			return "", err
-		}
-		if _, err := tw.Write([]byte(file.body)); err != nil {
-			return "", err
-		}
-	}
-	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -19,8 +19,8 @@ import (
 
 // Finish completes an upload: it checks the size and the sha256 (stated now or when the session
 // was created), stores the bytes as a blob unless one with the same digest exists, and creates
-// the artifact. On a digest mismatch it deletes the session and returns *DigestError: nothing is
-// stored. Calling it again after a crash completes the same artifact.
+// the artifact. On a digest mismatch it deletes the session and returns *DigestError, and on
+// content that is not what its kind says (checkContent) a *ValidationError: nothing is stored. Calling it again after a crash completes the same artifact.
 func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifact, reterr error) {
 	d, err := s.getUpload(ctx, id)
 	if err != nil {
@@ -92,6 +92,16 @@ func (s *Store) Finish(ctx context.Context, id, digest string) (_ restv1.Artifac
 		}
 	default:
 		return restv1.Artifact{}, fmt.Errorf("store blob %s: %w", actual, err)
+	}
+
+	// The content is what its kind says, or nothing is kept.
+	if err := s.checkContent(ctx, d.Spec.spec(), actual); err != nil {
+		var invalid *ValidationError
+		if !errors.As(err, &invalid) {
+			return restv1.Artifact{}, err
+		}
+		unlock = false
+		return restv1.Artifact{}, errors.Join(err, s.dropUpload(ctx, id), s.collectBlob(ctx, actual))
 	}
 
 	a := artifactDoc{ID: id, Spec: d.Spec, SHA256: actual, Size: d.Offset, Created: now, Creator: d.Creator, UploadID: id}

@@ -73,7 +73,7 @@ func TestMigrateFromSharedChunks(t *testing.T) {
 	}
 	insert(t, db, "blobs.files", file(idA, digestA, len(blobA)), file(idB, digestB, len(blobB)))
 	artifact := func(id, name, digest string, size int) bson.D {
-		return bson.D{{Key: "_id", Value: id}, {Key: "kind", Value: string(restv1.KindBinaryPackage)}, {Key: "name", Value: name},
+		return bson.D{{Key: "_id", Value: id}, {Key: "kind", Value: string(restv1.KindOSImage)}, {Key: "name", Value: name},
 			{Key: "version", Value: "1"}, {Key: "architecture", Value: "amd64"}, {Key: "labels", Value: bson.A{}},
 			{Key: "labelPairs", Value: bson.A{}}, {Key: "labelKeys", Value: bson.A{}}, {Key: "description", Value: ""},
 			{Key: "sha256", Value: digest}, {Key: "size", Value: int64(size)}, {Key: "created", Value: now},
@@ -87,7 +87,7 @@ func TestMigrateFromSharedChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	insert(t, db, "uploads", bson.D{{Key: "_id", Value: idP},
-		{Key: "spec", Value: bson.D{{Key: "kind", Value: string(restv1.KindBinaryPackage)}, {Key: "name", Value: "p"}, {Key: "version", Value: "1"},
+		{Key: "spec", Value: bson.D{{Key: "kind", Value: string(restv1.KindOSImage)}, {Key: "name", Value: "p"}, {Key: "version", Value: "1"},
 			{Key: "architecture", Value: "amd64"}, {Key: "labels", Value: bson.A{}}, {Key: "labelPairs", Value: bson.A{}},
 			{Key: "labelKeys", Value: bson.A{}}, {Key: "description", Value: ""}}},
 		{Key: "sha256", Value: ""}, {Key: "size", Value: nil}, {Key: "offset", Value: int64(saved)}, {Key: "hashState", Value: state},

@@ -3,6 +3,8 @@ package artifacts_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -78,7 +80,7 @@ func open(t *testing.T, db *mongo.Database, opts artifacts.Options) *artifacts.S
 }
 
 func spec(name, version string) restv1.ArtifactSpec {
-	return restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: name, Version: version, Architecture: "amd64"}
+	return restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: name, Version: version, Architecture: "amd64"}
 }
 
 func read(t *testing.T, s *artifacts.Store, digest string, start, length int64) []byte {
@@ -460,4 +462,84 @@ func TestExpireUploads(t *testing.T) {
 	if c := count(t, db, "blobs.chunks"); c != 0 {
 		t.Errorf("%d chunks of the expired upload left", c)
 	}
+}
+
+// TestBinaryPackageContentChecked: Finish refuses a binary-package whose bytes are not a package
+// (pkg/packages) or whose manifest names another name, version or architecture, with a
+// ValidationError of field content, and stores nothing; a package of architecture "all" fits
+// any; bytes stored already for an artifact of another kind stay when the package is refused.
+func TestBinaryPackageContentChecked(t *testing.T) {
+	db := newDB(t)
+	s := open(t, db, artifacts.Options{})
+	standIn := func(name, version, arch string, seed uint64) []byte {
+		t.Helper()
+		data, _, err := builders.StandInPackage(name, version, arch, 2000, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	put := func(spec restv1.ArtifactSpec, data []byte) error {
+		t.Helper()
+		up, err := s.CreateUpload(t.Context(), restv1.CreateUpload{ArtifactSpec: spec}, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(t.Context(), up.ID, 0, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Finish(t.Context(), up.ID, digestOf(data))
+		return err
+	}
+	pkg := func(name, version, arch string) restv1.ArtifactSpec {
+		return restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: name, Version: version, Architecture: arch}
+	}
+	junk, _ := testutil.RandomContent(300_000, 51)
+	for _, tt := range []struct {
+		name string
+		spec restv1.ArtifactSpec
+		data []byte
+		want string
+	}{
+		{"random bytes", pkg("junk", "1", "amd64"), junk, "not a binary package (docs/packages.md): package: not gzip-compressed"},
+		{"another name", pkg("kubelet", "1", "amd64"), standIn("containerd", "1", "amd64", 52), `names package "containerd", the artifact "kubelet"`},
+		{"another version", pkg("kubelet", "2", "amd64"), standIn("kubelet", "1", "amd64", 53), `says version "1", the artifact "2"`},
+		{"another architecture", pkg("kubelet", "1", "amd64"), standIn("kubelet", "1", "arm64", 54), `says architecture "arm64", the artifact "amd64"`},
+		{"a specific architecture as noarch", pkg("kubelet", "1", "noarch"), standIn("kubelet", "1", "amd64", 55), `says architecture "amd64", the artifact "noarch"`},
+	} {
+		err := put(tt.spec, tt.data)
+		var ve *artifacts.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "content" || !strings.Contains(ve.Message, tt.want) {
+			t.Errorf("%s: Finish = %v, want a ValidationError of content saying %q", tt.name, err, tt.want)
+		}
+		for _, coll := range []string{"artifacts", "uploads", "blobs.files", "blobs.chunks"} {
+			if n := count(t, db, coll); n != 0 {
+				t.Errorf("%s: %s has %d documents after the refusal", tt.name, coll, n)
+			}
+		}
+	}
+
+	if err := put(pkg("kubelet", "1", "amd64"), standIn("kubelet", "1", "amd64", 56)); err != nil {
+		t.Errorf("a valid package: %v", err)
+	}
+	if err := put(pkg("edge-hello", "1", "amd64"), standIn("edge-hello", "1", "all", 57)); err != nil {
+		t.Errorf("a package for all architectures as amd64: %v", err)
+	}
+	// The same random bytes as an OS image (whose content the store does not read), then as a
+	// package: refused, and the image's blob stays.
+	image := restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "edge-os", Version: "1", Architecture: "amd64"}
+	if err := put(image, junk); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(pkg("junk", "1", "amd64"), junk); err == nil {
+		t.Errorf("random bytes stored as an OS image were then taken as a package")
+	}
+	if got := read(t, s, digestOf(junk), 0, int64(len(junk))); !bytes.Equal(got, junk) {
+		t.Errorf("the OS image's bytes changed after the refused package")
+	}
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

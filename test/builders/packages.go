@@ -2,6 +2,7 @@ package builders
 
 import (
 	"archive/tar"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -271,4 +272,31 @@ func extractTar(tr *tar.Reader, dir string, files map[string]string) error {
 		}
 		delete(files, name)
 	}
+}
+
+// StandInPackage is a valid binary package (docs/packages.md) of name, version and
+// architecture whose one file, files/payload, holds size random bytes of seed: for beds that
+// move packages around (the artifact store, site caches, Releases, campaigns) and never install
+// them, since the artifact store refuses as a binary-package what is not one. The same arguments
+// give the same bytes; it returns them and their sha256.
+func StandInPackage(name, version, arch string, size int, seed uint64) ([]byte, string, error) {
+	src, err := os.MkdirTemp("", "edgefleet-standin-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(src)
+	if err := os.Mkdir(filepath.Join(src, packages.FilesDir), 0o755); err != nil {
+		return nil, "", err
+	}
+	payload, _ := testutil.RandomContent(size, seed)
+	if err := os.WriteFile(filepath.Join(src, packages.FilesDir, "payload"), payload, 0o644); err != nil {
+		return nil, "", err
+	}
+	var out bytes.Buffer
+	if _, err := packages.Build(&out, packages.Manifest{Name: name, Version: version, Architecture: arch,
+		Description: "a stand-in of " + name + " for test beds: a payload of random bytes"}, src); err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(out.Bytes())
+	return out.Bytes(), hex.EncodeToString(sum[:]), nil
 }

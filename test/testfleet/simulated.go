@@ -17,6 +17,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/controlplane"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
@@ -109,8 +110,9 @@ func (f *Fleet) registerSimulatedSite(ctx context.Context, ns, name, kubeconfigS
 
 // CreateSimulatedReleases makes a Release in namespace ns for each name → Kubernetes version
 // ("v1.36.3") of releases, the way an operator does with bin/edgefleet: it uploads small
-// stand-ins (random bytes) of an OS image (edge-os 1.0), kubelet of each version, containerd
-// 1.7.24 and a coredns chart 1.12.0, then runs `edgefleet release create … --wait`. Simulated
+// stand-ins of an OS image (edge-os 1.0: random bytes), kubelet of each version and containerd
+// 1.7.24 (valid packages of a random payload, builders.StandInPackage) and a coredns chart 1.12.0
+// (random bytes), then runs `edgefleet release create … --wait`. Simulated
 // sites (ClusterSimulator.Bootstrap) report those packages and charts as installed.
 func (f *Fleet) CreateSimulatedReleases(ctx context.Context, ns string, releases map[string]string) error {
 	dir, err := os.MkdirTemp("", "edgefleet-artifacts-")
@@ -130,6 +132,11 @@ func (f *Fleet) CreateSimulatedReleases(ctx context.Context, ns string, releases
 		}
 		uploaded[key] = true
 		data, _ := testutil.RandomContent(1024, uint64(i+1))
+		if a.kind == "binary-package" {
+			if data, _, err = builders.StandInPackage(a.name, a.version, "amd64", 1024, uint64(i+1)); err != nil {
+				return err
+			}
+		}
 		file := filepath.Join(dir, strings.ReplaceAll(key, " ", "-"))
 		if err := os.WriteFile(file, data, 0o600); err != nil {
 			return err
