@@ -37,6 +37,7 @@ func TestConfigVirtualMedia(t *testing.T) {
 		"[service_catalog]\n# The agent's way to Ironic: lookup, heartbeats and continue_inspection.\nendpoint_override = http://10.0.2.2:6385",
 		"disable_zstandard_decompression = true",
 		"erase_devices_priority = 0\nerase_devices_metadata_priority = 10\n",
+		"[agent]\n# The agent's logs of a failed deploy or cleaning (the default is in the read-only tree).\ndeploy_logs_local_path = /var/lib/ironic/deploy-logs\n",
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("ironic.conf lacks %q:\n%s", want, conf)

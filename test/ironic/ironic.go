@@ -81,9 +81,11 @@ type VirtualMediaOptions struct {
 	// network.
 	ImageProxy bool
 	// FastTrack sets [deploy] fast_track, as Metal3's Ironic image does: an agent that booted
-	// for one step (inspection) and still heartbeats is used for the next ones (cleaning, the
-	// deploy) instead of booting again, and the machine stays on between them. Each boot of
-	// the agent under TCG takes minutes.
+	// for one step and still heartbeats is used for the next one instead of booting again, and
+	// the machine stays on between them (each boot of the agent under TCG takes minutes). With
+	// virtual media that is cleaning → deploy: at the end of inspection Ironic ejects the CD
+	// (the agent has not heartbeated yet, so fast track is not possible at that moment), and
+	// the next step, finding no CD, boots the agent again.
 	FastTrack bool
 }
 
@@ -315,6 +317,10 @@ fast_track = true
 [pxe]
 tftp_root = {{.Dir}}/tftpboot
 
+[agent]
+# The agent's logs of a failed deploy or cleaning (the default is in the read-only tree).
+deploy_logs_local_path = {{.Dir}}/deploy-logs
+
 [oslo_concurrency]
 lock_path = {{.Dir}}/locks
 {{- with .VirtualMedia}}
@@ -375,7 +381,7 @@ func (i *Ironic) FileURL(name, file string) string {
 // writeConfig writes ironic.conf, the htpasswd file of a user and password made for the run,
 // and the directories Ironic writes to.
 func (i *Ironic) writeConfig(port int, vm *VirtualMediaOptions) error {
-	for _, d := range []string{"httpboot", "tftpboot", "locks"} {
+	for _, d := range []string{"httpboot", "tftpboot", "locks", "deploy-logs"} {
 		if err := os.MkdirAll(filepath.Join(i.Dir, d), 0o700); err != nil {
 			return err
 		}
