@@ -48,9 +48,11 @@
 // it to provisioned; the test pins the ed25519 host key from the console, logs in, and checks
 // the hostname (the operator's local-hostname: the host's name), the user data's file and the
 // root device. Removing the image deprovisions it: cleaning with a freshly booted agent wipes
-// the disk's boot sector, and the host is available again. Measured: 15m51s under a
-// make test run (load 12-33): inspection 5m27s, provisioning 5m14s (cleaning's agent boot
-// 3m19s), login 1m20s, deprovisioning 3m20s; three agent boots are most of it.
+// the disk's boot sector, and the host is available again. SeaBIOS's log shows the boots:
+// CD (inspection), CD (cleaning, then the deploy on that agent), the disk, CD (deprovisioning).
+// Measured under make test runs (load 12-37): 15m51s-23m56s (inspection 2m27s-5m27s,
+// provisioning 5m14s-7m9s, login 1m20s-6m8s, deprovisioning 3m20s-8m0s); three agent boots
+// are most of it.
 //
 // The tests need root (Ironic runs in private namespaces, chrooted) and skip otherwise; they
 // fail, naming 'hack/tools.sh ipa', when bin/ipa is missing, and the deploy tests naming

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +252,12 @@ func TestMetal3InspectsAndProvisions(t *testing.T) {
 	}
 	if head[510] == 0x55 && head[511] == 0xaa {
 		t.Errorf("the disk still has its boot sector (MBR signature 0x55AA) after deprovisioning's metadata cleaning")
+	}
+	// SeaBIOS's boots: the agent for inspection, the agent for cleaning (which then deployed:
+	// fast track, no boot of its own), the deployed disk, the agent for deprovisioning's cleaning.
+	boots := regexp.MustCompile(`Booting from (DVD/CD|Hard Disk)`).FindAllString(string(readFile(h.vm.FirmwareLog)), -1)
+	if want := []string{"Booting from DVD/CD", "Booting from DVD/CD", "Booting from Hard Disk", "Booting from DVD/CD"}; !slices.Equal(boots, want) {
+		t.Errorf("SeaBIOS's boots were %q, want %q", boots, want)
 	}
 	t.Logf("phases: created → available %s; → provisioned %s; → logged in %s; deprovisioned → available %s; whole test %s",
 		inspected.Round(time.Second), provisioned.Round(time.Second), loggedIn.Round(time.Second), deprovisioned.Round(time.Second), time.Since(start).Round(time.Second))
