@@ -109,18 +109,7 @@ func TestDeploy(t *testing.T) {
 	b, img, node := deployBed(t)
 	t.Logf("available after %s", time.Since(start).Round(time.Second))
 
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := loginKey(t)
 	hostname := fmt.Sprintf("edge-%d", time.Now().UnixNano()%1_000_000)
 	marker := fmt.Sprintf("edgefleet-user-data-%d", time.Now().UnixNano())
 
@@ -129,7 +118,7 @@ func TestDeploy(t *testing.T) {
 	b.deploy(node.UUID, map[string]any{
 		"meta_data": map[string]any{
 			"hostname":    hostname,
-			"public_keys": map[string]string{"0": strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sshPub)))},
+			"public_keys": map[string]string{"0": authorizedKey(signer)},
 		},
 		// user data: cloud-init runs it at first boot; the test reads the file back over SSH.
 		"user_data": "#cloud-config\nwrite_files:\n- path: /etc/edgefleet-user-data\n  content: " + marker + "\n",
@@ -142,15 +131,7 @@ func TestDeploy(t *testing.T) {
 
 	// The VM now boots its own disk: cloud-init prints the host keys it made on the console;
 	// the test pins the ed25519 one, then logs in with its own key.
-	var hostKey ssh.PublicKey
-	testutil.WaitProgress(t, 3*time.Minute, 10*time.Minute, "the deployed OS to print its SSH host keys on the serial console", func() (bool, string) {
-		hostKey = consoleHostKey(b.vm.SerialLog)
-		size := int64(0)
-		if st, err := os.Stat(b.vm.SerialLog); err == nil {
-			size = st.Size()
-		}
-		return hostKey != nil, fmt.Sprintf("serial console %d bytes", size)
-	})
+	hostKey := b.waitHostKey()
 	keyed := time.Now()
 	t.Logf("host key printed on the console after %s: %s", keyed.Sub(active).Round(time.Second), ssh.FingerprintSHA256(hostKey))
 	client := dialSSH(t, b.sshPort, signer, hostKey, 3*time.Minute)
@@ -262,6 +243,45 @@ func TestDeployRefusesABadChecksum(t *testing.T) {
 		t.Errorf("the image's OS ran (its host keys are on the console) after a refused image")
 	}
 	t.Logf("whole test %s", time.Since(start).Round(time.Second))
+}
+
+// loginKey is an ed25519 key made for the test, to log in to the deployed OS with.
+func loginKey(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
+}
+
+// authorizedKey is signer's public key as an authorized_keys line.
+func authorizedKey(signer ssh.Signer) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey())))
+}
+
+// waitHostKey waits until the deployed OS printed its SSH host keys on the serial console and
+// returns the ed25519 one: the only host key the test's SSH client accepts.
+func (b *bed) waitHostKey() ssh.PublicKey {
+	b.t.Helper()
+	var hostKey ssh.PublicKey
+	testutil.WaitProgress(b.t, 3*time.Minute, 10*time.Minute, "the deployed OS to print its SSH host keys on the serial console", func() (bool, string) {
+		hostKey = consoleHostKey(b.vm.SerialLog)
+		return hostKey != nil, fmt.Sprintf("serial console %d bytes", b.serialSize())
+	})
+	return hostKey
+}
+
+// serialSize is the size of the VM's serial console log: it grows while the guest works.
+func (b *bed) serialSize() int64 {
+	if st, err := os.Stat(b.vm.SerialLog); err == nil {
+		return st.Size()
+	}
+	return 0
 }
 
 // consoleHostKey is the ed25519 host key cloud-init printed between its BEGIN/END SSH HOST KEY

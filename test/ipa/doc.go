@@ -33,6 +33,27 @@
 // (told not to download again: ipa-image-download-connection-retries=0) refuses it, the node goes to deploy failed with a last_error naming the checksum, the disk has
 // no boot sector, and nothing booted from it.
 //
+// TestMetal3InspectsAndProvisions has Metal3's baremetal-operator (bin/bmo, test/metal3) drive
+// the VM through the bed's Ironic as a BareMetalHost: BMC redfish-virtualmedia+http, boot MAC,
+// legacy boot, inspection by the agent, automatedCleaningMode metadata, online. The operator
+// sets none of the driver_info the other tests set, so the bed readies Ironic for it
+// (bedOptions.Operator): the agent's kernel line is Ironic's [redfish] kernel_append_params
+// (one VM per Ironic), the run's HTTP server is the agent's HTTP proxy for images
+// (ironic.VirtualMediaOptions.ImageProxy, systemd.setenv on the kernel line, in place of
+// driver_info/image_http_proxy), and fast track keeps the agent that inspected booted for the
+// automated cleaning and the deploy. The host goes registering, inspecting, preparing,
+// available; its hardwareDetails must be the VM's (MAC, memory, CPUs, disk size, as
+// TestInspection asserts of the inventory). Then spec.image (the OS image, qcow2, sha256),
+// userData (a cloud-config writing a file) and metaData (public_keys: the test's SSH key) take
+// it to provisioned; the test pins the ed25519 host key from the console, logs in, and checks
+// the hostname (the operator's local-hostname: the host's name), the user data's file and the
+// root device. Removing the image deprovisions it: cleaning with a freshly booted agent wipes
+// the disk's boot sector, and the host is available again. SeaBIOS's log shows the boots:
+// CD (inspection), CD (cleaning, then the deploy on that agent), the disk, CD (deprovisioning).
+// Measured under make test runs (load 12-37): 15m51s-23m56s (inspection 2m27s-5m27s,
+// provisioning 5m14s-7m9s, login 1m20s-6m8s, deprovisioning 3m20s-8m0s); three agent boots
+// are most of it.
+//
 // The tests need root (Ironic runs in private namespaces, chrooted) and skip otherwise; they
 // fail, naming 'hack/tools.sh ipa', when bin/ipa is missing, and the deploy tests naming
 // 'hack/tools.sh osimage' when bin/osimage is missing. Ironic's directory (its database

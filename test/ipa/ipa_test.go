@@ -100,6 +100,13 @@ type bedOptions struct {
 	OSImage string
 	// SSH forwards a port of the host's loopback to the guest's 22 (bed.sshPort).
 	SSH bool
+	// Operator readies Ironic for baremetal-operator, which enrolls the node itself and sets
+	// none of the driver_info the other tests set: the agent's kernel line (kernelParams) is
+	// Ironic's, for every node ([redfish] kernel_append_params: one VM per Ironic here); the
+	// agent fetches images through the run's HTTP server as its proxy (ImageProxy, in place of
+	// driver_info/image_http_proxy); and fast track, as Metal3's own Ironic has it, keeps the
+	// agent that cleaned for the deploy.
+	Operator bool
 }
 
 func newBedWith(t *testing.T, opts bedOptions) *bed {
@@ -112,15 +119,17 @@ func newBedWith(t *testing.T, opts bedOptions) *bed {
 	if opts.OSImage != "" {
 		files["osimage"] = opts.OSImage
 	}
+	// The agent's port first: an operator's bed puts it on Ironic's own kernel line.
+	agentPort := freePort(t)
+	vmedia := &ironic.VirtualMediaOptions{AgentHost: "10.0.2.2", Files: files}
+	if opts.Operator {
+		vmedia.KernelParams, vmedia.ImageProxy, vmedia.FastTrack = agentKernelParams(agentPort), true, true
+	}
 	ironicDir := secretDir(t, "edgefleet-ipa-ironic-")
 	start := time.Now()
-	ir := ironic.StartT(t, ironic.Options{Dir: ironicDir, VirtualMedia: &ironic.VirtualMediaOptions{
-		AgentHost: "10.0.2.2",
-		Files:     files,
-	}})
+	ir := ironic.StartT(t, ironic.Options{Dir: ironicDir, VirtualMedia: vmedia})
 	t.Logf("ironic up after %s (%s; files at %s)", time.Since(start).Round(time.Millisecond), ir.URL, ir.HTTPURL)
 	srv := bmc.StartT(t, bmc.Options{})
-	agentPort := freePort(t)
 	forwards := []bmc.HostForward{{Host: agentPort, Guest: 9999}}
 	sshPort := 0
 	if opts.SSH {
@@ -194,7 +203,11 @@ func (b *bed) enroll() ironicNode {
 // kernelParams is the agent's kernel command line: the serial console, and its API as Ironic
 // reaches it (qemu's forward of the host's loopback).
 func (b *bed) kernelParams() string {
-	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", b.agentPort)
+	return agentKernelParams(b.agentPort)
+}
+
+func agentKernelParams(agentPort int) string {
+	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", agentPort)
 }
 
 func (b *bed) provision(uuid, target string) {
@@ -232,11 +245,7 @@ func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
 			n.ProvisionState == "active" && n.TargetProvisionState == "" {
 			t.Fatalf("node %s: waiting for %s, it went %s: %s", uuid, state, n.ProvisionState, n.LastError)
 		}
-		serial := int64(0)
-		if st, err := os.Stat(b.vm.SerialLog); err == nil {
-			serial = st.Size()
-		}
-		return false, fmt.Sprintf("%s, serial console %d bytes", now, serial)
+		return false, fmt.Sprintf("%s, serial console %d bytes", now, b.serialSize())
 	})
 	return n
 }
@@ -266,6 +275,36 @@ type inventory struct {
 	} `json:"inventory"`
 }
 
+// machineHardware is what a test reads of the machine's hardware as inspection reported it
+// (Ironic's inventory, or the operator's hardwareDetails made from it).
+type machineHardware struct {
+	MACs      []string
+	MemoryMiB int
+	CPUs      int
+	Disks     map[string]int64 // name → size in bytes
+}
+
+// check asserts that h is the VM's hardware: its MAC, memory, CPU count and disk size.
+func (h machineHardware) check(t *testing.T, source string) {
+	t.Helper()
+	if !slices.Contains(h.MACs, vmMAC) {
+		t.Errorf("%s: interfaces have MACs %v, want the VM's %s", source, h.MACs, vmMAC)
+	}
+	if h.MemoryMiB != vmMemoryMiB {
+		t.Errorf("%s: memory is %d MiB, want the VM's %d", source, h.MemoryMiB, vmMemoryMiB)
+	}
+	if h.CPUs != vmCPUs {
+		t.Errorf("%s: CPU count is %d, want the VM's %d", source, h.CPUs, vmCPUs)
+	}
+	found := false
+	for _, size := range h.Disks {
+		found = found || size == vmDiskSize
+	}
+	if !found {
+		t.Errorf("%s: disks are %v, want one of the VM's disk size %d", source, h.Disks, vmDiskSize)
+	}
+}
+
 // TestInspection: real Ironic inspects a VM with its real agent, booted by Redfish virtual
 // media, and stores the VM's true hardware.
 func TestInspection(t *testing.T) {
@@ -288,28 +327,14 @@ func TestInspection(t *testing.T) {
 	b.ir.CallT(t, http.MethodGet, "/v1/nodes/"+node.UUID+"/inventory", nil, http.StatusOK, &inv)
 	raw, _ := json.Marshal(inv)
 	t.Logf("inventory (what the test reads of it): %s", raw)
-	var macs []string
+	hw := machineHardware{MemoryMiB: inv.Inventory.Memory.PhysicalMB, CPUs: inv.Inventory.CPU.Count, Disks: map[string]int64{}}
 	for _, i := range inv.Inventory.Interfaces {
-		macs = append(macs, strings.ToLower(i.MACAddress))
+		hw.MACs = append(hw.MACs, strings.ToLower(i.MACAddress))
 	}
-	if !slices.Contains(macs, vmMAC) {
-		t.Errorf("inventory's interfaces have MACs %v, want the VM's %s", macs, vmMAC)
-	}
-	if got := inv.Inventory.Memory.PhysicalMB; got != vmMemoryMiB {
-		t.Errorf("inventory's memory is %d MB, want the VM's %d", got, vmMemoryMiB)
-	}
-	if got := inv.Inventory.CPU.Count; got != vmCPUs {
-		t.Errorf("inventory's CPU count is %d, want the VM's %d", got, vmCPUs)
-	}
-	var disks []string
-	found := false
 	for _, d := range inv.Inventory.Disks {
-		disks = append(disks, fmt.Sprintf("%s %d", d.Name, d.Size))
-		found = found || d.Size == vmDiskSize
+		hw.Disks[d.Name] = d.Size
 	}
-	if !found {
-		t.Errorf("inventory's disks are %v, want one of the VM's disk size %d", disks, vmDiskSize)
-	}
+	hw.check(t, "Ironic's inventory")
 
 	// What happened on the wire: the BMC took the ISO Ironic built, the VM booted its CD, and
 	// it is off again with the drive empty (Ironic powers off after inspection and ejects).

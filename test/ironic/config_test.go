@@ -36,6 +36,8 @@ func TestConfigVirtualMedia(t *testing.T) {
 		"[redfish]\nkernel_append_params = nofb vga=normal console=ttyS0,115200n8",
 		"[service_catalog]\n# The agent's way to Ironic: lookup, heartbeats and continue_inspection.\nendpoint_override = http://10.0.2.2:6385",
 		"disable_zstandard_decompression = true",
+		"erase_devices_priority = 0\nerase_devices_metadata_priority = 10\n",
+		"[agent]\n# The agent's logs of a failed deploy or cleaning (the default is in the read-only tree).\ndeploy_logs_local_path = /var/lib/ironic/deploy-logs\n",
 	} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("ironic.conf lacks %q:\n%s", want, conf)
@@ -53,6 +55,26 @@ func TestConfigVirtualMedia(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || string(got) != want {
 			t.Errorf("GET %s: %s %q, want 200 %q", url, resp.Status, got, want)
+		}
+	}
+
+	if strings.Contains(conf, "fast_track") || strings.Contains(conf, "http_proxy") {
+		t.Errorf("ironic.conf has fast track or the agent's proxy, which were not asked for:\n%s", conf)
+	}
+
+	// For baremetal-operator: fast track, and the run's HTTP server as the agent's proxy after
+	// the caller's kernel parameters.
+	op := &Ironic{Dir: t.TempDir(), HTTPURL: "http://127.0.0.1:8089"}
+	if err := op.writeConfig(6385, &VirtualMediaOptions{AgentHost: "10.0.2.2", KernelParams: "console=ttyS0", ImageProxy: true, FastTrack: true}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(filepath.Join(op.Dir, "ironic.conf"))
+	for _, want := range []string{
+		"[redfish]\nkernel_append_params = console=ttyS0 systemd.setenv=http_proxy=http://10.0.2.2:8089 systemd.setenv=no_proxy=10.0.2.2\n",
+		"erase_devices_metadata_priority = 10\nfast_track = true\n",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("ironic.conf for baremetal-operator lacks %q:\n%s", want, b)
 		}
 	}
 

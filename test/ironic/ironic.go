@@ -66,7 +66,27 @@ type VirtualMediaOptions struct {
 	Files map[string]string
 	// KernelParams are appended to the agent's kernel command line ([redfish]
 	// kernel_append_params); Ironic's "nofb vga=normal" and the serial console ttyS0 when empty.
+	// A node's driver_info/kernel_append_params replaces them for that node.
 	KernelParams string
+	// ImageProxy makes the run's HTTP server, at AgentHost, the agent's HTTP proxy for every
+	// node: http_proxy (and no_proxy=AgentHost, so that the agent still calls Ironic directly)
+	// in the agent's environment, through systemd.setenv on its kernel command line (after
+	// KernelParams). Image URLs can then name the run's HTTP server at 127.0.0.1, where Ironic
+	// checks them with a HEAD, and the agent, which reaches the host's loopback only at
+	// AgentHost, asks the server for the same URL as a proxy request, which it answers for its
+	// own files. It is driver_info/image_http_proxy for callers that cannot set driver_info
+	// (baremetal-operator). Not [agent] image_download_source = http: Ironic then hands the
+	// agent a URL under [deploy] http_url, which it checks with a HEAD itself, so that URL
+	// must work from the host and from the guest alike — no address does on qemu's user-mode
+	// network.
+	ImageProxy bool
+	// FastTrack sets [deploy] fast_track, as Metal3's Ironic image does: an agent that booted
+	// for one step and still heartbeats is used for the next one instead of booting again, and
+	// the machine stays on between them (each boot of the agent under TCG takes minutes). With
+	// virtual media that is cleaning → deploy: at the end of inspection Ironic ejects the CD
+	// (the agent has not heartbeated yet, so fast track is not possible at that moment), and
+	// the next step, finding no CD, boots the agent again.
+	FastTrack bool
 }
 
 // Ironic is a running Ironic (API and conductor in one process) listening on 127.0.0.1.
@@ -284,10 +304,22 @@ http_root = {{.Dir}}/httpboot
 http_url = {{.HTTPURL}}
 # SeaBIOS machines: Ironic builds the ISO with isolinux (a UEFI ISO would need an ESP image).
 default_boot_mode = bios
+# Automated cleaning erases the disks' metadata only, as Metal3's Ironic image configures it
+# (baremetal-operator's automatedCleaningMode "metadata" only turns automated_clean on): by
+# default the agent would also shred every disk (erase_devices), hours under TCG.
+erase_devices_priority = 0
+erase_devices_metadata_priority = 10
+{{- if .FastTrack}}
+fast_track = true
+{{- end}}
 {{- end}}
 
 [pxe]
 tftp_root = {{.Dir}}/tftpboot
+
+[agent]
+# The agent's logs of a failed deploy or cleaning (the default is in the read-only tree).
+deploy_logs_local_path = {{.Dir}}/deploy-logs
 
 [oslo_concurrency]
 lock_path = {{.Dir}}/locks
@@ -335,6 +367,12 @@ func (i *Ironic) serveHTTP(files map[string]string) error {
 	return nil
 }
 
+// httpPort is the port of the run's HTTP server's URL (http://127.0.0.1:PORT).
+func httpPort(url string) string {
+	_, p, _ := net.SplitHostPort(strings.TrimPrefix(url, "http://"))
+	return p
+}
+
 // FileURL is the URL the run's HTTP server serves file of Options.VirtualMedia.Files[name] at.
 func (i *Ironic) FileURL(name, file string) string {
 	return i.HTTPURL + "/" + name + "/" + file
@@ -343,7 +381,7 @@ func (i *Ironic) FileURL(name, file string) string {
 // writeConfig writes ironic.conf, the htpasswd file of a user and password made for the run,
 // and the directories Ironic writes to.
 func (i *Ironic) writeConfig(port int, vm *VirtualMediaOptions) error {
-	for _, d := range []string{"httpboot", "tftpboot", "locks"} {
+	for _, d := range []string{"httpboot", "tftpboot", "locks", "deploy-logs"} {
 		if err := os.MkdirAll(filepath.Join(i.Dir, d), 0o700); err != nil {
 			return err
 		}
@@ -362,7 +400,10 @@ func (i *Ironic) writeConfig(port int, vm *VirtualMediaOptions) error {
 	if err := os.WriteFile(filepath.Join(i.Dir, "htpasswd"), fmt.Appendf(nil, "%s:%s\n", i.User, hash), 0o600); err != nil {
 		return err
 	}
-	type vmedia struct{ HTTPURL, APIURL, KernelParams string }
+	type vmedia struct {
+		HTTPURL, APIURL, KernelParams string
+		FastTrack                     bool
+	}
 	data := struct {
 		Dir          string
 		Port         int
@@ -377,7 +418,12 @@ func (i *Ironic) writeConfig(port int, vm *VirtualMediaOptions) error {
 		if params == "" {
 			params = "nofb vga=normal console=ttyS0,115200n8"
 		}
-		data.VirtualMedia = &vmedia{HTTPURL: i.HTTPURL, APIURL: "http://" + net.JoinHostPort(vm.AgentHost, strconv.Itoa(port)), KernelParams: params}
+		if vm.ImageProxy {
+			params += fmt.Sprintf(" systemd.setenv=http_proxy=http://%s systemd.setenv=no_proxy=%s",
+				net.JoinHostPort(vm.AgentHost, httpPort(i.HTTPURL)), vm.AgentHost)
+		}
+		data.VirtualMedia = &vmedia{HTTPURL: i.HTTPURL, APIURL: "http://" + net.JoinHostPort(vm.AgentHost, strconv.Itoa(port)),
+			KernelParams: params, FastTrack: vm.FastTrack}
 	}
 	var conf bytes.Buffer
 	if err := config.Execute(&conf, data); err != nil {
@@ -486,6 +532,22 @@ func childPID(pid int) (int, error) {
 		return 0, fmt.Errorf("process %d has no child", pid)
 	}
 	return strconv.Atoi(f[0])
+}
+
+// NodeSummary is what Ironic says of a node (its UUID or name; baremetal-operator names nodes
+// namespace~name): its states, error, lock and driver, or the error of asking, for a failing
+// test to show. It never fails: the node may not exist yet.
+func (i *Ironic) NodeSummary(ctx context.Context, node string) string {
+	resp, err := i.Do(ctx, http.MethodGet, "/v1/nodes/"+node+"?fields=uuid,provision_state,target_provision_state,power_state,target_power_state,last_error,reservation,parent_node,driver", nil)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	if err != nil {
+		return err.Error()
+	}
+	return resp.Status + " " + string(b)
 }
 
 // CallT sends a request with Do for a test, fails the test unless the answer has status want,

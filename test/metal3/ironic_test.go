@@ -1,12 +1,9 @@
 package metal3_test
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -147,7 +144,7 @@ func TestMetal3WithRealIronicDrivesAMachine(t *testing.T) {
 				return false, err.Error()
 			}
 			return done(), fmt.Sprintf("state %q, powered on %v, error %q %q; qemu running %v\nIronic's node: %s\nBMC requests:\n%s\n%s",
-				h.Status.Provisioning.State, h.Status.PoweredOn, h.Status.ErrorType, h.Status.ErrorMessage, vm.PoweredOn(), ironicNode(ctx, ir, ns+"~"+h.Name), srv.RequestLog(), m3.LogLines(h.Name, 10))
+				h.Status.Provisioning.State, h.Status.PoweredOn, h.Status.ErrorType, h.Status.ErrorMessage, vm.PoweredOn(), ir.NodeSummary(ctx, ns+"~"+h.Name), srv.RequestLog(), m3.LogLines(h.Name, 10))
 		})
 	}
 
@@ -180,19 +177,4 @@ func TestMetal3WithRealIronicDrivesAMachine(t *testing.T) {
 		t.Errorf("host %s: registration error %q does not say the BMC refused the credentials (401)", wrong.Name, wrong.Status.ErrorMessage)
 	}
 	t.Logf("host %s: %s: %s", wrong.Name, wrong.Status.ErrorType, wrong.Status.ErrorMessage)
-}
-
-// ironicNode is what Ironic says of a node (named as the operator names it, namespace~name):
-// its states, error and lock, for a failing test to show.
-func ironicNode(ctx context.Context, ir *ironic.Ironic, name string) string {
-	resp, err := ir.Do(ctx, http.MethodGet, "/v1/nodes/"+name+"?fields=uuid,provision_state,target_provision_state,power_state,target_power_state,last_error,reservation,parent_node,driver", nil)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-	if err != nil {
-		return err.Error()
-	}
-	return resp.Status + " " + string(b)
 }
