@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -214,10 +215,27 @@ func (b *bed) provision(uuid, target string) {
 	b.ir.CallT(b.t, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": target}, http.StatusAccepted, nil)
 }
 
-func (b *bed) node(uuid string) ironicNode {
+// node reads the node from Ironic. An Ironic that does not answer in time is an error, not a
+// failure: starved of CPU beside make test's other lanes (this package runs at the lowest
+// priority), it once took more than the client's timeout to answer a GET.
+func (b *bed) node(uuid string) (ironicNode, error) {
 	var n ironicNode
-	b.ir.CallT(b.t, http.MethodGet, "/v1/nodes/"+uuid, nil, http.StatusOK, &n)
-	return n
+	resp, err := b.ir.Do(b.t.Context(), http.MethodGet, "/v1/nodes/"+uuid, nil)
+	if err != nil {
+		return n, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return n, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b.t.Fatalf("ironic GET /v1/nodes/%s: %s: %s", uuid, resp.Status, raw)
+	}
+	if err := json.Unmarshal(raw, &n); err != nil {
+		b.t.Fatalf("ironic GET /v1/nodes/%s: %v: %s", uuid, err, raw)
+	}
+	return n, nil
 }
 
 // wait polls the node until it rests in state, failing at once when it fails instead (unless
@@ -231,7 +249,11 @@ func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
 	last := ""
 	start := time.Now()
 	testutil.WaitProgress(t, stall, limit, "node "+uuid+" to "+state, func() (bool, string) {
-		n = b.node(uuid)
+		var err error
+		if n, err = b.node(uuid); err != nil {
+			// Ironic slow to answer: the wait goes on; one that never answers stalls it.
+			return false, err.Error()
+		}
 		now := n.ProvisionState + "/" + n.TargetProvisionState + " " + n.PowerState
 		if now != last {
 			t.Logf("%6s  node %s", time.Since(start).Round(time.Second), now)
