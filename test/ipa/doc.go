@@ -12,7 +12,7 @@
 // erase_devices_metadata and asserts the marker is gone (measured: 101 s). Ironic calls the
 // agent's API for cleaning: qemu forwards a port of the host's loopback to the agent's 9999,
 // which the agent advertises (ipa-advertise-host/-port). Both run in the default run, one VM
-// at a time, in make test's qemu lane (HEAVY_PKGS, at the lowest CPU priority).
+// at a time, in make test's qemu lane (QEMU_PKGS, at the lowest CPU priority).
 //
 // TestDeploy deploys the OS disk image hack/osimage.sh builds (bin/osimage: Debian bookworm,
 // GRUB for BIOS, cloud-init reading only the config drive) with the direct deploy interface: the
