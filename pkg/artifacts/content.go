@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -20,6 +21,10 @@ func (s *Store) checkContent(ctx context.Context, spec restv1.ArtifactSpec, dige
 	if spec.Kind != restv1.KindBinaryPackage {
 		return nil
 	}
+	// The request's context ends only when its client gives up: the wait for transfer memory
+	// and the read are bounded here too (a 2 GiB package reads in well under a minute).
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
 	blob, err := s.OpenBlob(ctx, digest)
 	if err != nil {
 		return err
@@ -58,6 +63,9 @@ func (s *Store) checkContent(ctx context.Context, spec restv1.ArtifactSpec, dige
 	}
 	return nil
 }
+
+// checkTimeout bounds checkContent.
+const checkTimeout = 5 * time.Minute
 
 // errStopReading ends a blob's read once its reader has what it needs.
 var errStopReading = errors.New("the reader stopped")
