@@ -215,12 +215,13 @@ func (b *bed) provision(uuid, target string) {
 	b.ir.CallT(b.t, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": target}, http.StatusAccepted, nil)
 }
 
-// node reads the node from Ironic. An Ironic that does not answer in time is an error, not a
-// failure: starved of CPU beside make test's other lanes (this package runs at the lowest
-// priority), it once took more than the client's timeout to answer a GET.
-func (b *bed) node(uuid string) (ironicNode, error) {
+// node reads the node (its UUID or name) from Ironic. Ironic not answering in time is an
+// error the caller may wait on: starved of CPU beside make test's other lanes (this package
+// runs at the lowest priority), it once took more than the client's timeout to answer a GET.
+// An answer that is not the node is an *answerError.
+func (b *bed) node(name string) (ironicNode, error) {
 	var n ironicNode
-	resp, err := b.ir.Do(b.t.Context(), http.MethodGet, "/v1/nodes/"+uuid, nil)
+	resp, err := b.ir.Do(b.t.Context(), http.MethodGet, "/v1/nodes/"+name, nil)
 	if err != nil {
 		return n, err
 	}
@@ -230,13 +231,18 @@ func (b *bed) node(uuid string) (ironicNode, error) {
 		return n, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		b.t.Fatalf("ironic GET /v1/nodes/%s: %s: %s", uuid, resp.Status, raw)
+		return n, &answerError{fmt.Sprintf("ironic GET /v1/nodes/%s: %s: %s", name, resp.Status, raw)}
 	}
 	if err := json.Unmarshal(raw, &n); err != nil {
-		b.t.Fatalf("ironic GET /v1/nodes/%s: %v: %s", uuid, err, raw)
+		return n, &answerError{fmt.Sprintf("ironic GET /v1/nodes/%s: %v: %s", name, err, raw)}
 	}
 	return n, nil
 }
+
+// answerError is Ironic's answer that is not the node asked for (not found, undecodable).
+type answerError struct{ msg string }
+
+func (e *answerError) Error() string { return e.msg }
 
 // wait polls the node until it rests in state, failing at once when it fails instead (unless
 // state is the failed state awaited). Progress
@@ -251,6 +257,10 @@ func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
 	testutil.WaitProgress(t, stall, limit, "node "+uuid+" to "+state, func() (bool, string) {
 		var err error
 		if n, err = b.node(uuid); err != nil {
+			var answer *answerError
+			if errors.As(err, &answer) {
+				t.Fatal(err)
+			}
 			// Ironic slow to answer: the wait goes on; one that never answers stalls it.
 			return false, err.Error()
 		}

@@ -3,7 +3,6 @@ package ipa_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -129,16 +128,11 @@ func (h *hostBed) waitState(state metal3api.ProvisioningState, stall, limit time
 }
 
 // nodeState is the Ironic node's provision state, its target and its power, or why they are
-// unknown (the operator has not enrolled it yet).
+// unknown (the operator has not enrolled it yet: 404).
 func (h *hostBed) nodeState() string {
-	resp, err := h.ir.Do(h.t.Context(), http.MethodGet, "/v1/nodes/"+h.nodeName(), nil)
+	n, err := h.node(h.nodeName())
 	if err != nil {
 		return err.Error()
-	}
-	defer resp.Body.Close()
-	var n ironicNode
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&n) != nil {
-		return resp.Status
 	}
 	return n.ProvisionState + "/" + n.TargetProvisionState + " " + n.PowerState
 }
