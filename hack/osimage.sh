@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the OS disk image real Ironic's agent writes to a machine's disk (test/ipa TestDeploy):
+# Builds the OS disk image real Ironic's agent writes to a machine's disk (test/ipa):
 # a whole-disk, BIOS-bootable Debian bookworm image.
 #
 #   hack/osimage.sh CACHE_DIR    build CACHE_DIR/osimage-<version>-<hash>/{disk.qcow2,disk.qcow2.sha256}

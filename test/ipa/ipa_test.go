@@ -65,17 +65,15 @@ func secretDir(t *testing.T, prefix string) string {
 	return dir
 }
 
-// bed is real Ironic, readied for virtual media, and one VM behind the Redfish BMC.
+// bed is real Ironic, readied for virtual media and for baremetal-operator, and one VM behind
+// the Redfish BMC.
 type bed struct {
 	t       *testing.T
 	ir      *ironic.Ironic
 	srv     *bmc.Server
 	vm      *bmc.VM
 	sysPath string
-	// agentPort is the host's loopback port qemu forwards to the agent's API (9999 in the
-	// VM): Ironic calls the agent there (cleaning's commands); the agent advertises it.
-	agentPort int
-	// sshPort is the host's loopback port qemu forwards to the guest's SSH (bedOptions.SSH).
+	// sshPort is the host's loopback port qemu forwards to the guest's SSH.
 	sshPort int
 }
 
@@ -90,55 +88,31 @@ func freePort(t *testing.T) int {
 	return p
 }
 
-func newBed(t *testing.T) *bed {
+// newBed starts Ironic, serving the agent (bin/ipa) and the OS image (img) from the run's HTTP
+// server, and the VM. baremetal-operator enrolls the node itself and sets none of the
+// driver_info a caller of Ironic's API would, so Ironic is readied for it: the agent's kernel
+// line (agentKernelParams) is Ironic's, for every node ([redfish] kernel_append_params: one VM
+// per Ironic here); the agent fetches images through the run's HTTP server as its proxy
+// (ImageProxy: the image's URL names the host's loopback, which the guest on qemu's user-mode
+// network reaches at 10.0.2.2 only); and fast track, as Metal3's own Ironic has it, keeps the
+// agent that cleaned for the deploy. qemu forwards a port of the host's loopback to the agent's
+// API (9999 in the VM: Ironic calls the agent there for cleaning and deploy steps; the agent
+// advertises it), and another to the guest's SSH.
+func newBed(t *testing.T, img osImage) *bed {
 	t.Helper()
-	return newBedWith(t, bedOptions{})
-}
-
-// bedOptions add to a bed what a deploy needs.
-type bedOptions struct {
-	// OSImage, when set, is a directory the run's HTTP server serves at /osimage/ (bin/osimage).
-	OSImage string
-	// SSH forwards a port of the host's loopback to the guest's 22 (bed.sshPort).
-	SSH bool
-	// Operator readies Ironic for baremetal-operator, which enrolls the node itself and sets
-	// none of the driver_info the other tests set: the agent's kernel line (kernelParams) is
-	// Ironic's, for every node ([redfish] kernel_append_params: one VM per Ironic here); the
-	// agent fetches images through the run's HTTP server as its proxy (ImageProxy, in place of
-	// driver_info/image_http_proxy); and fast track, as Metal3's own Ironic has it, keeps the
-	// agent that cleaned for the deploy.
-	Operator bool
-}
-
-func newBedWith(t *testing.T, opts bedOptions) *bed {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("ipa: needs root (Ironic in private namespaces, chroot)")
-	}
-	ipa := ipaFiles(t)
-	files := map[string]string{"ipa": ipa}
-	if opts.OSImage != "" {
-		files["osimage"] = opts.OSImage
-	}
-	// The agent's port first: an operator's bed puts it on Ironic's own kernel line.
 	agentPort := freePort(t)
-	vmedia := &ironic.VirtualMediaOptions{AgentHost: "10.0.2.2", Files: files}
-	if opts.Operator {
-		vmedia.KernelParams, vmedia.ImageProxy, vmedia.FastTrack = agentKernelParams(agentPort), true, true
+	vmedia := &ironic.VirtualMediaOptions{
+		AgentHost: "10.0.2.2", Files: map[string]string{"ipa": ipaFiles(t), "osimage": img.dir},
+		KernelParams: agentKernelParams(agentPort), ImageProxy: true, FastTrack: true,
 	}
 	ironicDir := secretDir(t, "edgefleet-ipa-ironic-")
 	start := time.Now()
 	ir := ironic.StartT(t, ironic.Options{Dir: ironicDir, VirtualMedia: vmedia})
 	t.Logf("ironic up after %s (%s; files at %s)", time.Since(start).Round(time.Millisecond), ir.URL, ir.HTTPURL)
 	srv := bmc.StartT(t, bmc.Options{})
-	forwards := []bmc.HostForward{{Host: agentPort, Guest: 9999}}
-	sshPort := 0
-	if opts.SSH {
-		sshPort = freePort(t)
-		forwards = append(forwards, bmc.HostForward{Host: sshPort, Guest: 22})
-	}
+	sshPort := freePort(t)
 	vm, err := bmc.NewVM(bmc.Config{Name: "ipa-vm-0", Dir: t.TempDir(), DiskSize: vmDiskSize, MemoryMiB: vmMemoryMiB, CPUs: vmCPUs, MAC: vmMAC,
-		Network: bmc.Network{HostForwards: forwards}})
+		Network: bmc.Network{HostForwards: []bmc.HostForward{{Host: agentPort, Guest: 9999}, {Host: sshPort, Guest: 22}}}})
 	if errors.Is(err, bmc.ErrNoQEMU) {
 		t.Fatalf("%v (hack/tools.sh qemu installs it)", err)
 	}
@@ -154,7 +128,7 @@ func newBedWith(t *testing.T, opts bedOptions) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{t: t, ir: ir, srv: srv, vm: vm, sysPath: sysPath, agentPort: agentPort, sshPort: sshPort}
+	b := &bed{t: t, ir: ir, srv: srv, vm: vm, sysPath: sysPath, sshPort: sshPort}
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -167,58 +141,23 @@ func newBedWith(t *testing.T, opts bedOptions) *bed {
 
 // ironicNode is what the test reads of an Ironic node.
 type ironicNode struct {
-	UUID                 string `json:"uuid"`
 	ProvisionState       string `json:"provision_state"`
 	TargetProvisionState string `json:"target_provision_state"`
 	PowerState           string `json:"power_state"`
 	LastError            string `json:"last_error"`
 }
 
-// enroll creates the node (redfish hardware, virtual-media boot, agent inspection, the agent's
-// kernel and ramdisk from the run's HTTP server) and its port, and manages it.
-func (b *bed) enroll() ironicNode {
-	t := b.t
-	var node ironicNode
-	b.ir.CallT(t, http.MethodPost, "/v1/nodes", map[string]any{
-		"name":              "vm-0",
-		"driver":            "redfish",
-		"boot_interface":    "redfish-virtual-media",
-		"inspect_interface": "agent",
-		"driver_info": map[string]any{
-			"redfish_address":      b.srv.URL,
-			"redfish_system_id":    b.sysPath,
-			"redfish_username":     b.srv.User,
-			"redfish_password":     b.srv.Password,
-			"redfish_verify_ca":    false,
-			"deploy_kernel":        b.ir.FileURL("ipa", "vmlinuz"),
-			"deploy_ramdisk":       b.ir.FileURL("ipa", "initramfs"),
-			"kernel_append_params": b.kernelParams(),
-		},
-	}, http.StatusCreated, &node)
-	// The agent looks its node up by its MACs.
-	b.ir.CallT(t, http.MethodPost, "/v1/ports", map[string]any{"node_uuid": node.UUID, "address": vmMAC}, http.StatusCreated, nil)
-	b.provision(node.UUID, "manage")
-	return b.wait(node.UUID, "manageable", 2*time.Minute, 2*time.Minute)
-}
-
-// kernelParams is the agent's kernel command line: the serial console, and its API as Ironic
-// reaches it (qemu's forward of the host's loopback).
-func (b *bed) kernelParams() string {
-	return agentKernelParams(b.agentPort)
-}
-
+// agentKernelParams is the agent's kernel command line: the serial console, its API as Ironic
+// reaches it (qemu's forward of the host's loopback), and one download of an image: the agent
+// downloads again after a checksum mismatch (9 times by default, 10 s apart), and once is
+// enough to see it refuse one.
 func agentKernelParams(agentPort int) string {
-	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d", agentPort)
+	return fmt.Sprintf("nofb vga=normal console=ttyS0,115200n8 ipa-advertise-host=127.0.0.1 ipa-advertise-port=%d ipa-image-download-connection-retries=0", agentPort)
 }
 
-func (b *bed) provision(uuid, target string) {
-	b.ir.CallT(b.t, http.MethodPut, "/v1/nodes/"+uuid+"/states/provision", map[string]any{"target": target}, http.StatusAccepted, nil)
-}
-
-// node reads the node (its UUID or name) from Ironic. Ironic not answering in time is an
-// error the caller may wait on: starved of CPU beside make test's other lanes (this package
-// runs at the lowest priority), it once took more than the client's timeout to answer a GET.
-// An answer that is not the node is an *answerError.
+// node reads the node (its name) from Ironic. Ironic not answering in time is an error the
+// caller may wait on: starved of CPU beside make test's other lanes (this package runs at the
+// lowest priority), it once took more than the client's timeout to answer a GET.
 func (b *bed) node(name string) (ironicNode, error) {
 	var n ironicNode
 	resp, err := b.ir.Do(b.t.Context(), http.MethodGet, "/v1/nodes/"+name, nil)
@@ -231,55 +170,12 @@ func (b *bed) node(name string) (ironicNode, error) {
 		return n, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return n, &answerError{fmt.Sprintf("ironic GET /v1/nodes/%s: %s: %s", name, resp.Status, raw)}
+		return n, fmt.Errorf("ironic GET /v1/nodes/%s: %s: %s", name, resp.Status, raw)
 	}
 	if err := json.Unmarshal(raw, &n); err != nil {
-		return n, &answerError{fmt.Sprintf("ironic GET /v1/nodes/%s: %v: %s", name, err, raw)}
+		return n, fmt.Errorf("ironic GET /v1/nodes/%s: %v: %s", name, err, raw)
 	}
 	return n, nil
-}
-
-// answerError is Ironic's answer that is not the node asked for (not found, undecodable).
-type answerError struct{ msg string }
-
-func (e *answerError) Error() string { return e.msg }
-
-// wait polls the node until it rests in state, failing at once when it fails instead (unless
-// state is the failed state awaited). Progress
-// is the node's state and the VM's serial console growing: a VM that boots slowly under TCG
-// passes, one that stops moving for stall fails.
-func (b *bed) wait(uuid, state string, stall, limit time.Duration) ironicNode {
-	t := b.t
-	t.Helper()
-	var n ironicNode
-	last := ""
-	start := time.Now()
-	testutil.WaitProgress(t, stall, limit, "node "+uuid+" to "+state, func() (bool, string) {
-		var err error
-		if n, err = b.node(uuid); err != nil {
-			var answer *answerError
-			if errors.As(err, &answer) {
-				t.Fatal(err)
-			}
-			// Ironic slow to answer: the wait goes on; one that never answers stalls it.
-			return false, err.Error()
-		}
-		now := n.ProvisionState + "/" + n.TargetProvisionState + " " + n.PowerState
-		if now != last {
-			t.Logf("%6s  node %s", time.Since(start).Round(time.Second), now)
-			last = now
-		}
-		// A failed state is where the node rests (whatever its target says) when the test waits for it.
-		if n.ProvisionState == state && (n.TargetProvisionState == "" || strings.HasSuffix(state, "failed")) {
-			return true, ""
-		}
-		if strings.HasSuffix(n.ProvisionState, "failed") || n.ProvisionState == "enroll" && n.LastError != "" ||
-			n.ProvisionState == "active" && n.TargetProvisionState == "" {
-			t.Fatalf("node %s: waiting for %s, it went %s: %s", uuid, state, n.ProvisionState, n.LastError)
-		}
-		return false, fmt.Sprintf("%s, serial console %d bytes", now, b.serialSize())
-	})
-	return n
 }
 
 // inventory is what the test reads of the inventory the agent sent.
@@ -335,118 +231,6 @@ func (h machineHardware) check(t *testing.T, source string) {
 	if !found {
 		t.Errorf("%s: disks are %v, want one of the VM's disk size %d", source, h.Disks, vmDiskSize)
 	}
-}
-
-// TestInspection: real Ironic inspects a VM with its real agent, booted by Redfish virtual
-// media, and stores the VM's true hardware.
-func TestInspection(t *testing.T) {
-	start := time.Now()
-	b := newBed(t)
-	node := b.enroll()
-	t.Logf("manageable after %s", time.Since(start).Round(time.Second))
-
-	phase := time.Now()
-	b.provision(node.UUID, "inspect")
-	// The agent's boot under TCG is the long part (~5 minutes); unpacking the ramdisk is quiet.
-	node = b.wait(node.UUID, "manageable", 10*time.Minute, 25*time.Minute)
-	inspection := time.Since(phase)
-	t.Logf("inspected in %s", inspection.Round(time.Second))
-	if node.LastError != "" {
-		t.Errorf("node's last error after inspection: %s", node.LastError)
-	}
-
-	var inv inventory
-	b.ir.CallT(t, http.MethodGet, "/v1/nodes/"+node.UUID+"/inventory", nil, http.StatusOK, &inv)
-	raw, _ := json.Marshal(inv)
-	t.Logf("inventory (what the test reads of it): %s", raw)
-	hw := machineHardware{MemoryMiB: inv.Inventory.Memory.PhysicalMB, CPUs: inv.Inventory.CPU.Count, Disks: map[string]int64{}}
-	for _, i := range inv.Inventory.Interfaces {
-		hw.MACs = append(hw.MACs, strings.ToLower(i.MACAddress))
-	}
-	for _, d := range inv.Inventory.Disks {
-		hw.Disks[d.Name] = d.Size
-	}
-	hw.check(t, "Ironic's inventory")
-
-	// What happened on the wire: the BMC took the ISO Ironic built, the VM booted its CD, and
-	// it is off again with the drive empty (Ironic powers off after inspection and ejects).
-	var inserts int
-	for _, r := range b.srv.Requests() {
-		if strings.HasSuffix(r.Path, "/VirtualMedia.InsertMedia") && r.Status == http.StatusNoContent {
-			inserts++
-		}
-	}
-	if inserts == 0 {
-		t.Errorf("the BMC never took virtual media; its requests:\n%s", b.srv.RequestLog())
-	}
-	if fw, err := os.ReadFile(b.vm.FirmwareLog); err != nil || !strings.Contains(string(fw), "Booting from DVD/CD") {
-		t.Errorf("SeaBIOS never booted the CD (%v); its log ends:\n%s", err, tailFile(b.vm.FirmwareLog, 20))
-	}
-	if b.vm.PoweredOn() || node.PowerState != "power off" {
-		t.Errorf("after inspection the VM is on (%v), node power %q: want it off", b.vm.PoweredOn(), node.PowerState)
-	}
-	if m := b.vm.Media(); m != "" {
-		t.Errorf("after inspection the VM's drive still holds %s", m)
-	}
-	// The VM's logs are on disk (/tmp): the BMC's and Ironic's passwords must not be there.
-	// (Its disk image is the guest's own; the ISO was deleted at the ejection, checked above.)
-	logs := t.TempDir()
-	for _, f := range []string{b.vm.SerialLog, b.vm.FirmwareLog, b.vm.Log} {
-		if raw, err := os.ReadFile(f); err == nil {
-			_ = os.WriteFile(filepath.Join(logs, filepath.Base(f)), raw, 0o600)
-		}
-	}
-	leaks, scanned, err := testutil.FindSecrets([]string{logs}, map[string][]byte{
-		"the BMC's password": []byte(b.srv.Password), "Ironic's password": []byte(b.ir.Password),
-	})
-	if err != nil || len(leaks) > 0 || scanned != 3 {
-		t.Errorf("secrets in the VM's logs (%d of 3 scanned, %v): %v", scanned, err, leaks)
-	}
-	t.Logf("whole test %s (inspection %s)", time.Since(start).Round(time.Second), inspection.Round(time.Second))
-}
-
-// TestCleaning: manual cleaning with erase_devices_metadata, run by the real agent, wipes the
-// start of the VM's disk: a marker written there before is gone.
-func TestCleaning(t *testing.T) {
-	start := time.Now()
-	b := newBed(t)
-	marker := []byte(fmt.Sprintf("edgefleet-disk-marker-%d", time.Now().UnixNano()))
-	f, err := os.OpenFile(b.vm.Disk, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(marker, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if head, err := readHead(b.vm.Disk, len(marker)); err != nil || string(head) != string(marker) {
-		t.Fatalf("the marker is not at the start of the disk before cleaning (%v): %q", err, head)
-	}
-	node := b.enroll()
-
-	phase := time.Now()
-	b.ir.CallT(t, http.MethodPut, "/v1/nodes/"+node.UUID+"/states/provision", map[string]any{
-		"target":      "clean",
-		"clean_steps": []map[string]any{{"interface": "deploy", "step": "erase_devices_metadata"}},
-	}, http.StatusAccepted, nil)
-	node = b.wait(node.UUID, "manageable", 10*time.Minute, 30*time.Minute)
-	t.Logf("cleaned in %s", time.Since(phase).Round(time.Second))
-	if node.LastError != "" {
-		t.Errorf("node's last error after cleaning: %s", node.LastError)
-	}
-	head, err := readHead(b.vm.Disk, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(head), string(marker)) {
-		t.Errorf("the marker at the start of the disk survived erase_devices_metadata")
-	}
-	if b.vm.PoweredOn() {
-		t.Errorf("after cleaning the VM is still on")
-	}
-	t.Logf("whole test %s", time.Since(start).Round(time.Second))
 }
 
 // readHead reads the first n bytes of the file at path.
