@@ -173,7 +173,7 @@ func (b *bed) node(name string) (ironicNode, error) {
 		return n, fmt.Errorf("ironic GET /v1/nodes/%s: %s: %s", name, resp.Status, raw)
 	}
 	if err := json.Unmarshal(raw, &n); err != nil {
-		return n, fmt.Errorf("ironic GET /v1/nodes/%s: %v: %s", name, err, raw)
+		return n, fmt.Errorf("ironic GET /v1/nodes/%s: %w: %s", name, err, raw)
 	}
 	return n, nil
 }
