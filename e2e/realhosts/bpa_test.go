@@ -499,6 +499,105 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(found).NotTo(BeEmpty())
 	})
 
+	It("shows the site in the web UI as it is: its nodes at their readiness and kubelet's version, the BPA's packages and charts, the Site's events, and the local controller's and the BPA's own log lines", func(ctx context.Context) {
+		token, err := fleet.Token(ctx, "edgefleet-system", "realhosts-ui-admin", "edgefleet-fleet-admin")
+		Expect(err).NotTo(HaveOccurred())
+		browser, err := chromium.StartChromium(GinkgoTB(), fleet.APICAFile)
+		Expect(err).NotTo(HaveOccurred())
+		admin := chromium.NewUser(browser, "admin")
+		admin.SignIn(fleet.APIURL, token)
+		admin.Open(fleet.APIURL, "/ui/sites/"+ns+"/"+site)
+		cells := func(sel string) [][]string {
+			GinkgoHelper()
+			return chromium.Eval[[][]string](admin, fmt.Sprintf(`[...document.querySelectorAll(%q)].map(r => [...r.querySelectorAll('td')].map(td => td.textContent.trim()))`, sel))
+		}
+
+		By("each node of the application cluster: its host's row says what the node says")
+		nodes, err := appClient(ctx).CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).To(HaveLen(len(members)))
+		want := map[string][]string{} // host → [node readiness, kubelet version]
+		for _, n := range nodes.Items {
+			ready := "NotReady"
+			if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+				return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}) {
+				ready = "Ready"
+			}
+			want[n.Name] = []string{ready, n.Status.NodeInfo.KubeletVersion}
+		}
+		// The page is live: a node's change reaches it through the Site's status.
+		Eventually(func(g Gomega) {
+			got := map[string][]string{}
+			for _, row := range cells("#hosts tr.host") {
+				if _, ok := want[row[0]]; ok && len(row) > 4 {
+					got[row[0]] = []string{row[3], row[4]}
+				}
+			}
+			g.Expect(got).To(Equal(want))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(admin.Text("#cluster-version")).To(Equal(nodes.Items[0].Status.NodeInfo.KubeletVersion))
+
+		By("the BPA's packages and charts, as the site reports them; the application's chart with its pods")
+		global := &fleetv1.Site{}
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, global)).To(Succeed())
+		Expect(global.Status.Cluster).NotTo(BeNil())
+		b := global.Status.Cluster.Bootstrap
+		Expect(b).NotTo(BeNil())
+		Expect(b.Packages).NotTo(BeEmpty())
+		var wantPackages [][]string
+		for _, p := range b.Packages {
+			wantPackages = append(wantPackages, []string{p.Name, p.Version})
+		}
+		var gotPackages [][]string
+		for _, row := range cells("#packages tbody tr") {
+			gotPackages = append(gotPackages, row[:2])
+		}
+		Expect(gotPackages).To(ConsistOf(wantPackages))
+		charts := map[string]string{}
+		for _, row := range cells("#charts tbody tr") {
+			Expect(row).To(HaveLen(5), "a chart's row")
+			charts[row[0]] = strings.Join(row[1:], " ")
+		}
+		Expect(charts).To(HaveLen(len(b.Charts)))
+		for _, c := range b.Charts {
+			Expect(charts).To(HaveKeyWithValue(c.Name, fmt.Sprintf("%s %s %s (rev %d) %d/%d", c.Version, c.Namespace, c.State, c.Revision, c.PodsReady, c.PodsDesired)))
+		}
+		i := slices.IndexFunc(b.Charts, func(c sitev1.ChartRelease) bool { return c.Name == "webapp" })
+		Expect(i).NotTo(Equal(-1), "the site reports no webapp chart")
+		Expect(b.Charts[i].State).To(Equal("deployed"))
+		Expect(int(b.Charts[i].PodsReady)).To(Equal(len(webappPods(ctx, appClient(ctx)))))
+
+		By("the Site's events, newest first")
+		globalCS, err := kubernetes.NewForConfig(fleet.Global.Config)
+		Expect(err).NotTo(HaveOccurred())
+		events, err := globalCS.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Site,involvedObject.name=" + site})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(events.Items).NotTo(BeEmpty(), "the Site has no events")
+		reasons := map[string]bool{}
+		for _, e := range events.Items {
+			reasons[e.Reason] = true
+		}
+		shown := cells("#events tbody tr")
+		Expect(shown).NotTo(BeEmpty())
+		for _, row := range shown {
+			Expect(row).To(HaveLen(5), "an event's row")
+			Expect(reasons).To(HaveKey(row[2]), "the page shows an event the Site does not have: %v", row)
+		}
+
+		By("the local controller's and the BPA's log lines, each from its own component")
+		line := `^\d{4}-\d\d-\d\dT[\d:.]+Z (DEBUG|INFO|WARN|ERROR) `
+		for _, component := range []string{"local-controller", "bpa"} {
+			admin.Do(chromedp.SetValue(chromedp.CSS("#log-component"), component))
+			admin.Click0("#log-show")
+			admin.WaitFor(component+"'s lines", fmt.Sprintf(`document.getElementById('log-status').textContent.startsWith(%q) && document.querySelectorAll('#log-lines-shown .log-line').length > 0`, component+" ("))
+			lines := chromium.Eval[[]string](admin, `[...document.querySelectorAll('#log-lines-shown .log-line')].map(l => l.textContent)`)
+			for _, l := range lines {
+				Expect(l).To(MatchRegexp(line), "a line of %s", component)
+			}
+		}
+	})
+
 	It("gives a cluster user a kubeconfig of their own identity, from the web UI (key made in Chromium) and edgefleet cluster kubeconfig: pods yes, Secrets no, refused once expired", func(ctx context.Context) {
 		token := carolToken(ctx)
 		edgefleet := func(args ...string) { asCarol(ctx, args...) }

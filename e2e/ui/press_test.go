@@ -14,6 +14,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/test/chromium"
 )
 
 // countUpdates runs before the page's scripts: it counts in window.__updates the update events
@@ -43,29 +44,29 @@ var _ = Describe("A press on the live part", func() {
 		createClusterSite(ctx, clicks, "click-a")
 		token, err := fleet.Token(ctx, "edgefleet-system", "ui-cluster-user", "edgefleet-cluster-user")
 		Expect(err).NotTo(HaveOccurred())
-		carol := newUser(browser, "cluster user")
-		_, err = chromedp.Call(carol.tab, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: countUpdates})
+		carol := chromium.NewUser(browser, "cluster user")
+		_, err = chromedp.Call(carol.Tab, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: countUpdates})
 		Expect(err).NotTo(HaveOccurred())
-		carol.do(chromedp.Navigate(base + "/ui/clusters?namespace=" + clicks))
-		carol.submitToken(token)
+		carol.Do(chromedp.Navigate(base + "/ui/clusters?namespace=" + clicks))
+		carol.SubmitToken(token)
 		const button = `tr.cluster[data-name="click-a"] button[data-kubeconfig]`
-		carol.waitFor("click-a's button, and the stream's first update", fmt.Sprintf(`!!document.querySelector('%s') && window.__updates >= 1`, button))
+		carol.WaitFor("click-a's button, and the stream's first update", fmt.Sprintf(`!!document.querySelector('%s') && window.__updates >= 1`, button))
 
 		By("pressing click-a's button, registering click-b meanwhile, releasing once the page has its update")
-		at := eval[[]float64](carol, fmt.Sprintf(`(() => {
+		at := chromium.Eval[[]float64](carol, fmt.Sprintf(`(() => {
 			const r = document.querySelector('%s').getBoundingClientRect();
 			return [r.x + r.width / 2, r.y + r.height / 2];
 		})()`, button))
 		x, y := at[0], at[1]
 		pressed := func(p *input.DispatchMouseEventParams) { p.Buttons = 1 }
-		carol.do(chromedp.MouseEvent(chromedp.MousePressed, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1), pressed))
+		carol.Do(chromedp.MouseEvent(chromedp.MousePressed, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1), pressed))
 		createClusterSite(ctx, clicks, "click-b")
-		carol.waitFor("the update with click-b handled by the page's script", `(window.__lastUpdate ?? '').includes('click-b')`)
-		carol.do(chromedp.MouseEvent(chromedp.MouseReleased, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1)))
-		carol.waitFor("the kubeconfig button's status (the click reached it)", `document.querySelector('#kubeconfig-status').textContent !== ''`)
+		carol.WaitFor("the update with click-b handled by the page's script", `(window.__lastUpdate ?? '').includes('click-b')`)
+		carol.Do(chromedp.MouseEvent(chromedp.MouseReleased, x, y, chromedp.ButtonLeft, chromedp.ClickCount(1)))
+		carol.WaitFor("the kubeconfig button's status (the click reached it)", `document.querySelector('#kubeconfig-status').textContent !== ''`)
 
 		By("the update held back meanwhile is shown after the release")
-		carol.waitFor("click-b's row", `!!document.querySelector('tr.cluster[data-name="click-b"]')`)
+		carol.WaitFor("click-b's row", `!!document.querySelector('tr.cluster[data-name="click-b"]')`)
 	})
 })
 

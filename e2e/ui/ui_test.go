@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	"github.com/edgefleet/edgefleet/test/chromium"
 )
 
 // The checks run in order on the one test bed: sign in, look at every page, follow a patch
@@ -25,21 +26,21 @@ import (
 // viewer (no brakes, a forged resume refused), and cut site far off.
 var _ = Describe("The web UI", Ordered, func() {
 	const campaignName = "patch-stores"
-	var admin *user
-	BeforeAll(func() { admin = newUser(browser, "admin") }) // a browser context for all the checks
+	var admin *chromium.User
+	BeforeAll(func() { admin = chromium.NewUser(browser, "admin") }) // a browser context for all the checks
 
 	It("refuses a bad token, and signs in with a good one into a Secure, HttpOnly, SameSite=Strict cookie", func() {
-		admin.do(chromedp.Navigate(base + "/ui/sites"))
-		admin.waitFor("the login page", `location.pathname === '/ui/login' && !!document.querySelector('#token')`)
-		admin.screenshot("login")
+		admin.Do(chromedp.Navigate(base + "/ui/sites"))
+		admin.WaitFor("the login page", `location.pathname === '/ui/login' && !!document.querySelector('#token')`)
+		admin.Screenshot("login")
 
-		admin.submitToken("not-a-token")
-		admin.waitFor("why the token was refused", `(document.querySelector('#login-error')?.textContent ?? '').includes('rejected this token')`)
+		admin.SubmitToken("not-a-token")
+		admin.WaitFor("why the token was refused", `(document.querySelector('#login-error')?.textContent ?? '').includes('rejected this token')`)
 
-		admin.submitToken(adminToken)
-		admin.waitFor("the site list it was sent to first", `location.pathname === '/ui/sites' && !!document.querySelector('#site-table')`)
+		admin.SubmitToken(adminToken)
+		admin.WaitFor("the site list it was sent to first", `location.pathname === '/ui/sites' && !!document.querySelector('#site-table')`)
 		var token *network.Cookie
-		for _, c := range admin.cookies(base + "/ui/") {
+		for _, c := range admin.Cookies(base + "/ui/") {
 			if c.Name == "edgefleet-token" {
 				token = c
 			}
@@ -53,79 +54,79 @@ var _ = Describe("The web UI", Ordered, func() {
 
 	It("loads every page with the fleet's real data", func(ctx context.Context) {
 		By("the overview: sites by state, releases, versions")
-		admin.open(base, "/ui/?namespace="+ns)
-		admin.waitFor("13 sites, all Ready", `document.querySelector('#total')?.textContent === '13' &&
+		admin.Open(base, "/ui/?namespace="+ns)
+		admin.WaitFor("13 sites, all Ready", `document.querySelector('#total')?.textContent === '13' &&
 			document.querySelector('[data-state="Ready"] .count')?.textContent === '13'`)
-		Expect(admin.text("#releases")).To(ContainSubstring("r0"))
-		Expect(admin.text("#versions")).To(ContainSubstring("v1.36.2"))
-		admin.screenshot("overview")
+		Expect(admin.Text("#releases")).To(ContainSubstring("r0"))
+		Expect(admin.Text("#versions")).To(ContainSubstring("v1.36.2"))
+		admin.Screenshot("overview")
 
 		By("the site list: filtered, sorted and paged on the server")
-		admin.open(base, "/ui/sites?namespace="+ns+"&size=5")
-		Expect(admin.text(".summary")).To(ContainSubstring("13 sites · page 1 of 3"))
-		Expect(admin.count("#site-table tbody tr.site")).To(Equal(5))
-		Expect(admin.text("#site-table tbody tr.site:first-child")).To(ContainSubstring("far-00000"))
-		admin.click("#next-page")
-		Expect(admin.text(".summary")).To(ContainSubstring("page 2 of 3"))
-		admin.open(base, "/ui/sites?namespace="+ns+"&sort=name&order=desc&q=store-0000")
-		Expect(admin.text(".summary")).To(ContainSubstring("10 sites match"))
-		Expect(admin.text("#site-table tbody tr.site:first-child")).To(ContainSubstring("store-00009"))
-		admin.screenshot("sites")
+		admin.Open(base, "/ui/sites?namespace="+ns+"&size=5")
+		Expect(admin.Text(".summary")).To(ContainSubstring("13 sites · page 1 of 3"))
+		Expect(admin.Count("#site-table tbody tr.site")).To(Equal(5))
+		Expect(admin.Text("#site-table tbody tr.site:first-child")).To(ContainSubstring("far-00000"))
+		admin.Click("#next-page")
+		Expect(admin.Text(".summary")).To(ContainSubstring("page 2 of 3"))
+		admin.Open(base, "/ui/sites?namespace="+ns+"&sort=name&order=desc&q=store-0000")
+		Expect(admin.Text(".summary")).To(ContainSubstring("10 sites match"))
+		Expect(admin.Text("#site-table tbody tr.site:first-child")).To(ContainSubstring("store-00009"))
+		admin.Screenshot("sites")
 
 		By("a site: conditions with reasons, hosts, nodes, the BPA's packages and charts, events")
-		admin.open(base, "/ui/sites/"+ns+"/store-00001")
-		Expect(admin.text("#conditions")).To(And(ContainSubstring("Reachable"), ContainSubstring("APIServerReachable"), ContainSubstring("ClusterSynced")))
-		Expect(admin.text("#cluster-version")).To(Equal("v1.36.2"))
-		Expect(admin.text(`tr.host[data-host="store-00001-cp-0"]`)).To(And(ContainSubstring("provisioned"), ContainSubstring("Ready"), ContainSubstring("v1.36.2")))
-		Expect(admin.text("#packages")).To(And(ContainSubstring("kubelet"), ContainSubstring("1.36.2"), ContainSubstring("containerd")))
-		Expect(admin.text("#charts")).To(And(ContainSubstring("coredns"), ContainSubstring("deployed")))
-		Expect(admin.text("#events")).To(ContainSubstring("SiteReady"))
-		admin.screenshot("site")
+		admin.Open(base, "/ui/sites/"+ns+"/store-00001")
+		Expect(admin.Text("#conditions")).To(And(ContainSubstring("Reachable"), ContainSubstring("APIServerReachable"), ContainSubstring("ClusterSynced")))
+		Expect(admin.Text("#cluster-version")).To(Equal("v1.36.2"))
+		Expect(admin.Text(`tr.host[data-host="store-00001-cp-0"]`)).To(And(ContainSubstring("provisioned"), ContainSubstring("Ready"), ContainSubstring("v1.36.2")))
+		Expect(admin.Text("#packages")).To(And(ContainSubstring("kubelet"), ContainSubstring("1.36.2"), ContainSubstring("containerd")))
+		Expect(admin.Text("#charts")).To(And(ContainSubstring("coredns"), ContainSubstring("deployed")))
+		Expect(admin.Text("#events")).To(ContainSubstring("SiteReady"))
+		admin.Screenshot("site")
 
 		By("the releases: readiness, each artifact in the store with its size")
-		admin.open(base, "/ui/releases?namespace="+ns)
-		Expect(admin.text(`[data-release="r1"] h3`)).To(And(ContainSubstring("v1.36.3"), ContainSubstring("Ready True")))
-		Expect(admin.count(`[data-release="r1"] tr.release-artifact`)).To(BeNumerically(">", 1))
-		Expect(admin.count(`[data-release="r1"] tr.release-artifact[data-stored="no"]`)).To(BeZero())
-		Expect(admin.count("#store tr.artifact")).To(BeNumerically(">", 1))
+		admin.Open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.Text(`[data-release="r1"] h3`)).To(And(ContainSubstring("v1.36.3"), ContainSubstring("Ready True")))
+		Expect(admin.Count(`[data-release="r1"] tr.release-artifact`)).To(BeNumerically(">", 1))
+		Expect(admin.Count(`[data-release="r1"] tr.release-artifact[data-stored="no"]`)).To(BeZero())
+		Expect(admin.Count("#store tr.artifact")).To(BeNumerically(">", 1))
 
 		By("an upload under way: its progress, moving without a reload")
 		upload := startUpload(ctx, 1<<20)
 		appendUpload(ctx, upload, 0, 512<<10)
-		admin.open(base, "/ui/releases?namespace="+ns)
-		Expect(admin.text(`tr.upload[data-upload="` + upload + `"] .percent`)).To(Equal("50%"))
-		admin.markLoaded()
+		admin.Open(base, "/ui/releases?namespace="+ns)
+		Expect(admin.Text(`tr.upload[data-upload="` + upload + `"] .percent`)).To(Equal("50%"))
+		admin.MarkLoaded()
 		appendUpload(ctx, upload, 512<<10, 256<<10)
-		admin.waitFor("the upload at 75%", `document.querySelector('tr.upload[data-upload="`+upload+`"] .percent')?.textContent === '75%'`)
-		Expect(admin.stillLoaded()).To(BeTrue(), "the releases page was reloaded")
-		admin.screenshot("releases")
+		admin.WaitFor("the upload at 75%", `document.querySelector('tr.upload[data-upload="`+upload+`"] .percent')?.textContent === '75%'`)
+		Expect(admin.StillLoaded()).To(BeTrue(), "the releases page was reloaded")
+		admin.Screenshot("releases")
 
 		By("the campaigns: none yet")
-		admin.open(base, "/ui/campaigns?namespace="+ns)
-		Expect(admin.text("#live")).To(ContainSubstring("none"))
+		admin.Open(base, "/ui/campaigns?namespace="+ns)
+		Expect(admin.Text("#live")).To(ContainSubstring("none"))
 	})
 
 	It("shows a site operator bound to some sites exactly those, and 403 on another's page", func(ctx context.Context) {
 		mine := []string{"store-00002", "store-00005"}
-		operator := newUser(browser, "site operator")
-		operator.signIn(base, siteOperatorToken(ctx, "store-operator", mine))
+		operator := chromium.NewUser(browser, "site operator")
+		operator.SignIn(base, siteOperatorToken(ctx, "store-operator", mine))
 
 		By("the overview counts their two sites, and says they may not see campaigns")
-		operator.waitFor("2 sites", `document.querySelector('#total')?.textContent === '2'`)
-		Expect(operator.text("#campaigns-denied")).To(ContainSubstring("may not list campaigns"))
+		operator.WaitFor("2 sites", `document.querySelector('#total')?.textContent === '2'`)
+		Expect(operator.Text("#campaigns-denied")).To(ContainSubstring("may not list campaigns"))
 
 		By("the site list shows exactly their sites")
-		operator.open(base, "/ui/sites")
-		Expect(eval[[]string](operator, `[...document.querySelectorAll('#site-table tbody tr.site')].map(r => r.dataset.site)`)).To(Equal(mine))
+		operator.Open(base, "/ui/sites")
+		Expect(chromium.Eval[[]string](operator, `[...document.querySelectorAll('#site-table tbody tr.site')].map(r => r.dataset.site)`)).To(Equal(mine))
 
 		By("their site's page, with its hosts")
-		operator.open(base, "/ui/sites/"+ns+"/"+mine[0])
-		Expect(operator.text(`tr.host[data-host="` + mine[0] + `-cp-0"]`)).To(ContainSubstring("provisioned"))
+		operator.Open(base, "/ui/sites/"+ns+"/"+mine[0])
+		Expect(operator.Text(`tr.host[data-host="` + mine[0] + `-cp-0"]`)).To(ContainSubstring("provisioned"))
 
 		By("another store's page answers 403")
-		Expect(eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00003').then(r => r.status)`)).To(Equal(http.StatusForbidden))
-		operator.do(chromedp.Navigate(base + "/ui/sites/" + ns + "/store-00003"))
-		operator.waitFor("the denial", `document.body.textContent.includes('may not get sites.fleet.edgefleet.io "store-00003"')`)
+		Expect(chromium.Eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00003').then(r => r.status)`)).To(Equal(http.StatusForbidden))
+		operator.Do(chromedp.Navigate(base + "/ui/sites/" + ns + "/store-00003"))
+		operator.WaitFor("the denial", `document.body.textContent.includes('may not get sites.fleet.edgefleet.io "store-00003"')`)
 	})
 
 	It("shows a campaign's progress, and a site's patch step, live while it runs", func(ctx context.Context) {
@@ -139,64 +140,64 @@ var _ = Describe("The web UI", Ordered, func() {
 					FailureBudget: &fleetv1.FailureBudget{MaxFailures: intstr.FromInt32(1)}, SiteTimeout: &metav1.Duration{Duration: time.Hour}},
 			},
 		}
-		siteTab := admin.newTab()
-		siteTab.open(base, "/ui/sites/"+ns+"/"+stores[0])
-		siteTab.markLoaded()
+		siteTab := admin.NewTab()
+		siteTab.Open(base, "/ui/sites/"+ns+"/"+stores[0])
+		siteTab.MarkLoaded()
 
 		Expect(fleet.Global.Client.Create(ctx, camp)).To(Succeed())
 		By("the canary's page shows the BPA's step while it patches, without a reload")
-		siteTab.waitFor("the patch step", `(document.querySelector('#bootstrap-step')?.textContent ?? '').includes('on node `+stores[0]+`-cp-0')`)
-		siteTab.screenshot("site-patching")
-		siteTab.waitFor("the canary at r1", `document.querySelector('#cluster-version')?.textContent === 'v1.36.3'`)
-		Expect(siteTab.stillLoaded()).To(BeTrue(), "the site page was reloaded")
+		siteTab.WaitFor("the patch step", `(document.querySelector('#bootstrap-step')?.textContent ?? '').includes('on node `+stores[0]+`-cp-0')`)
+		siteTab.Screenshot("site-patching")
+		siteTab.WaitFor("the canary at r1", `document.querySelector('#cluster-version')?.textContent === 'v1.36.3'`)
+		Expect(siteTab.StillLoaded()).To(BeTrue(), "the site page was reloaded")
 
 		By("the campaign's page follows the progress, without a reload")
-		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
-		admin.markLoaded()
+		admin.Open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		admin.MarkLoaded()
 		first := done(admin)
-		admin.waitFor("progress beyond "+strconv.Itoa(first), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, first))
+		admin.WaitFor("progress beyond "+strconv.Itoa(first), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, first))
 		second := done(admin)
-		admin.waitFor("progress beyond "+strconv.Itoa(second), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, second))
-		Expect(admin.stillLoaded()).To(BeTrue(), "the campaign page was reloaded")
-		Expect(admin.text("#phase")).To(Equal("Running"))
-		Expect(admin.count(`tr.wave.finished`)).To(BeNumerically(">=", 1))
-		admin.screenshot("campaign-running")
+		admin.WaitFor("progress beyond "+strconv.Itoa(second), fmt.Sprintf(`parseInt(document.querySelector('#progress')?.textContent) > %d`, second))
+		Expect(admin.StillLoaded()).To(BeTrue(), "the campaign page was reloaded")
+		Expect(admin.Text("#phase")).To(Equal("Running"))
+		Expect(admin.Count(`tr.wave.finished`)).To(BeNumerically(">=", 1))
+		admin.Screenshot("campaign-running")
 
 		By("the campaign list and the overview show it running")
-		admin.open(base, "/ui/campaigns?namespace="+ns)
-		Expect(admin.text(`tr.campaign[data-name="` + campaignName + `"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
-		admin.open(base, "/ui/?namespace="+ns)
-		Expect(admin.text(`#running tr.campaign[data-name="` + campaignName + `"]`)).To(ContainSubstring("Running"))
-		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		admin.Open(base, "/ui/campaigns?namespace="+ns)
+		Expect(admin.Text(`tr.campaign[data-name="` + campaignName + `"]`)).To(And(ContainSubstring("patch"), ContainSubstring("r1"), ContainSubstring("Running")))
+		admin.Open(base, "/ui/?namespace="+ns)
+		Expect(admin.Text(`#running tr.campaign[data-name="` + campaignName + `"]`)).To(ContainSubstring("Running"))
+		admin.Open(base, "/ui/campaigns/"+ns+"/"+campaignName)
 	})
 
 	It("pauses the campaign from the UI: nothing new is dispatched", func(ctx context.Context) {
-		admin.click("#pause")
-		admin.waitFor("the campaign Paused, with a resume button", `document.querySelector('#phase')?.textContent === 'Paused' && !!document.querySelector('#resume')`)
+		admin.Click("#pause")
+		admin.WaitFor("the campaign Paused, with a resume button", `document.querySelector('#phase')?.textContent === 'Paused' && !!document.querySelector('#resume')`)
 		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeTrue())
 		By("the site in flight finishes; then none is in flight and some wait")
 		Eventually(func(g Gomega) {
 			c := campaign(ctx, campaignName)
 			g.Expect(c.Status.Phase).To(Equal(fleetv1.CampaignPaused))
 			g.Expect(c.Status.Counts.InProgress).To(BeZero())
-		}).WithContext(ctx).WithTimeout(pollTimeout).WithPolling(time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(chromium.PollTimeout).WithPolling(time.Second).Should(Succeed())
 		pending := campaign(ctx, campaignName).Status.Counts.Pending
 		Expect(pending).To(BeNumerically(">", 0), "the campaign finished before the pause took effect")
 		Consistently(func() int32 { return campaign(ctx, campaignName).Status.Counts.Pending }).
 			WithContext(ctx).WithTimeout(3 * workTime).WithPolling(time.Second).Should(Equal(pending))
-		admin.waitFor("the pending count", fmt.Sprintf(`document.querySelector('#count-pending')?.textContent === '%d'`, pending))
-		admin.screenshot("campaign-paused")
+		admin.WaitFor("the pending count", fmt.Sprintf(`document.querySelector('#count-pending')?.textContent === '%d'`, pending))
+		admin.Screenshot("campaign-paused")
 	})
 
 	It("shows a fleet viewer no brakes, and refuses a viewer's forged resume with 403", func(ctx context.Context) {
-		viewer := newUser(browser, "viewer")
-		viewer.signIn(base, viewerToken)
-		viewer.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
-		Expect(viewer.text("#phase")).To(Equal("Paused"))
-		Expect(viewer.count("#pause, #resume, #abort, #actions form")).To(BeZero(), "a viewer sees brakes")
+		viewer := chromium.NewUser(browser, "viewer")
+		viewer.SignIn(base, viewerToken)
+		viewer.Open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		Expect(viewer.Text("#phase")).To(Equal("Paused"))
+		Expect(viewer.Count("#pause, #resume, #abort, #actions form")).To(BeZero(), "a viewer sees brakes")
 
 		By("a resume posted from the viewer's page, as a forged button would")
-		status := eval[int](viewer, `fetch(location.pathname + '/resume', {method: 'POST'}).then(r => r.status)`)
+		status := chromium.Eval[int](viewer, `fetch(location.pathname + '/resume', {method: 'POST'}).then(r => r.status)`)
 		Expect(status).To(Equal(http.StatusForbidden))
 		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeTrue())
 
@@ -213,53 +214,53 @@ var _ = Describe("The web UI", Ordered, func() {
 	})
 
 	It("resumes the campaign from the UI and follows it to its end, naming the failed site and why", func(ctx context.Context) {
-		admin.open(base, "/ui/campaigns/"+ns+"/"+campaignName)
-		admin.click("#resume")
+		admin.Open(base, "/ui/campaigns/"+ns+"/"+campaignName)
+		admin.Click("#resume")
 		Expect(campaign(ctx, campaignName).Spec.Paused).To(BeFalse())
-		admin.markLoaded()
-		admin.waitFor("the campaign's end", `document.querySelector('#phase')?.textContent === 'PartiallySucceeded'`)
-		Expect(admin.stillLoaded()).To(BeTrue(), "the campaign page was reloaded")
-		Expect(admin.text("#progress")).To(Equal("12/12"))
-		Expect(admin.text(`tr.failed-site[data-site="` + failing + `"]`)).To(ContainSubstring("simulated host failure"))
-		Expect(admin.count("#pause, #resume, #abort")).To(BeZero(), "brakes on an ended campaign")
+		admin.MarkLoaded()
+		admin.WaitFor("the campaign's end", `document.querySelector('#phase')?.textContent === 'PartiallySucceeded'`)
+		Expect(admin.StillLoaded()).To(BeTrue(), "the campaign page was reloaded")
+		Expect(admin.Text("#progress")).To(Equal("12/12"))
+		Expect(admin.Text(`tr.failed-site[data-site="` + failing + `"]`)).To(ContainSubstring("simulated host failure"))
+		Expect(admin.Count("#pause, #resume, #abort")).To(BeZero(), "brakes on an ended campaign")
 		Expect(campaign(ctx, campaignName).Status.Phase).To(Equal(fleetv1.CampaignPartiallySucceeded))
-		admin.screenshot("campaign")
+		admin.Screenshot("campaign")
 
 		By("the failed site's page: Degraded, why, and its operation history")
-		admin.click(`tr.failed-site[data-site="` + failing + `"] a`)
-		Expect(admin.text(".headline")).To(And(ContainSubstring("Degraded"), ContainSubstring("OperationFailed"), ContainSubstring("simulated host failure")))
-		Expect(admin.text("#operation-phase")).To(Equal("Failed"))
-		Expect(admin.text("#history")).To(And(ContainSubstring("OperationInProgress"), ContainSubstring("OperationFailed")))
+		admin.Click(`tr.failed-site[data-site="` + failing + `"] a`)
+		Expect(admin.Text(".headline")).To(And(ContainSubstring("Degraded"), ContainSubstring("OperationFailed"), ContainSubstring("simulated host failure")))
+		Expect(admin.Text("#operation-phase")).To(Equal("Failed"))
+		Expect(admin.Text("#history")).To(And(ContainSubstring("OperationInProgress"), ContainSubstring("OperationFailed")))
 	})
 
 	It("shows a site cut off as Unreachable, not failed, while the rest of the page stays current", func(ctx context.Context) {
-		admin.open(base, "/ui/?namespace="+ns)
-		admin.markLoaded()
-		admin.waitFor("the failed store as the only problem", `document.querySelector('[data-state="Degraded"] .count')?.textContent === '1' &&
+		admin.Open(base, "/ui/?namespace="+ns)
+		admin.MarkLoaded()
+		admin.WaitFor("the failed store as the only problem", `document.querySelector('[data-state="Degraded"] .count')?.textContent === '1' &&
 			document.querySelector('[data-state="Unreachable"] .count')?.textContent === '0'`)
 
 		By("killing far's API server, as a power cut would")
 		Expect(fleet.Sites["far"].KillAPIServer()).To(Succeed())
-		admin.waitFor(far+" Unreachable, and still one Degraded", fmt.Sprintf(`document.querySelector('[data-state="Unreachable"] .count')?.textContent === '1' &&
+		admin.WaitFor(far+" Unreachable, and still one Degraded", fmt.Sprintf(`document.querySelector('[data-state="Unreachable"] .count')?.textContent === '1' &&
 			document.querySelector('[data-state="Degraded"] .count')?.textContent === '1' &&
 			(document.querySelector('tr.problem[data-site="%s"]')?.textContent ?? '').includes('Unreachable')`, far))
 
 		By("registering another store: the overview counts it, still without a reload")
 		_, err := fleet.RegisterSimulatedSites(ctx, fleet.Sites["sim"], ns, "late", 1, "r1", nil)
 		Expect(err).NotTo(HaveOccurred())
-		admin.waitFor("14 sites, the new one Ready", `document.querySelector('#total')?.textContent === '14' &&
+		admin.WaitFor("14 sites, the new one Ready", `document.querySelector('#total')?.textContent === '14' &&
 			document.querySelector('[data-state="Ready"] .count')?.textContent === '12'`)
-		Expect(admin.stillLoaded()).To(BeTrue(), "the overview was reloaded")
-		Expect(admin.text(`[data-state="Unreachable"] .count`)).To(Equal("1"))
-		admin.screenshot("overview-unreachable")
+		Expect(admin.StillLoaded()).To(BeTrue(), "the overview was reloaded")
+		Expect(admin.Text(`[data-state="Unreachable"] .count`)).To(Equal("1"))
+		admin.Screenshot("overview-unreachable")
 
 		By("the site's own page says so, and keeps its last report")
-		admin.open(base, "/ui/sites/"+ns+"/"+far)
-		Expect(admin.text(".headline")).To(ContainSubstring("Unreachable"))
-		Expect(admin.text("#cluster")).To(ContainSubstring("as last reported"))
-		admin.open(base, "/ui/sites?namespace="+ns+"&state=Unreachable")
-		Expect(admin.count("#site-table tbody tr.site")).To(Equal(1))
-		Expect(admin.text(`tr.site[data-site="` + far + `"]`)).To(ContainSubstring("Unreachable"))
+		admin.Open(base, "/ui/sites/"+ns+"/"+far)
+		Expect(admin.Text(".headline")).To(ContainSubstring("Unreachable"))
+		Expect(admin.Text("#cluster")).To(ContainSubstring("as last reported"))
+		admin.Open(base, "/ui/sites?namespace="+ns+"&state=Unreachable")
+		Expect(admin.Count("#site-table tbody tr.site")).To(Equal(1))
+		Expect(admin.Text(`tr.site[data-site="` + far + `"]`)).To(ContainSubstring("Unreachable"))
 	})
 
 	It("shows a site's local controller logs to who may read them, following new lines; others get 403, an unreachable site an error", func(ctx context.Context) {
@@ -267,26 +268,26 @@ var _ = Describe("The web UI", Ordered, func() {
 		simLog.Info("distinctive line <b>"+mark+"</b>", uberzap.String("site", "store-00001"), uberzap.Int("attempt", 3))
 
 		By("the admin shows the local controller's lines on a store's page")
-		admin := newUser(browser, "admin reading logs") // signed in here: the spec also runs alone
-		admin.signIn(base, adminToken)
-		admin.open(base, "/ui/sites/"+ns+"/store-00001")
-		admin.click0("#log-show")
-		admin.waitFor("the distinctive line, rendered", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l =>
+		admin := chromium.NewUser(browser, "admin reading logs") // signed in here: the spec also runs alone
+		admin.SignIn(base, adminToken)
+		admin.Open(base, "/ui/sites/"+ns+"/store-00001")
+		admin.Click0("#log-show")
+		admin.WaitFor("the distinctive line, rendered", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l =>
 			/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO sim distinctive line <b>%s<\/b> site=store-00001 attempt=3$/.test(l.textContent))`, mark))
-		Expect(admin.count("#log-lines-shown b")).To(BeZero(), "a log line's markup was rendered")
-		admin.screenshot("site-logs")
+		Expect(admin.Count("#log-lines-shown b")).To(BeZero(), "a log line's markup was rendered")
+		admin.Screenshot("site-logs")
 
 		By("following: a line logged after the panel opened is appended, once")
-		admin.click0("#log-follow")
+		admin.Click0("#log-follow")
 		simLog.Info("followed line " + mark)
-		admin.waitFor("the followed line", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l => l.textContent.includes('followed line %s'))`, mark))
-		Expect(eval[int](admin, fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].filter(l => l.textContent.includes('distinctive line <b>%s')).length`, mark))).To(Equal(1))
-		admin.click0("#log-follow")
+		admin.WaitFor("the followed line", fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].some(l => l.textContent.includes('followed line %s'))`, mark))
+		Expect(chromium.Eval[int](admin, fmt.Sprintf(`[...document.querySelectorAll('#log-lines-shown .log-line')].filter(l => l.textContent.includes('distinctive line <b>%s')).length`, mark))).To(Equal(1))
+		admin.Click0("#log-follow")
 
 		By("a site operator of far only gets 403 on a store's log route")
-		operator := newUser(browser, "far's operator")
-		operator.signIn(base, siteOperatorToken(ctx, "far-operator", []string{far}))
-		Expect(eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00001/log').then(r => r.status)`)).To(Equal(http.StatusForbidden))
+		operator := chromium.NewUser(browser, "far's operator")
+		operator.SignIn(base, siteOperatorToken(ctx, "far-operator", []string{far}))
+		Expect(chromium.Eval[int](operator, `fetch('/ui/sites/`+ns+`/store-00001/log').then(r => r.status)`)).To(Equal(http.StatusForbidden))
 
 		By("a viewer of far, cut off, sees why in the panel")
 		site := &fleetv1.Site{}
@@ -294,18 +295,18 @@ var _ = Describe("The web UI", Ordered, func() {
 		if !apimeta.IsStatusConditionFalse(site.Status.Conditions, fleetv1.SiteReachableCondition) {
 			Expect(fleet.Sites["far"].KillAPIServer()).To(Succeed()) // this spec runs alone
 		}
-		viewer := newUser(browser, "viewer")
-		viewer.signIn(base, viewerToken)
-		viewer.open(base, "/ui/sites/"+ns+"/"+far)
-		viewer.click0("#log-show")
-		viewer.waitFor("the error, with the server's message", `document.querySelector('#log-status.error')?.textContent.includes('Cannot show the logs: site `+ns+`/`+far+`')`)
-		Expect(viewer.count("#log-lines-shown .log-line")).To(BeZero())
-		viewer.screenshot("site-logs-unreachable")
+		viewer := chromium.NewUser(browser, "viewer")
+		viewer.SignIn(base, viewerToken)
+		viewer.Open(base, "/ui/sites/"+ns+"/"+far)
+		viewer.Click0("#log-show")
+		viewer.WaitFor("the error, with the server's message", `document.querySelector('#log-status.error')?.textContent.includes('Cannot show the logs: site `+ns+`/`+far+`')`)
+		Expect(viewer.Count("#log-lines-shown .log-line")).To(BeZero())
+		viewer.Screenshot("site-logs-unreachable")
 	})
 })
 
 // done is the number of finished sites the campaign page shows.
-func done(u *user) int {
+func done(u *chromium.User) int {
 	GinkgoHelper()
-	return eval[int](u, `parseInt(document.querySelector('#progress')?.textContent) || 0`)
+	return chromium.Eval[int](u, `parseInt(document.querySelector('#progress')?.textContent) || 0`)
 }
