@@ -33,7 +33,7 @@ func TestKubernetesAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	const prefix = "edgefleet/site-a"
-	if err := v.KubernetesRole(ctx, "bpa-site-a", ns, "bpa", "edgefleet-bpa-site-a", secrets.VaultPolicy("secret", prefix), 5*time.Second, 15*time.Second); err != nil {
+	if err := v.KubernetesRole(ctx, "bpa-site-a", ns, "bpa", "edgefleet-bpa-site-a", secrets.VaultPolicy("secret", prefix), 10*time.Second, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -74,8 +74,11 @@ func TestKubernetesAuth(t *testing.T) {
 		}
 	}
 
-	// Past max_ttl (15s) the component still reads its secrets: renewed, then logged in again.
-	testutil.WaitFor(t, 45*time.Second, "a renewal and a re-login after max_ttl", func() (bool, string) {
+	// Past max_ttl (30s) the component still reads its secrets: renewed, then logged in again.
+	// The token's watcher hands over to the new login with 10-20 % of the token's TTL left
+	// (vault/api's grace): with a TTL of 5 s, a login slowed by a loaded machine (Vault asking
+	// the API server's TokenReview) once took longer than that, and a read in between was 403.
+	testutil.WaitFor(t, 90*time.Second, "a renewal and a re-login after max_ttl", func() (bool, string) {
 		st := s.Stats()
 		if st.Renewals >= 1 && st.Expired >= 1 && st.Logins >= 2 {
 			return true, ""
