@@ -479,7 +479,7 @@ func TestReconcilerPhases(t *testing.T) {
 		before := len(hosts.Log())
 		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: lonely, Name: "lonely"})
 		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
-		if !strings.Contains(st.Message, "lonely comes after nowhere, which the cluster's packages do not include") {
+		if !strings.Contains(st.Message, "lonely comes after nowhere, which is not among the packages") {
 			t.Errorf("message %q", st.Message)
 		}
 		if ran := hosts.Log()[before:]; len(ran) != 0 {
