@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
@@ -40,6 +41,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
@@ -484,7 +486,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		defer stop()
-		deps.Artifacts = storeDigests{store}
+		deps.Artifacts = storeContent{store}
 	}
 	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
 		return err
@@ -526,7 +528,7 @@ type Dependencies struct {
 	CampaignMetrics *campaign.Metrics
 	// Artifacts is the artifact store releases are checked against; nil when the artifact API
 	// is disabled.
-	Artifacts release.Artifacts
+	Artifacts ArtifactStore
 	// Sites keeps the clients of the sites, shared by the site reconciler (which connects
 	// them) and the kubeconfig API; a new cache when nil.
 	Sites *siteclient.Cache
@@ -598,10 +600,17 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	return nil
 }
 
-// storeDigests answers the release reconciler from the artifact store.
-type storeDigests struct{ store *artifacts.Store }
+// ArtifactStore is what Releases are checked against: at admission (webhooks.Artifacts) and by
+// the release reconciler (release.Artifacts).
+type ArtifactStore interface {
+	release.Artifacts
+	webhooks.Artifacts
+}
 
-func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error) {
+// storeContent answers the release webhook and reconciler from the artifact store.
+type storeContent struct{ store *artifacts.Store }
+
+func (s storeContent) HasDigest(ctx context.Context, sha256 string) (bool, error) {
 	_, err := s.store.OpenBlob(ctx, sha256)
 	switch {
 	case errors.Is(err, artifacts.ErrNotFound):
@@ -610,4 +619,16 @@ func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error
 		return false, err
 	}
 	return true, nil
+}
+
+func (s storeContent) KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error) {
+	return s.store.KindsOf(ctx, sha256)
+}
+
+func (s storeContent) Manifest(ctx context.Context, sha256 string) (*packages.Manifest, error) {
+	m, err := s.store.Manifest(ctx, sha256)
+	if errors.Is(err, artifacts.ErrNotFound) {
+		return nil, nil
+	}
+	return m, err
 }

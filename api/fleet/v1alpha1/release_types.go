@@ -11,7 +11,8 @@ import (
 // Release conditions.
 const (
 	// ReleaseReadyCondition is True when every artifact the release names is in the artifact
-	// store; a campaign does not start with a release that is not Ready.
+	// store, each of the kind its field names, and its packages go together; a campaign does
+	// not start with a release that is not Ready.
 	ReleaseReadyCondition = "Ready"
 )
 
@@ -22,6 +23,13 @@ const (
 	// ReasonArtifactsMissing means some digests of the release are not in the artifact store
 	// (deleted after the release was admitted); the message names them.
 	ReasonArtifactsMissing = "ArtifactsMissing"
+	// ReasonWrongArtifactKind means a digest of the release is stored, but as no artifact of
+	// the kind its field names (a chart's digest among the packages); the message names each.
+	ReasonWrongArtifactKind = "WrongArtifactKind"
+	// ReasonPackagesConflict means the release's packages cannot go together on any cluster
+	// (a package's manifest comes after a package the release lacks, two versions of one
+	// package, a cycle): every site's BPA would refuse them. The message names the packages.
+	ReasonPackagesConflict = "PackagesConflict"
 )
 
 // ReleaseSpec is what a site's application cluster runs: each artifact by its digest in the

@@ -1,0 +1,108 @@
+package release
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/packages"
+)
+
+// Stored is what the artifact store holds with one sha256.
+type Stored struct {
+	// Kinds of the artifacts with this content; none when the store does not hold it.
+	Kinds []restv1.ArtifactKind
+	// Manifest is the binary package's manifest, read from the content when Kinds holds
+	// binary-package.
+	Manifest *packages.Manifest
+}
+
+// Verdict is what Check decides: the release's Ready condition.
+type Verdict struct {
+	Status          metav1.ConditionStatus
+	Reason, Message string
+}
+
+// Check decides whether a release can be rolled out from what the store holds of each of its
+// digests (stored, by sha256; the manifest of every binary-package the release names as a
+// package is given): every digest stored (else ArtifactsMissing), each an artifact of the kind
+// its field names (else WrongArtifactKind), and packages that go together on any cluster —
+// their manifests' after lists name only packages of the release, one version of each, without
+// a cycle (else PackagesConflict: every site's BPA would refuse them). Which hosts run the
+// packages is known only at a site; a Ready release's message names the packages that need
+// worker hosts. The same inputs give the same verdict.
+func Check(spec *fleetv1.ReleaseSpec, stored map[string]Stored) Verdict {
+	var missing []string
+	for _, a := range spec.Artifacts() {
+		if len(stored[a.SHA256].Kinds) == 0 {
+			missing = append(missing, "sha256:"+a.SHA256)
+		}
+	}
+	if len(missing) > 0 {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing,
+			fmt.Sprintf("not in the artifact store: %s; upload them (edgefleet artifact upload)", strings.Join(missing, ", "))}
+	}
+	if wrong := wrongKinds(spec, stored); len(wrong) > 0 {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonWrongArtifactKind,
+			strings.Join(wrong, "; ") + "; upload the artifact as its kind (edgefleet artifact upload --kind) or create a new Release naming an artifact of that kind (edgefleet artifact list --kind)"}
+	}
+	ms := make([]*packages.Manifest, len(spec.Packages))
+	for i, p := range spec.Packages {
+		ms[i] = stored[p.SHA256].Manifest
+	}
+	if _, err := packages.Levels(ms); err != nil {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonPackagesConflict,
+			fmt.Sprintf("spec.packages: %v: every site's BPA would refuse them; create a new Release whose packages' after lists name only packages it holds, with one version of each and no cycle", err)}
+	}
+	msg := "every artifact of the release is in the artifact store"
+	var workers []string
+	for _, m := range ms {
+		if m.Hosts == packages.HostsWorker {
+			workers = append(workers, m.Name)
+		}
+	}
+	if len(workers) > 0 {
+		msg += fmt.Sprintf("; package(s) %s run on worker hosts only: a site without a worker Host fails this release", strings.Join(workers, ", "))
+	}
+	return Verdict{metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, msg}
+}
+
+// wrongKinds names, field by field, the digests no artifact of the field's kind has.
+func wrongKinds(spec *fleetv1.ReleaseSpec, stored map[string]Stored) []string {
+	var wrong []string
+	check := func(field string, a sitev1.ArtifactRef, want restv1.ArtifactKind) {
+		kinds := stored[a.SHA256].Kinds
+		if slices.Contains(kinds, want) {
+			return
+		}
+		name := ""
+		if a.Name != "" {
+			name = " (" + a.Name + ")"
+		}
+		is := make([]string, len(kinds))
+		for i, k := range kinds {
+			is[i] = string(k)
+		}
+		wrong = append(wrong, fmt.Sprintf("%s%s sha256:%s is stored as %s, not as %s", field, name, a.SHA256, strings.Join(is, " and "), want))
+	}
+	check("spec.osImage", sitev1.ArtifactRef{SHA256: spec.OSImage.SHA256}, restv1.KindOSImage)
+	for _, f := range []struct {
+		field string
+		refs  []sitev1.ArtifactRef
+		kind  restv1.ArtifactKind
+	}{
+		{"spec.packages", spec.Packages, restv1.KindBinaryPackage},
+		{"spec.charts", spec.Charts, restv1.KindHelmChart},
+		{"spec.images", spec.Images, restv1.KindContainerImageArchive},
+	} {
+		for i, a := range f.refs {
+			check(fmt.Sprintf("%s[%d]", f.field, i), a, f.kind)
+		}
+	}
+	return wrong
+}
