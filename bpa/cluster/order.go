@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
 	"github.com/edgefleet/edgefleet/pkg/packages"
@@ -40,4 +41,26 @@ func Ordered(pkgs []install.Package) ([]install.Package, error) {
 		return nil, err
 	}
 	return slices.Concat(levels...), nil
+}
+
+// Placed checks that each of a cluster's packages has a host to run on: a package for worker
+// hosts (its manifest's hosts) needs a cluster with one — workers counts the cluster's worker
+// hosts, provisioned yet or not; every cluster has a control-plane host. A package whose
+// requirement the cluster does not meet (kms: whether it has the KMS plugin) is left out, and
+// not checked. The error names the packages and the fix.
+func Placed(pkgs []install.Package, workers int, kms bool) error {
+	if workers > 0 {
+		return nil
+	}
+	var hostless []string
+	for _, p := range pkgs {
+		if m := p.Manifest; m.Hosts == packages.HostsWorker && m.Requires.Met(kms) {
+			hostless = append(hostless, m.Name)
+		}
+	}
+	if len(hostless) == 0 {
+		return nil
+	}
+	return fmt.Errorf("packages: %s run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site, or roll out a Release without them",
+		strings.Join(hostless, ", "))
 }

@@ -131,6 +131,44 @@ func TestLevels(t *testing.T) {
 	}
 }
 
+// TestPlaced: a package for worker hosts needs a cluster with one, unless the cluster leaves
+// it out (a requirement it does not meet); packages for the control plane or all hosts always
+// have one.
+func TestPlaced(t *testing.T) {
+	on := func(name string, hosts packages.HostSelector, requires packages.Requirement) install.Package {
+		p := manifestPkg(name)
+		p.Manifest.Hosts, p.Manifest.Requires = hosts, requires
+		return p
+	}
+	stack := []install.Package{on("etcd", packages.HostsControlPlane, ""), on("kubelet", packages.HostsAll, ""), on("proxy", "", "")}
+	for _, tc := range []struct {
+		name    string
+		pkgs    []install.Package
+		workers int
+		kms     bool
+		want    string
+	}{
+		{"control plane and all hosts, no worker", stack, 0, false, ""},
+		{"a package for workers, with a worker", append(slices.Clone(stack), on("hello", packages.HostsWorker, "")), 1, false, ""},
+		{"packages for workers, no worker", append(slices.Clone(stack), on("hello", packages.HostsWorker, ""), on("agent", packages.HostsWorker, packages.RequiresKMS)), 0, true,
+			"packages: hello, agent run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site"},
+		{"a package for workers the cluster leaves out", append(slices.Clone(stack), on("agent", packages.HostsWorker, packages.RequiresKMS)), 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := cluster.Placed(tc.pkgs, tc.workers, tc.kms)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestNodePodCIDR(t *testing.T) {
 	for _, tc := range []struct {
 		podCIDR, ip, want string

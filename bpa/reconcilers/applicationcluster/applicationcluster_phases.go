@@ -46,8 +46,9 @@ type work struct {
 	recheck bool
 }
 
-// specError is a spec the BPA cannot carry out as it is (packages that cannot go together): it
-// fails the cluster until the spec changes, rather than being retried.
+// specError is a spec the BPA cannot carry out as it is (packages that cannot go together, or
+// that no host of the cluster runs): it fails the cluster until the spec changes, rather than
+// being retried. Its message says what to fix.
 type specError struct{ error }
 
 func (e *specError) Unwrap() error { return e.error }
@@ -61,7 +62,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	pkgs, err := w.packages(ctx)
 	if serr := (*specError)(nil); errors.As(err, &serr) {
-		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()+"; fix the Release's packages"
+		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -345,7 +346,8 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 }
 
 // packages reads the cluster's packages from the site cache, in install order (their
-// manifests' after lists).
+// manifests' after lists); packages that cannot go together, or that no host of the cluster
+// runs, are a specError.
 func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
@@ -361,7 +363,12 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	}
 	ordered, err := cluster.Ordered(pkgs)
 	if err != nil {
-		return nil, &specError{fmt.Errorf("spec.%w", err)} // "spec.packages: …"
+		return nil, &specError{fmt.Errorf("spec.%w; fix the Release's packages", err)} // "spec.packages: …"
+	}
+	// The cluster runs the packages whose requirement it meets: KMS ones where the BPA has a
+	// Vault for its clusters (spec.KMS in run).
+	if err := cluster.Placed(ordered, workers(w.ac.Spec.Hosts), w.r.KMS != nil); err != nil {
+		return nil, &specError{fmt.Errorf("spec.%w", err)}
 	}
 	return ordered, nil
 }
