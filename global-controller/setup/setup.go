@@ -528,7 +528,7 @@ type Dependencies struct {
 	CampaignMetrics *campaign.Metrics
 	// Artifacts is the artifact store releases are checked against; nil when the artifact API
 	// is disabled.
-	Artifacts ArtifactStore
+	Artifacts release.Artifacts
 	// Sites keeps the clients of the sites, shared by the site reconciler (which connects
 	// them) and the kubeconfig API; a new cache when nil.
 	Sites *siteclient.Cache
@@ -600,26 +600,8 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	return nil
 }
 
-// ArtifactStore is what Releases are checked against: at admission (webhooks.Artifacts) and by
-// the release reconciler (release.Artifacts).
-type ArtifactStore interface {
-	release.Artifacts
-	webhooks.Artifacts
-}
-
 // storeContent answers the release webhook and reconciler from the artifact store.
 type storeContent struct{ store *artifacts.Store }
-
-func (s storeContent) HasDigest(ctx context.Context, sha256 string) (bool, error) {
-	_, err := s.store.OpenBlob(ctx, sha256)
-	switch {
-	case errors.Is(err, artifacts.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
-}
 
 func (s storeContent) KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error) {
 	return s.store.KindsOf(ctx, sha256)

@@ -1,10 +1,14 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
@@ -74,6 +78,50 @@ type ReleaseSpec struct {
 // images.
 func (s *ReleaseSpec) Artifacts() []sitev1.ArtifactRef {
 	return sitev1.UniqueArtifacts(append([]sitev1.ArtifactRef{{SHA256: s.OSImage.SHA256, Name: "os-image"}}, slices.Concat(s.Packages, s.Charts, s.Images)...))
+}
+
+// ReleaseArtifact is one artifact a ReleaseSpec names: the field naming it, the reference, and
+// the kind of artifact the field takes.
+// +kubebuilder:object:generate=false
+type ReleaseArtifact struct {
+	// Path is the field, e.g. spec.packages[1].
+	Path *field.Path
+	Ref  sitev1.ArtifactRef
+	Kind restv1.ArtifactKind
+}
+
+// KindMismatch says why content stored as artifacts of kinds does not fit the field, e.g.
+// "stored as helm-chart, not as binary-package"; "" when it does (one of kinds is the field's).
+func (a ReleaseArtifact) KindMismatch(kinds []restv1.ArtifactKind) string {
+	if slices.Contains(kinds, a.Kind) {
+		return ""
+	}
+	is := make([]string, len(kinds))
+	for i, k := range kinds {
+		is[i] = string(k)
+	}
+	return fmt.Sprintf("stored as %s, not as %s", strings.Join(is, " and "), a.Kind)
+}
+
+// ArtifactFields lists the artifacts the release names, field by field (a digest named by two
+// fields is listed twice), in the order OS image, packages, charts, images.
+func (s *ReleaseSpec) ArtifactFields() []ReleaseArtifact {
+	spec := field.NewPath("spec")
+	out := []ReleaseArtifact{{spec.Child("osImage"), sitev1.ArtifactRef{SHA256: s.OSImage.SHA256, Name: "os-image"}, restv1.KindOSImage}}
+	for _, list := range []struct {
+		name string
+		refs []sitev1.ArtifactRef
+		kind restv1.ArtifactKind
+	}{
+		{"packages", s.Packages, restv1.KindBinaryPackage},
+		{"charts", s.Charts, restv1.KindHelmChart},
+		{"images", s.Images, restv1.KindContainerImageArchive},
+	} {
+		for i, a := range list.refs {
+			out = append(out, ReleaseArtifact{spec.Child(list.name).Index(i), a, list.kind})
+		}
+	}
+	return out
 }
 
 // ReleaseStatus says whether the release can be rolled out.

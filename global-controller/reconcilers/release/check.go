@@ -2,14 +2,12 @@ package release
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
-	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
@@ -75,34 +73,16 @@ func Check(spec *fleetv1.ReleaseSpec, stored map[string]Stored) Verdict {
 // wrongKinds names, field by field, the digests no artifact of the field's kind has.
 func wrongKinds(spec *fleetv1.ReleaseSpec, stored map[string]Stored) []string {
 	var wrong []string
-	check := func(field string, a sitev1.ArtifactRef, want restv1.ArtifactKind) {
-		kinds := stored[a.SHA256].Kinds
-		if slices.Contains(kinds, want) {
-			return
+	for _, a := range spec.ArtifactFields() {
+		mismatch := a.KindMismatch(stored[a.Ref.SHA256].Kinds)
+		if mismatch == "" {
+			continue
 		}
 		name := ""
-		if a.Name != "" {
-			name = " (" + a.Name + ")"
+		if a.Ref.Name != "" && a.Kind != restv1.KindOSImage {
+			name = " (" + a.Ref.Name + ")"
 		}
-		is := make([]string, len(kinds))
-		for i, k := range kinds {
-			is[i] = string(k)
-		}
-		wrong = append(wrong, fmt.Sprintf("%s%s sha256:%s is stored as %s, not as %s", field, name, a.SHA256, strings.Join(is, " and "), want))
-	}
-	check("spec.osImage", sitev1.ArtifactRef{SHA256: spec.OSImage.SHA256}, restv1.KindOSImage)
-	for _, f := range []struct {
-		field string
-		refs  []sitev1.ArtifactRef
-		kind  restv1.ArtifactKind
-	}{
-		{"spec.packages", spec.Packages, restv1.KindBinaryPackage},
-		{"spec.charts", spec.Charts, restv1.KindHelmChart},
-		{"spec.images", spec.Images, restv1.KindContainerImageArchive},
-	} {
-		for i, a := range f.refs {
-			check(fmt.Sprintf("%s[%d]", f.field, i), a, f.kind)
-		}
+		wrong = append(wrong, fmt.Sprintf("%s%s sha256:%s is %s", a.Path, name, a.Ref.SHA256, mismatch))
 	}
 	return wrong
 }
