@@ -130,10 +130,12 @@ type Options struct {
 	CampaignDispatchConcurrency int
 	// CampaignResync is how often an unfinished campaign is looked at without any event.
 	CampaignResync time.Duration
-	// ReleaseRecheck is how often a release with missing artifacts is checked again.
+	// ReleaseRecheck is how often a release with missing artifacts, or artifacts of the wrong
+	// kind, is checked again.
 	ReleaseRecheck time.Duration
-	// WebhookPort serves the admission webhooks (a Release naming missing artifacts is
-	// refused); 0 disables them. They need the artifact store, so the artifact API too.
+	// WebhookPort serves the admission webhooks (a Release naming missing artifacts, or
+	// artifacts of another kind than its field takes, is refused); 0 disables them. They need
+	// the artifact store, so the artifact API too.
 	WebhookPort int
 	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
 	WebhookCertDir string
@@ -279,7 +281,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.CampaignConcurrency, "campaign-concurrency", o.CampaignConcurrency, "Campaigns reconciled in parallel.")
 	fs.IntVar(&o.CampaignDispatchConcurrency, "campaign-dispatch-concurrency", o.CampaignDispatchConcurrency, "Site patches in flight at once for each campaign.")
 	fs.DurationVar(&o.CampaignResync, "campaign-resync-interval", o.CampaignResync, "How often an unfinished campaign is looked at without any event.")
-	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
+	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts, or artifacts of the wrong kind, is checked again.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
 	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")

@@ -35,19 +35,8 @@ type Verdict struct {
 // packages is known only at a site; a Ready release's message names the packages that need
 // worker hosts. The same inputs give the same verdict.
 func Check(spec *fleetv1.ReleaseSpec, stored map[string]Stored) Verdict {
-	var missing []string
-	for _, a := range spec.Artifacts() {
-		if len(stored[a.SHA256].Kinds) == 0 {
-			missing = append(missing, "sha256:"+a.SHA256)
-		}
-	}
-	if len(missing) > 0 {
-		return Verdict{metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing,
-			fmt.Sprintf("not in the artifact store: %s; upload them (edgefleet artifact upload)", strings.Join(missing, ", "))}
-	}
-	if wrong := wrongKinds(spec, stored); len(wrong) > 0 {
-		return Verdict{metav1.ConditionFalse, fleetv1.ReasonWrongArtifactKind,
-			strings.Join(wrong, "; ") + "; upload the artifact as its kind (edgefleet artifact upload --kind) or create a new Release naming an artifact of that kind (edgefleet artifact list --kind)"}
+	if v, ok := checkKinds(spec, stored); !ok {
+		return v
 	}
 	ms := make([]*packages.Manifest, len(spec.Packages))
 	for i, p := range spec.Packages {
@@ -68,6 +57,26 @@ func Check(spec *fleetv1.ReleaseSpec, stored map[string]Stored) Verdict {
 		msg += fmt.Sprintf("; package(s) %s run on worker hosts only: a site without a worker Host fails this release", strings.Join(workers, ", "))
 	}
 	return Verdict{metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, msg}
+}
+
+// checkKinds is Check's verdict on the kinds alone: not ok when a digest is missing or no
+// artifact of its field's kind; then the manifests are not needed.
+func checkKinds(spec *fleetv1.ReleaseSpec, stored map[string]Stored) (Verdict, bool) {
+	var missing []string
+	for _, a := range spec.Artifacts() {
+		if len(stored[a.SHA256].Kinds) == 0 {
+			missing = append(missing, "sha256:"+a.SHA256)
+		}
+	}
+	if len(missing) > 0 {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing,
+			fmt.Sprintf("not in the artifact store: %s; upload them (edgefleet artifact upload)", strings.Join(missing, ", "))}, false
+	}
+	if wrong := wrongKinds(spec, stored); len(wrong) > 0 {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonWrongArtifactKind,
+			strings.Join(wrong, "; ") + "; upload the artifact as its kind (edgefleet artifact upload --kind) or create a new Release naming an artifact of that kind (edgefleet artifact list --kind)"}, false
+	}
+	return Verdict{}, true
 }
 
 // wrongKinds names, field by field, the digests no artifact of the field's kind has.

@@ -104,8 +104,9 @@ func (r *Reconciler) reconcileArtifacts(ctx context.Context, rel *fleetv1.Releas
 	return v.Status == metav1.ConditionTrue || v.Reason == fleetv1.ReasonPackagesConflict, nil
 }
 
-// stored reads what the store holds of each digest of the release, and the manifest of each
-// binary package among its packages.
+// stored reads what the store holds of each digest of the release and, once each is there as
+// its field's kind (a release waiting for uploads reads no manifest), the manifest of each of
+// its packages.
 func (r *Reconciler) stored(ctx context.Context, rel *fleetv1.Release) (map[string]Stored, error) {
 	stored := map[string]Stored{}
 	for _, d := range index.ReleaseDigests(rel) {
@@ -115,11 +116,11 @@ func (r *Reconciler) stored(ctx context.Context, rel *fleetv1.Release) (map[stri
 		}
 		stored[d] = Stored{Kinds: kinds}
 	}
+	if _, ok := checkKinds(&rel.Spec, stored); !ok {
+		return stored, nil
+	}
 	for _, p := range rel.Spec.Packages {
 		st := stored[p.SHA256]
-		if !slices.Contains(st.Kinds, restv1.KindBinaryPackage) {
-			continue
-		}
 		m, err := r.Artifacts.Manifest(ctx, p.SHA256)
 		if err != nil {
 			return nil, fmt.Errorf("read the manifest of package sha256:%s of release %s: %w", p.SHA256, client.ObjectKeyFromObject(rel), err)
