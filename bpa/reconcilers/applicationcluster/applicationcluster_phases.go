@@ -61,8 +61,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
 	}
 	pkgs, err := w.packages(ctx)
-	if serr := (*specError)(nil); errors.As(err, &serr) {
-		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()
+	if w.refused(err) {
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -70,6 +69,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	if err := w.leave(ctx, pkgs); err != nil {
 		return ctrl.Result{}, err
+	}
+	// After the leaves: a host going is never held back by a package left without a host.
+	if w.refused(w.placed(pkgs)) {
+		return ctrl.Result{}, nil
 	}
 	set, err := w.hosts(ctx)
 	if err != nil {
@@ -346,8 +349,7 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 }
 
 // packages reads the cluster's packages from the site cache, in install order (their
-// manifests' after lists); packages that cannot go together, or that no host of the cluster
-// runs, are a specError.
+// manifests' after lists); packages that cannot go together are a specError.
 func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
@@ -365,12 +367,26 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	if err != nil {
 		return nil, &specError{fmt.Errorf("spec.%w; fix the Release's packages", err)} // "spec.packages: …"
 	}
-	// The cluster runs the packages whose requirement it meets: KMS ones where the BPA has a
-	// Vault for its clusters (spec.KMS in run).
-	if err := cluster.Placed(ordered, workers(w.ac.Spec.Hosts), w.r.KMS != nil); err != nil {
-		return nil, &specError{fmt.Errorf("spec.%w", err)}
-	}
 	return ordered, nil
+}
+
+// placed is a specError when a package of the cluster has no host of its spec to run on. The
+// cluster runs the packages whose requirement it meets: the KMS ones where the BPA has a Vault
+// for its clusters (spec.KMS in run).
+func (w *work) placed(pkgs []install.Package) error {
+	if err := cluster.Placed(pkgs, workers(w.ac.Spec.Hosts), w.r.KMS != nil); err != nil {
+		return &specError{fmt.Errorf("spec.%w", err)}
+	}
+	return nil
+}
+
+// refused fails the cluster when err is a specError, and reports whether it did.
+func (w *work) refused(err error) bool {
+	if serr := (*specError)(nil); !errors.As(err, &serr) {
+		return false
+	}
+	w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()
+	return true
 }
 
 // images are the cluster's container image archives, streamed from the site cache to each

@@ -564,7 +564,19 @@ func TestReconcilerPhases(t *testing.T) {
 	})
 
 	t.Run("a worker's Machine deleted and drained: its packages stop, then the Machine may go", func(t *testing.T) {
+		// As the local controller does, the host leaves the spec first, then its Machine is
+		// deleted. The spec also gains a package for worker hosts, which the cluster then has
+		// none of: it fails, naming the package, but only after the host has left.
+		hello := cache.add(t, packages.Manifest{Name: "hello", Version: "1", Hosts: packages.HostsWorker})
 		before := len(hosts.Log())
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Hosts = slices.DeleteFunc(s.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == "w-0" })
+			s.Packages = append(s.Packages, sitev1.ArtifactRef{SHA256: hello, Name: "hello"})
+		})
+		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+		if want := "spec.packages: hello run on worker hosts only (their manifests' hosts), and the cluster has no worker host"; !strings.HasPrefix(st.Message, want) {
+			t.Errorf("message %q, want it to start with %q", st.Message, want)
+		}
 		deleteDrained(t, "app-w-0")
 		testutil.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
 			a := machine(t, "app-w-0").Annotations
@@ -582,10 +594,11 @@ func TestReconcilerPhases(t *testing.T) {
 		if st := hosts.State("app-w-0", "agent"); st.Active != "" {
 			t.Errorf("w-0's agent %+v, want nothing active", st)
 		}
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: runtime, Name: "runtime"})
+		waitBootstrap(t, ac, "Installed without hello", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
 	})
 
 	t.Run("a second control-plane host joins the running group", func(t *testing.T) {
-		removeHost(t, "w-0")
 		before := len(hosts.Log())
 		provision(t, addHost(t, "cp-1", sitev1.RoleControlPlane, "10.0.0.12"))
 		st := waitBootstrap(t, ac, "2 control-plane nodes", func(st *sitev1.BootstrapStatus) bool {
