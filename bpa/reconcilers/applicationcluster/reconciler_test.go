@@ -682,38 +682,48 @@ func TestReconcilerPhases(t *testing.T) {
 	})
 }
 
-// TestPackageForNoHostFailsTheCluster: a cluster of control-plane hosts only whose packages
-// include one for worker hosts fails at once (Failed, at the spec's generation, naming the
-// package and the fix), before any host is provisioned or touched, instead of waiting.
-func TestPackageForNoHostFailsTheCluster(t *testing.T) {
-	ns := site.Namespace(t)
+// TestSpecsNoHostCanRunFailTheCluster: a cluster of one control-plane host fails at once
+// (Failed, at the spec's generation, naming the package and the fix), before any host is
+// provisioned or touched, instead of waiting, when its packages include one for worker hosts,
+// or content that is no valid package (served whole: its digest matches).
+func TestSpecsNoHostCanRunFailTheCluster(t *testing.T) {
 	db := cache.add(t, packages.Manifest{Name: "db", Version: "1", Hosts: packages.HostsControlPlane})
 	hello := cache.add(t, packages.Manifest{Name: "hello", Version: "1", Hosts: packages.HostsWorker, After: []string{"db"}})
-	ac := &sitev1.ApplicationCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "solo"},
-		Spec: sitev1.ApplicationClusterSpec{
-			KubernetesVersion: "v1.36.3",
-			OSImage:           sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
-			Packages:          []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: hello, Name: "hello"}},
-			Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
-				ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.1.10", Port: 6443}},
-			Hosts: []sitev1.ClusterHost{{Name: "solo-cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: "52:54:00:00:01:00", Address: "10.0.1.10",
-				BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/solo-cp-0", CredentialsName: "solo-cp-0-bmc"}}},
-		},
-	}
-	if err := site.Client.Create(t.Context(), ac); err != nil {
-		t.Fatal(err)
-	}
-	cache.cached(t, ac)
-	st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
-	want := "spec.packages: hello run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site, or roll out a Release without them"
-	if st.Message != want {
-		t.Errorf("message %q, want %q", st.Message, want)
-	}
-	for _, l := range hosts.Log() {
-		if strings.Contains(l, "solo") {
-			t.Errorf("ran %q for a spec it refuses", l)
-		}
+	junk := cache.addBytes([]byte("not a package"))
+	for _, tc := range []struct {
+		name, pkg, want string
+	}{
+		{"for-workers", hello, "spec.packages: hello run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site, or roll out a Release without them"},
+		{"not-a-package", junk, "spec.packages: sha256:" + junk + " is not a valid package (docs/packages.md): package: not gzip-compressed: gzip: invalid header; upload a valid one and roll out a Release naming it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := site.Namespace(t)
+			ac := &sitev1.ApplicationCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name},
+				Spec: sitev1.ApplicationClusterSpec{
+					KubernetesVersion: "v1.36.3",
+					OSImage:           sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
+					Packages:          []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: tc.pkg, Name: "hello"}},
+					Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+						ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.1.10", Port: 6443}},
+					Hosts: []sitev1.ClusterHost{{Name: tc.name + "-cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: "52:54:00:00:01:00", Address: "10.0.1.10",
+						BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/" + tc.name + "-cp-0", CredentialsName: tc.name + "-cp-0-bmc"}}},
+				},
+			}
+			if err := site.Client.Create(t.Context(), ac); err != nil {
+				t.Fatal(err)
+			}
+			cache.cached(t, ac)
+			st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+			if st.Message != tc.want {
+				t.Errorf("message %q, want %q", st.Message, tc.want)
+			}
+			for _, l := range hosts.Log() {
+				if strings.Contains(l, tc.name) {
+					t.Errorf("ran %q for a spec it refuses", l)
+				}
+			}
+		})
 	}
 }
 
