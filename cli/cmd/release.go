@@ -160,15 +160,14 @@ func waitReleaseReady(ctx context.Context, k *kube, p *progress, timeout time.Du
 }
 
 // releaseReadiness says whether rel is Ready and what its Ready condition says; an error when it
-// never will be: its packages conflict (the spec, and the manifests it names by digest, cannot
-// change).
+// never will be (fleetv1.ReleaseNeverReady: its packages conflict or are invalid).
 func releaseReadiness(rel *fleetv1.Release) (bool, string, error) {
 	c := meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
 	if c == nil {
 		return false, fmt.Sprintf("release %s/%s: no Ready condition yet (the global controller has not checked it)", rel.Namespace, rel.Name), nil
 	}
 	state := fmt.Sprintf("release %s/%s: Ready=%s %s: %s", rel.Namespace, rel.Name, c.Status, c.Reason, c.Message)
-	if c.Status == metav1.ConditionFalse && c.Reason == fleetv1.ReasonPackagesConflict && c.ObservedGeneration == rel.Generation {
+	if c.Status == metav1.ConditionFalse && fleetv1.ReleaseNeverReady(c.Reason) && c.ObservedGeneration == rel.Generation {
 		return false, "", fmt.Errorf("release %s/%s will never be Ready: %s", rel.Namespace, rel.Name, c.Message)
 	}
 	return c.Status == metav1.ConditionTrue, state, nil

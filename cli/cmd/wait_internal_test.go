@@ -43,7 +43,8 @@ func TestWaitForTimeout(t *testing.T) {
 }
 
 // TestReleaseReadiness: --wait of a release ends when it is Ready, waits while it is not, and
-// fails at once when its packages conflict at its generation (it never will be Ready).
+// fails at once when its packages conflict or are invalid at its generation (it never will be
+// Ready).
 func TestReleaseReadiness(t *testing.T) {
 	rel := func(status metav1.ConditionStatus, reason string, observed int64) *fleetv1.Release {
 		r := &fleetv1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "edge", Generation: 1}}
@@ -63,6 +64,8 @@ func TestReleaseReadiness(t *testing.T) {
 		{"ready", rel(metav1.ConditionTrue, fleetv1.ReasonArtifactsFound, 1), true, "Ready=True ArtifactsFound", ""},
 		{"artifacts missing", rel(metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing, 1), false, "Ready=False ArtifactsMissing", ""},
 		{"packages conflict", rel(metav1.ConditionFalse, fleetv1.ReasonPackagesConflict, 1), false, "",
+			"release fleet/edge will never be Ready: spec.packages: kube-apiserver comes after etcd, which is not among the packages"},
+		{"a package invalid", rel(metav1.ConditionFalse, fleetv1.ReasonPackageInvalid, 1), false, "",
 			"release fleet/edge will never be Ready: spec.packages: kube-apiserver comes after etcd, which is not among the packages"},
 		{"packages conflicted at an older generation", rel(metav1.ConditionFalse, fleetv1.ReasonPackagesConflict, 0), false, "Ready=False PackagesConflict", ""},
 	} {

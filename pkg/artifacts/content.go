@@ -51,7 +51,8 @@ func (s *Store) checkContent(ctx context.Context, spec restv1.ArtifactSpec, dige
 
 // Manifest reads the manifest of the binary package stored with this sha256 — only the
 // archive's first entry, not its payload (checkContent read it all at upload). An error wraps
-// ErrNotFound when the store does not hold the content.
+// ErrNotFound when the store does not hold the content, and is a *ValidationError (field
+// content) when the content is no valid package (stored before packages were checked).
 func (s *Store) Manifest(ctx context.Context, digest string) (*packages.Manifest, error) {
 	var m *packages.Manifest
 	var invalid error
@@ -59,7 +60,7 @@ func (s *Store) Manifest(ctx context.Context, digest string) (*packages.Manifest
 		return nil, err
 	}
 	if invalid != nil {
-		return nil, fmt.Errorf("sha256:%s: %w", digest, invalid)
+		return nil, &ValidationError{"content", fmt.Sprintf("not a binary package (docs/packages.md): %v", invalid)}
 	}
 	return m, nil
 }

@@ -547,7 +547,8 @@ func digestOf(data []byte) string {
 
 // TestKindsOfAndManifest: KindsOf lists the kinds of the artifacts of a content, each once, and
 // none for content the store lacks; Manifest reads a stored package's manifest alone — also of a
-// package many chunks long — and wraps ErrNotFound for content the store lacks.
+// package many chunks long —, wraps ErrNotFound for content the store lacks, and is a
+// ValidationError of content for content that is no package.
 func TestKindsOfAndManifest(t *testing.T) {
 	s := open(t, newDB(t), artifacts.Options{})
 	data, digest, err := builders.StandInPackage("kubelet", "1.36.3", "amd64", 3*artifacts.ChunkSize, 61)
@@ -572,5 +573,11 @@ func TestKindsOfAndManifest(t *testing.T) {
 	}
 	if _, err := s.Manifest(t.Context(), other); !errors.Is(err, artifacts.ErrNotFound) {
 		t.Errorf("Manifest of content the store lacks: %v, want ErrNotFound", err)
+	}
+	junk, junkDigest := testutil.RandomContent(1000, 62)
+	builders.PutArtifact(t, s, restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "junk", Version: "1", Architecture: "amd64"}, junk)
+	var invalid *artifacts.ValidationError
+	if _, err := s.Manifest(t.Context(), junkDigest); !errors.As(err, &invalid) || invalid.Field != "content" || !strings.Contains(invalid.Message, "not a binary package (docs/packages.md): package: not gzip-compressed") {
+		t.Errorf("Manifest of content that is no package: %v, want a ValidationError of content", err)
 	}
 }

@@ -34,7 +34,16 @@ const (
 	// (a package's manifest comes after a package the release lacks, two versions of one
 	// package, a cycle): every site's BPA would refuse them. The message names the packages.
 	ReasonPackagesConflict = "PackagesConflict"
+	// ReasonPackageInvalid means content a release names as a package is no valid package
+	// (uploaded before the store checked packages); the message names it.
+	ReasonPackageInvalid = "PackageInvalid"
 )
+
+// ReleaseNeverReady reports whether a release that is not Ready for reason never will be: its
+// spec and the content it names by digest cannot change.
+func ReleaseNeverReady(reason string) bool {
+	return reason == ReasonPackagesConflict || reason == ReasonPackageInvalid
+}
 
 // ReleaseSpec is what a site's application cluster runs: each artifact by its digest in the
 // artifact store. A Release is immutable once created: make a new one for a new version.

@@ -16,8 +16,9 @@ type Stored struct {
 	// Kinds of the artifacts with this content; none when the store does not hold it.
 	Kinds []restv1.ArtifactKind
 	// Manifest is the binary package's manifest, read from the content when Kinds holds
-	// binary-package.
+	// binary-package; Invalid says why it could not be, when the content is no valid package.
 	Manifest *packages.Manifest
+	Invalid  string
 }
 
 // Verdict is what Check decides: the release's Ready condition.
@@ -27,20 +28,30 @@ type Verdict struct {
 }
 
 // Check decides whether a release can be rolled out from what the store holds of each of its
-// digests (stored, by sha256; the manifest of every binary-package the release names as a
-// package is given): every digest stored (else ArtifactsMissing), each an artifact of the kind
-// its field names (else WrongArtifactKind), and packages that go together on any cluster —
-// their manifests' after lists name only packages of the release, one version of each, without
-// a cycle (else PackagesConflict: every site's BPA would refuse them). Which hosts run the
-// packages is known only at a site; a Ready release's message names the packages that need
-// worker hosts. The same inputs give the same verdict.
+// digests (stored, by sha256; for every binary-package the release names as a package, its
+// manifest or why it is invalid): every digest stored (else ArtifactsMissing), each an artifact
+// of the kind its field names (else WrongArtifactKind), each package valid (else
+// PackageInvalid: stored before the store checked packages), and packages that go together on
+// any cluster — their manifests' after lists name only packages of the release, one version of
+// each, without a cycle (else PackagesConflict: every site's BPA would refuse them). Which hosts
+// run the packages is known only at a site; a Ready release's message names the packages that
+// need worker hosts. The same inputs give the same verdict.
 func Check(spec *fleetv1.ReleaseSpec, stored map[string]Stored) Verdict {
 	if v, ok := checkKinds(spec, stored); !ok {
 		return v
 	}
+	var invalid []string
 	ms := make([]*packages.Manifest, len(spec.Packages))
 	for i, p := range spec.Packages {
-		ms[i] = stored[p.SHA256].Manifest
+		st := stored[p.SHA256]
+		if st.Invalid != "" {
+			invalid = append(invalid, fmt.Sprintf("spec.packages[%d]%s sha256:%s is %s", i, named(p.Name), p.SHA256, st.Invalid))
+		}
+		ms[i] = st.Manifest
+	}
+	if len(invalid) > 0 {
+		return Verdict{metav1.ConditionFalse, fleetv1.ReasonPackageInvalid,
+			strings.Join(invalid, "; ") + "; upload valid packages and create a new Release naming them"}
 	}
 	if _, err := packages.Levels(ms); err != nil {
 		return Verdict{metav1.ConditionFalse, fleetv1.ReasonPackagesConflict,
@@ -88,10 +99,18 @@ func wrongKinds(spec *fleetv1.ReleaseSpec, stored map[string]Stored) []string {
 			continue
 		}
 		name := ""
-		if a.Ref.Name != "" && a.Kind != restv1.KindOSImage {
-			name = " (" + a.Ref.Name + ")"
+		if a.Kind != restv1.KindOSImage {
+			name = named(a.Ref.Name)
 		}
 		wrong = append(wrong, fmt.Sprintf("%s%s sha256:%s is %s", a.Path, name, a.Ref.SHA256, mismatch))
 	}
 	return wrong
+}
+
+// named is " (name)" for a reference's name, "" without one.
+func named(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (" + name + ")"
 }

@@ -78,6 +78,11 @@ func TestCheck(t *testing.T) {
 			s.Packages = append(s.Packages, sitev1.ArtifactRef{SHA256: hello})
 		}, func(st map[string]release.Stored) { st[hello] = pkg("etcd", "3.6.15", packages.HostsControlPlane) },
 			metav1.ConditionFalse, fleetv1.ReasonPackagesConflict, []string{"two etcd packages (3.6.16 and 3.6.15)"}, ""},
+		{"an invalid package", nil, func(st map[string]release.Stored) {
+			st[apiserver] = release.Stored{Kinds: []restv1.ArtifactKind{restv1.KindBinaryPackage}, Invalid: "not a binary package (docs/packages.md): package: not gzip-compressed"}
+		}, metav1.ConditionFalse, fleetv1.ReasonPackageInvalid, []string{
+			"spec.packages[1] (kube-apiserver) sha256:" + apiserver + " is not a binary package (docs/packages.md): package: not gzip-compressed; upload valid packages and create a new Release naming them",
+		}, "spec.packages[0]"},
 		{"a cycle", nil, func(st map[string]release.Stored) {
 			st[etcd] = pkg("etcd", "3.6.16", packages.HostsControlPlane, "kube-apiserver")
 		},

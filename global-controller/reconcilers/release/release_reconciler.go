@@ -20,6 +20,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 )
@@ -30,7 +31,8 @@ type Artifacts interface {
 	// store does not hold it.
 	KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error)
 	// Manifest reads the manifest of the binary package with this sha256; nil, and no error,
-	// when the store does not hold it.
+	// when the store does not hold it; an *artifacts.ValidationError when the content is no
+	// valid package.
 	Manifest(ctx context.Context, sha256 string) (*packages.Manifest, error)
 }
 
@@ -86,9 +88,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 // reconcileArtifacts sets Ready from what the store holds of every digest of the release
-// (Check), and reports whether to check again later: while artifacts are missing or stored as
-// another kind (an upload can mend either). Packages that conflict never go together: their
-// manifests are content, and the spec is immutable.
+// (Check), and reports whether it is final: not while artifacts are missing or stored as
+// another kind (an upload can mend either); packages that conflict, or are invalid, never
+// mend (fleetv1.ReleaseNeverReady): they are content, and the spec is immutable.
 func (r *Reconciler) reconcileArtifacts(ctx context.Context, rel *fleetv1.Release) (bool, error) {
 	if r.Artifacts == nil {
 		conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionTrue, ReasonArtifactsNotChecked,
@@ -101,7 +103,7 @@ func (r *Reconciler) reconcileArtifacts(ctx context.Context, rel *fleetv1.Releas
 	}
 	v := Check(&rel.Spec, stored)
 	conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, v.Status, v.Reason, v.Message)
-	return v.Status == metav1.ConditionTrue || v.Reason == fleetv1.ReasonPackagesConflict, nil
+	return v.Status == metav1.ConditionTrue || fleetv1.ReleaseNeverReady(v.Reason), nil
 }
 
 // stored reads what the store holds of each digest of the release and, once each is there as
@@ -122,6 +124,11 @@ func (r *Reconciler) stored(ctx context.Context, rel *fleetv1.Release) (map[stri
 	for _, p := range rel.Spec.Packages {
 		st := stored[p.SHA256]
 		m, err := r.Artifacts.Manifest(ctx, p.SHA256)
+		if invalid := (*artifacts.ValidationError)(nil); errors.As(err, &invalid) {
+			st.Invalid = invalid.Message
+			stored[p.SHA256] = st
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read the manifest of package sha256:%s of release %s: %w", p.SHA256, client.ObjectKeyFromObject(rel), err)
 		}

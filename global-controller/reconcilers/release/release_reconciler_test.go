@@ -88,8 +88,9 @@ func TestReleaseReadyOnceEveryArtifactIsStored(t *testing.T) {
 // TestReleaseNotReadyWhileItsArtifactsCannotGoTogether checks that a release naming a package's
 // digest among its charts is not Ready (WrongArtifactKind, naming the field) until that content
 // is uploaded as a chart, then not Ready because its package comes after a package the release
-// lacks (PackagesConflict, naming both); and that a release whose package runs on worker hosts
-// only says so when it is Ready.
+// lacks (PackagesConflict, naming both); that a release whose package runs on worker hosts
+// only says so when it is Ready; and that a package whose content is no package is named
+// (PackageInvalid).
 func TestReleaseNotReadyWhileItsArtifactsCannotGoTogether(t *testing.T) {
 	ns := global.Namespace(t)
 	os, apiserver, chart, hello := digest('1'), digest('2'), digest('3'), digest('4')
@@ -127,4 +128,16 @@ func TestReleaseNotReadyWhileItsArtifactsCannotGoTogether(t *testing.T) {
 		"kube-apiserver comes after etcd, which is not among the packages"))
 	testutil.Eventually(t, 30*time.Second, readyIs(t, good)(metav1.ConditionTrue, fleetv1.ReasonArtifactsFound,
 		"package(s) edge-hello run on worker hosts only: a site without a worker Host fails this release"))
+
+	// A package stored before the store checked packages, which is none.
+	junk := digest('5')
+	store.addInvalidPackage(junk, "not a binary package (docs/packages.md): package: not gzip-compressed")
+	invalid := good.DeepCopy()
+	invalid.ObjectMeta = metav1.ObjectMeta{Namespace: ns, Name: "invalid"}
+	invalid.Spec.Packages = []sitev1.ArtifactRef{{SHA256: junk, Name: "junk"}}
+	if err := global.Client.Create(t.Context(), invalid); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, readyIs(t, invalid)(metav1.ConditionFalse, fleetv1.ReasonPackageInvalid,
+		"spec.packages[0] (junk) sha256:"+junk+" is not a binary package (docs/packages.md)"))
 }

@@ -13,6 +13,7 @@ import (
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/release"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/test/controlplane"
 )
@@ -41,6 +42,9 @@ func (d *digests) KindsOf(_ context.Context, sha256 string) ([]restv1.ArtifactKi
 func (d *digests) Manifest(_ context.Context, sha256 string) (*packages.Manifest, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if st := d.have[sha256]; st.Invalid != "" {
+		return nil, &artifacts.ValidationError{Field: "content", Message: st.Invalid}
+	}
 	return d.have[sha256].Manifest, nil
 }
 
@@ -51,6 +55,13 @@ func (d *digests) add(sha256 string, kind restv1.ArtifactKind) {
 	st := d.have[sha256]
 	st.Kinds = append(st.Kinds, kind)
 	d.have[sha256] = st
+}
+
+// addInvalidPackage stores content of sha256 as a binary-package that is none (why).
+func (d *digests) addInvalidPackage(sha256, why string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.have[sha256] = release.Stored{Kinds: []restv1.ArtifactKind{restv1.KindBinaryPackage}, Invalid: why}
 }
 
 // addPackage stores a binary package of sha256 with manifest m.
