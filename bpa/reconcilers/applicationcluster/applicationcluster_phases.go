@@ -46,9 +46,9 @@ type work struct {
 	recheck bool
 }
 
-// specError is a spec the BPA cannot carry out as it is (packages that cannot go together, or
-// that no host of the cluster runs): it fails the cluster until the spec changes, rather than
-// being retried. Its message says what to fix.
+// specError is a spec the BPA cannot carry out as it is (packages that cannot go together, that
+// no host of the cluster runs, or content of a package's digest that is no package): it fails
+// the cluster until the spec changes, rather than being retried. Its message says what to fix.
 type specError struct{ error }
 
 func (e *specError) Unwrap() error { return e.error }
@@ -349,7 +349,8 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 }
 
 // packages reads the cluster's packages from the site cache, in install order (their
-// manifests' after lists); packages that cannot go together are a specError.
+// manifests' after lists); packages that cannot go together, or content that is no package,
+// are a specError.
 func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
