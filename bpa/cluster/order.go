@@ -6,58 +6,30 @@ import (
 	"strings"
 
 	"github.com/edgefleet/edgefleet/bpa/install"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
-// Levels orders a cluster's packages by their manifests' after lists: every package of a level
-// comes after packages of earlier levels only, so the packages of one level can be installed at
-// the same time. Within a level packages are sorted by name. Two packages of one name, a
-// package coming after one the list lacks, and a cycle are errors naming them.
+// Levels orders a cluster's packages by their manifests' after lists (packages.Levels): every
+// package of a level comes after packages of earlier levels only, so the packages of one level
+// can be installed at the same time. Within a level packages are sorted by name. Two packages of
+// one name, a package coming after one the list lacks, and a cycle are errors naming them.
 func Levels(pkgs []install.Package) ([][]install.Package, error) {
-	byName := map[string]install.Package{}
-	for _, p := range pkgs {
+	ms := make([]*packages.Manifest, len(pkgs))
+	for i, p := range pkgs {
 		if p.Manifest == nil {
 			return nil, fmt.Errorf("packages: a package without a manifest (%s)", p.Digest)
 		}
-		name := p.Manifest.Name
-		if prev, dup := byName[name]; dup {
-			return nil, fmt.Errorf("packages: two %s packages (%s and %s): a cluster runs one version of each", name, prev.Manifest.Version, p.Manifest.Version)
-		}
-		byName[name] = p
+		ms[i] = p.Manifest
 	}
-	for _, p := range pkgs {
-		for _, a := range p.Manifest.After {
-			if _, ok := byName[a]; !ok {
-				return nil, fmt.Errorf("packages: %s comes after %s, which the cluster's packages do not include", p.Manifest.Name, a)
-			}
-		}
+	order, err := packages.Levels(ms)
+	if err != nil {
+		return nil, fmt.Errorf("packages: %w", err)
 	}
-	level := map[string]int{}
-	var levels [][]install.Package
-	for len(level) < len(byName) {
-		var next []install.Package
-		for name, p := range byName {
-			if _, done := level[name]; done {
-				continue
-			}
-			if !slices.ContainsFunc(p.Manifest.After, func(a string) bool { _, done := level[a]; return !done }) {
-				next = append(next, p)
-			}
+	levels := make([][]install.Package, len(order))
+	for l, idx := range order {
+		for _, i := range idx {
+			levels[l] = append(levels[l], pkgs[i])
 		}
-		if len(next) == 0 {
-			var left []string
-			for name := range byName {
-				if _, done := level[name]; !done {
-					left = append(left, name)
-				}
-			}
-			slices.Sort(left)
-			return nil, fmt.Errorf("packages: %s come after each other in a cycle (their manifests' after lists)", strings.Join(left, ", "))
-		}
-		slices.SortFunc(next, func(a, b install.Package) int { return strings.Compare(a.Manifest.Name, b.Manifest.Name) })
-		for _, p := range next {
-			level[p.Manifest.Name] = len(levels)
-		}
-		levels = append(levels, next)
 	}
 	return levels, nil
 }
@@ -69,4 +41,26 @@ func Ordered(pkgs []install.Package) ([]install.Package, error) {
 		return nil, err
 	}
 	return slices.Concat(levels...), nil
+}
+
+// Placed checks that each of a cluster's packages has a host to run on: a package for worker
+// hosts (its manifest's hosts) needs a cluster with one — workers counts the cluster's worker
+// hosts, provisioned yet or not; every cluster has a control-plane host. A package whose
+// requirement the cluster does not meet (kms: whether it has the KMS plugin) is left out, and
+// not checked. The error names the packages and the fix.
+func Placed(pkgs []install.Package, workers int, kms bool) error {
+	if workers > 0 {
+		return nil
+	}
+	var hostless []string
+	for _, p := range pkgs {
+		if m := p.Manifest; m.Hosts == packages.HostsWorker && m.Requires.Met(kms) {
+			hostless = append(hostless, m.Name)
+		}
+	}
+	if len(hostless) == 0 {
+		return nil
+	}
+	return fmt.Errorf("packages: %s run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site, or roll out a Release without them",
+		strings.Join(hostless, ", "))
 }

@@ -52,7 +52,7 @@ func TestRunRefusesABadSpec(t *testing.T) {
 		{"service CIDR too small", func(s *cluster.Spec) { s.ServiceCIDR = "10.96.0.0/30" }, "too small for the DNS service"},
 		{"no packages", func(s *cluster.Spec) { s.Packages = nil }, "packages: none"},
 		{"two of one name", func(s *cluster.Spec) { s.Packages = append(s.Packages, manifestPkg("etcd")) }, "two etcd packages"},
-		{"after a missing package", func(s *cluster.Spec) { s.Packages = s.Packages[1:] }, "kube-apiserver comes after etcd, which the cluster's packages do not include"},
+		{"after a missing package", func(s *cluster.Spec) { s.Packages = s.Packages[1:] }, "kube-apiserver comes after etcd, which is not among the packages"},
 		{"images without an importer", func(s *cluster.Spec) {
 			s.Images = []install.Image{{Name: "pause", Digest: strings.Repeat("a", 64)}}
 		}, "images: 1 container images, but no package imports images"},
@@ -73,7 +73,7 @@ func TestRunRefusesABadSpec(t *testing.T) {
 			plugin := manifestPkg("kms-plugin")
 			plugin.Manifest.Requires = packages.RequiresKMS
 			s.Packages = append(s.Packages, plugin, manifestPkg("needs-plugin", "kms-plugin"))
-		}, "needs-plugin comes after kms-plugin, which the cluster's packages do not include"},
+		}, "needs-plugin comes after kms-plugin, which is not among the packages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := good()
@@ -110,7 +110,7 @@ func TestLevels(t *testing.T) {
 		}, [][]string{{"etcd", "runc"}, {"containerd", "kube-apiserver"}, {"kube-scheduler", "kubelet"}, {"kube-proxy"}}, ""},
 		{"independent", []install.Package{manifestPkg("b"), manifestPkg("a")}, [][]string{{"a", "b"}}, ""},
 		{"a cycle", []install.Package{manifestPkg("a", "c"), manifestPkg("b", "a"), manifestPkg("c", "b"), manifestPkg("d")}, nil, "a, b, c come after each other in a cycle"},
-		{"a missing package", []install.Package{manifestPkg("kubelet", "containerd")}, nil, "kubelet comes after containerd, which the cluster's packages do not include"},
+		{"a missing package", []install.Package{manifestPkg("kubelet", "containerd")}, nil, "kubelet comes after containerd, which is not among the packages"},
 		{"two of one name", []install.Package{manifestPkg("a"), manifestPkg("a")}, nil, "two a packages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,6 +126,44 @@ func TestLevels(t *testing.T) {
 			}
 			if got := names(levels); !slices.EqualFunc(got, tc.want, slices.Equal) {
 				t.Errorf("levels %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlaced: a package for worker hosts needs a cluster with one, unless the cluster leaves
+// it out (a requirement it does not meet); packages for the control plane or all hosts always
+// have one.
+func TestPlaced(t *testing.T) {
+	on := func(name string, hosts packages.HostSelector, requires packages.Requirement) install.Package {
+		p := manifestPkg(name)
+		p.Manifest.Hosts, p.Manifest.Requires = hosts, requires
+		return p
+	}
+	stack := []install.Package{on("etcd", packages.HostsControlPlane, ""), on("kubelet", packages.HostsAll, ""), on("proxy", "", "")}
+	for _, tc := range []struct {
+		name    string
+		pkgs    []install.Package
+		workers int
+		kms     bool
+		want    string
+	}{
+		{"control plane and all hosts, no worker", stack, 0, false, ""},
+		{"a package for workers, with a worker", append(slices.Clone(stack), on("hello", packages.HostsWorker, "")), 1, false, ""},
+		{"packages for workers, no worker", append(slices.Clone(stack), on("hello", packages.HostsWorker, ""), on("agent", packages.HostsWorker, packages.RequiresKMS)), 0, true,
+			"packages: hello, agent run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site"},
+		{"a package for workers the cluster leaves out", append(slices.Clone(stack), on("agent", packages.HostsWorker, packages.RequiresKMS)), 0, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := cluster.Placed(tc.pkgs, tc.workers, tc.kms)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
 			}
 		})
 	}

@@ -148,20 +148,29 @@ func readRelease(path string, stdin io.Reader, rel *fleetv1.Release) error {
 	return nil
 }
 
-// waitReleaseReady waits until the release is Ready.
+// waitReleaseReady waits until the release is Ready, and fails at once when it never will be.
 func waitReleaseReady(ctx context.Context, k *kube, p *progress, timeout time.Duration, rel *fleetv1.Release) error {
 	what := fmt.Sprintf("release %s/%s to be Ready", rel.Namespace, rel.Name)
 	return waitFor(ctx, p, timeout, time.Second, what, func(ctx context.Context) (bool, string, error) {
 		if err := k.get(ctx, rel.Name, rel); err != nil {
 			return false, "", err
 		}
-		c := meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
-		if c == nil {
-			return false, fmt.Sprintf("release %s/%s: no Ready condition yet (the global controller has not checked it)", rel.Namespace, rel.Name), nil
-		}
-		state := fmt.Sprintf("release %s/%s: Ready=%s %s: %s", rel.Namespace, rel.Name, c.Status, c.Reason, c.Message)
-		return c.Status == metav1.ConditionTrue, state, nil
+		return releaseReadiness(rel)
 	})
+}
+
+// releaseReadiness says whether rel is Ready and what its Ready condition says; an error when it
+// never will be (fleetv1.ReleaseNeverReady: its packages conflict or are invalid).
+func releaseReadiness(rel *fleetv1.Release) (bool, string, error) {
+	c := meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
+	if c == nil {
+		return false, fmt.Sprintf("release %s/%s: no Ready condition yet (the global controller has not checked it)", rel.Namespace, rel.Name), nil
+	}
+	state := fmt.Sprintf("release %s/%s: Ready=%s %s: %s", rel.Namespace, rel.Name, c.Status, c.Reason, c.Message)
+	if c.Status == metav1.ConditionFalse && fleetv1.ReleaseNeverReady(c.Reason) && c.ObservedGeneration == rel.Generation {
+		return false, "", fmt.Errorf("release %s/%s will never be Ready: %s", rel.Namespace, rel.Name, c.Message)
+	}
+	return c.Status == metav1.ConditionTrue, state, nil
 }
 
 // digestRef is an artifact given by its digest.

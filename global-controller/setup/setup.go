@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/global-controller/reconcilers/campaign"
@@ -40,6 +41,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
@@ -128,10 +130,12 @@ type Options struct {
 	CampaignDispatchConcurrency int
 	// CampaignResync is how often an unfinished campaign is looked at without any event.
 	CampaignResync time.Duration
-	// ReleaseRecheck is how often a release with missing artifacts is checked again.
+	// ReleaseRecheck is how often a release with missing artifacts, or artifacts of the wrong
+	// kind, is checked again.
 	ReleaseRecheck time.Duration
-	// WebhookPort serves the admission webhooks (a Release naming missing artifacts is
-	// refused); 0 disables them. They need the artifact store, so the artifact API too.
+	// WebhookPort serves the admission webhooks (a Release naming missing artifacts, or
+	// artifacts of another kind than its field takes, is refused); 0 disables them. They need
+	// the artifact store, so the artifact API too.
 	WebhookPort int
 	// WebhookCertDir holds the webhook server's tls.crt and tls.key.
 	WebhookCertDir string
@@ -277,7 +281,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.CampaignConcurrency, "campaign-concurrency", o.CampaignConcurrency, "Campaigns reconciled in parallel.")
 	fs.IntVar(&o.CampaignDispatchConcurrency, "campaign-dispatch-concurrency", o.CampaignDispatchConcurrency, "Site patches in flight at once for each campaign.")
 	fs.DurationVar(&o.CampaignResync, "campaign-resync-interval", o.CampaignResync, "How often an unfinished campaign is looked at without any event.")
-	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts is checked again.")
+	fs.DurationVar(&o.ReleaseRecheck, "release-recheck-interval", o.ReleaseRecheck, "How often a release with missing artifacts, or artifacts of the wrong kind, is checked again.")
 	fs.IntVar(&o.WebhookPort, "webhook-port", o.WebhookPort, "Port of the admission webhooks (0 disables them; deploy/webhook has their configuration).")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "Directory of the webhook server's tls.crt and tls.key.")
 	fs.StringVar(&o.Istio, "istio", o.Istio, "Keep the controller's Istio PeerAuthentication (STRICT mTLS) and AuthorizationPolicy current: \"auto\" (where Istio's CRDs are installed), \"on\" (fail without them) or \"off\" (docs/security.md).")
@@ -484,7 +488,7 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 		defer stop()
-		deps.Artifacts = storeDigests{store}
+		deps.Artifacts = storeContent{store}
 	}
 	if err := SetupReconcilers(ctx, mgr, opts, deps); err != nil {
 		return err
@@ -598,16 +602,17 @@ func SetupReconcilers(ctx context.Context, mgr manager.Manager, opts Options, de
 	return nil
 }
 
-// storeDigests answers the release reconciler from the artifact store.
-type storeDigests struct{ store *artifacts.Store }
+// storeContent answers the release webhook and reconciler from the artifact store.
+type storeContent struct{ store *artifacts.Store }
 
-func (s storeDigests) HasDigest(ctx context.Context, sha256 string) (bool, error) {
-	_, err := s.store.OpenBlob(ctx, sha256)
-	switch {
-	case errors.Is(err, artifacts.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
+func (s storeContent) KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error) {
+	return s.store.KindsOf(ctx, sha256)
+}
+
+func (s storeContent) Manifest(ctx context.Context, sha256 string) (*packages.Manifest, error) {
+	m, err := s.store.Manifest(ctx, sha256)
+	if errors.Is(err, artifacts.ErrNotFound) {
+		return nil, nil
 	}
-	return true, nil
+	return m, err
 }

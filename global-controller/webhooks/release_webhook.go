@@ -10,16 +10,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
-	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
 
-// Artifacts tells whether content is in the artifact store.
+// Artifacts is what the artifact store holds.
 type Artifacts interface {
-	// HasDigest reports whether the store holds content with this sha256.
-	HasDigest(ctx context.Context, sha256 string) (bool, error)
+	// KindsOf lists the kinds of the artifacts whose content has this sha256: none when the
+	// store does not hold it.
+	KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error)
 }
 
-// ReleaseValidator admits a Release only when every artifact it names is in the store.
+// ReleaseValidator admits a Release only when every artifact it names is in the store, as an
+// artifact of the kind its field takes.
 type ReleaseValidator struct {
 	// Artifacts is the artifact store.
 	Artifacts Artifacts
@@ -32,33 +34,22 @@ func (v *ReleaseValidator) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &fleetv1.Release{}).WithValidator(v).Complete()
 }
 
-// ValidateCreate refuses a release naming a digest the store does not hold, with one field
-// error per digest. A store that does not answer refuses the release too (fail closed).
+// ValidateCreate refuses a release naming a digest the store does not hold, or holds only as
+// artifacts of another kind than its field takes (a chart's digest among the packages), with one
+// field error per digest. A store that does not answer refuses the release too (fail closed).
+// What the packages' manifests say is checked by the release reconciler, which reads them.
 func (v *ReleaseValidator) ValidateCreate(ctx context.Context, rel *fleetv1.Release) (admission.Warnings, error) {
-	spec := field.NewPath("spec")
-	refs := []struct {
-		path   *field.Path
-		digest string
-	}{{spec.Child("osImage", "sha256"), rel.Spec.OSImage.SHA256}}
-	for _, list := range []struct {
-		name string
-		refs []sitev1.ArtifactRef
-	}{{"packages", rel.Spec.Packages}, {"charts", rel.Spec.Charts}, {"images", rel.Spec.Images}} {
-		for i, a := range list.refs {
-			refs = append(refs, struct {
-				path   *field.Path
-				digest string
-			}{spec.Child(list.name).Index(i).Child("sha256"), a.SHA256})
-		}
-	}
 	var errs field.ErrorList
-	for _, r := range refs {
-		ok, err := v.Artifacts.HasDigest(ctx, r.digest)
-		if err != nil {
-			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("check %s sha256:%s in the artifact store: %v", r.path, r.digest, err))
-		}
-		if !ok {
-			errs = append(errs, field.NotFound(r.path, "sha256:"+r.digest+" (not in the artifact store: upload it first)"))
+	for _, a := range rel.Spec.ArtifactFields() {
+		path, d := a.Path.Child("sha256"), a.Ref.SHA256
+		kinds, err := v.Artifacts.KindsOf(ctx, d)
+		switch {
+		case err != nil:
+			return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("check %s sha256:%s in the artifact store: %v", path, d, err))
+		case len(kinds) == 0:
+			errs = append(errs, field.NotFound(path, "sha256:"+d+" (not in the artifact store: upload it first)"))
+		case a.KindMismatch(kinds) != "":
+			errs = append(errs, field.Invalid(path, "sha256:"+d, fmt.Sprintf("%s: name a %s's digest (edgefleet artifact list --kind %s)", a.KindMismatch(kinds), a.Kind, a.Kind)))
 		}
 	}
 	if len(errs) > 0 {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/test/controlplane"
@@ -25,21 +26,22 @@ import (
 // store, the site version validator over the API server).
 var (
 	global *controlplane.ControlPlane
-	store  = &digests{have: map[string]bool{}}
+	store  = &digests{have: map[string][]restv1.ArtifactKind{}}
 )
 
-// digests is an artifact store holding the digests the test put in it; down makes it fail.
+// digests is an artifact store holding the digests the test put in it, each as artifacts of
+// its kinds; down makes it fail.
 type digests struct {
 	mu   sync.Mutex
-	have map[string]bool
+	have map[string][]restv1.ArtifactKind
 	down bool
 }
 
-func (d *digests) HasDigest(_ context.Context, sha256 string) (bool, error) {
+func (d *digests) KindsOf(_ context.Context, sha256 string) ([]restv1.ArtifactKind, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.down {
-		return false, errors.New("connection refused")
+		return nil, errors.New("connection refused")
 	}
 	return d.have[sha256], nil
 }
@@ -105,12 +107,16 @@ func release(ns string, digests ...string) *fleetv1.Release {
 }
 
 // TestReleaseWithMissingArtifactsIsRefused checks that creating a release that names content
-// the store lacks is refused with an error naming each missing digest's field, that the same
-// release is admitted once the content is there, and that an unreachable store refuses.
+// the store lacks, or holds only as another kind than the field's, is refused with an error
+// naming each such digest's field, that the same release is admitted once the content is
+// there as its kind, and that an unreachable store refuses.
 func TestReleaseWithMissingArtifactsIsRefused(t *testing.T) {
 	ns := global.Namespace(t)
 	img, pkg1, pkg2 := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
-	store.set(func(d *digests) { d.have[img] = true; d.have[pkg1] = true })
+	store.set(func(d *digests) {
+		d.have[img] = []restv1.ArtifactKind{restv1.KindOSImage}
+		d.have[pkg1] = []restv1.ArtifactKind{restv1.KindBinaryPackage}
+	})
 	err := global.Client.Create(t.Context(), release(ns, img, pkg1, pkg2))
 	if err == nil || !strings.Contains(err.Error(), "spec.packages[1].sha256") || !strings.Contains(err.Error(), "sha256:"+pkg2) || strings.Contains(err.Error(), "packages[0]") {
 		t.Fatalf("release naming a missing package: got %v, want refused naming spec.packages[1].sha256 only", err)
@@ -125,7 +131,13 @@ func TestReleaseWithMissingArtifactsIsRefused(t *testing.T) {
 	if err := global.Client.Create(t.Context(), release(ns, img)); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("release with the store down: got %v, want refused", err)
 	}
-	store.set(func(d *digests) { d.down = false; d.have[pkg2] = true })
+	// Stored, but as a chart: not a package.
+	store.set(func(d *digests) { d.down = false; d.have[pkg2] = []restv1.ArtifactKind{restv1.KindHelmChart} })
+	err = global.Client.Create(t.Context(), release(ns, img, pkg1, pkg2))
+	if want := `spec.packages[1].sha256: Invalid value: "sha256:` + pkg2 + `": stored as helm-chart, not as binary-package: name a binary-package's digest (edgefleet artifact list --kind binary-package)`; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "packages[0]") {
+		t.Fatalf("release naming a chart among its packages: got %v, want refused with %q", err, want)
+	}
+	store.set(func(d *digests) { d.have[pkg2] = append(d.have[pkg2], restv1.KindBinaryPackage) })
 	if err := global.Client.Create(t.Context(), release(ns, img, pkg1, pkg2)); err != nil {
 		t.Fatalf("release whose artifacts are all stored: %v", err)
 	}

@@ -8,13 +8,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // versionedRelease is a Release at a Kubernetes version whose artifacts the store holds.
 func versionedRelease(ns, name, version string) *fleetv1.Release {
 	img := strings.Repeat("d", 64)
-	store.set(func(d *digests) { d.have[img] = true })
+	store.set(func(d *digests) { d.have[img] = []restv1.ArtifactKind{restv1.KindOSImage} })
 	return &fleetv1.Release{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       fleetv1.ReleaseSpec{KubernetesVersion: version, OSImage: sitev1.OSImage{SHA256: img}},

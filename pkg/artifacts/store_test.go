@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -542,4 +543,41 @@ func TestBinaryPackageContentChecked(t *testing.T) {
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
+}
+
+// TestKindsOfAndManifest: KindsOf lists the kinds of the artifacts of a content, each once, and
+// none for content the store lacks; Manifest reads a stored package's manifest alone — also of a
+// package many chunks long —, wraps ErrNotFound for content the store lacks, and is a
+// ValidationError of content for content that is no package.
+func TestKindsOfAndManifest(t *testing.T) {
+	s := open(t, newDB(t), artifacts.Options{})
+	data, digest, err := builders.StandInPackage("kubelet", "1.36.3", "amd64", 3*artifacts.ChunkSize, 61)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builders.PutArtifact(t, s, restv1.ArtifactSpec{Kind: restv1.KindBinaryPackage, Name: "kubelet", Version: "1.36.3", Architecture: "amd64"}, data)
+	for _, v := range []string{"1", "2"} {
+		builders.PutArtifact(t, s, restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "kubelet-as-image", Version: v, Architecture: "amd64"}, data)
+	}
+	kinds, err := s.KindsOf(t.Context(), digest)
+	if err != nil || !slices.Equal(kinds, []restv1.ArtifactKind{restv1.KindBinaryPackage, restv1.KindOSImage}) {
+		t.Errorf("KindsOf = %v, %v; want binary-package and os-image, once each", kinds, err)
+	}
+	other := strings.Repeat("0", 64)
+	if kinds, err := s.KindsOf(t.Context(), other); err != nil || len(kinds) != 0 {
+		t.Errorf("KindsOf of content the store lacks = %v, %v; want none", kinds, err)
+	}
+	m, err := s.Manifest(t.Context(), digest)
+	if err != nil || m.Name != "kubelet" || m.Version != "1.36.3" || len(m.Files) != 1 {
+		t.Errorf("Manifest = %+v, %v; want kubelet 1.36.3 with its payload file", m, err)
+	}
+	if _, err := s.Manifest(t.Context(), other); !errors.Is(err, artifacts.ErrNotFound) {
+		t.Errorf("Manifest of content the store lacks: %v, want ErrNotFound", err)
+	}
+	junk, junkDigest := testutil.RandomContent(1000, 62)
+	builders.PutArtifact(t, s, restv1.ArtifactSpec{Kind: restv1.KindOSImage, Name: "junk", Version: "1", Architecture: "amd64"}, junk)
+	var invalid *artifacts.ValidationError
+	if _, err := s.Manifest(t.Context(), junkDigest); !errors.As(err, &invalid) || invalid.Field != "content" || !strings.Contains(invalid.Message, "not a binary package (docs/packages.md): package: not gzip-compressed") {
+		t.Errorf("Manifest of content that is no package: %v, want a ValidationError of content", err)
+	}
 }

@@ -168,31 +168,9 @@ func writeEntry(tw *tar.Writer, name string, mode int64, r io.Reader, size int64
 // every unit and hook is there, hooks executable; nothing else is (directories aside). It
 // returns the manifest.
 func Read(r io.Reader) (*Manifest, error) {
-	gz, err := gzip.NewReader(r)
+	tr, m, err := readManifest(r)
 	if err != nil {
-		return nil, fmt.Errorf("package: not gzip-compressed: %w", err)
-	}
-	tr := tar.NewReader(gz)
-	hdr, err := tr.Next()
-	if err != nil {
-		return nil, fmt.Errorf("package: read archive: %w", err)
-	}
-	if hdr.Name != ManifestFile || hdr.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("package: first entry is %q, want %s", hdr.Name, ManifestFile)
-	}
-	if hdr.Size > maxManifest {
-		return nil, fmt.Errorf("package: %s is %d bytes, more than %d", ManifestFile, hdr.Size, maxManifest)
-	}
-	raw, err := io.ReadAll(tr)
-	if err != nil {
-		return nil, fmt.Errorf("package: read %s: %w", ManifestFile, err)
-	}
-	m := &Manifest{}
-	if err := yaml.UnmarshalStrict(raw, m); err != nil {
-		return nil, fmt.Errorf("package: %s: %w", ManifestFile, err)
-	}
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("package: %w", err)
+		return nil, err
 	}
 
 	want := map[string]func(*tar.Header) error{}
@@ -262,4 +240,44 @@ func Read(r io.Reader) (*Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// ReadManifest reads only the manifest of a package archive from r — its first entry — and
+// checks it (Validate), without reading the payload after it: what a package says of itself,
+// for checks that do not install it. Read checks the whole archive.
+func ReadManifest(r io.Reader) (*Manifest, error) {
+	_, m, err := readManifest(r)
+	return m, err
+}
+
+// readManifest opens the archive in r and reads and validates its first entry, the manifest;
+// the tar reader is left after it.
+func readManifest(r io.Reader) (*tar.Reader, *Manifest, error) {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("package: not gzip-compressed: %w", err)
+	}
+	tr := tar.NewReader(gz)
+	hdr, err := tr.Next()
+	if err != nil {
+		return nil, nil, fmt.Errorf("package: read archive: %w", err)
+	}
+	if hdr.Name != ManifestFile || hdr.Typeflag != tar.TypeReg {
+		return nil, nil, fmt.Errorf("package: first entry is %q, want %s", hdr.Name, ManifestFile)
+	}
+	if hdr.Size > maxManifest {
+		return nil, nil, fmt.Errorf("package: %s is %d bytes, more than %d", ManifestFile, hdr.Size, maxManifest)
+	}
+	raw, err := io.ReadAll(tr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("package: read %s: %w", ManifestFile, err)
+	}
+	m := &Manifest{}
+	if err := yaml.UnmarshalStrict(raw, m); err != nil {
+		return nil, nil, fmt.Errorf("package: %s: %w", ManifestFile, err)
+	}
+	if err := m.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("package: %w", err)
+	}
+	return tr, m, nil
 }

@@ -251,6 +251,13 @@ func TestReadRefusesWhatTheManifestDoesNotSay(t *testing.T) {
 	if _, err := packages.Read(strings.NewReader("not gzip")); err == nil || !strings.Contains(err.Error(), "gzip") {
 		t.Errorf("plain text: %v", err)
 	}
+	// ReadManifest reads the manifest alone: the payload after it is not checked.
+	if m, err := packages.ReadManifest(bytes.NewReader(archive(t, []entry{mf(nil), {name: "files/bin/tool", mode: 0o755, data: "evil"}}))); err != nil || m.Name != good.Name {
+		t.Errorf("ReadManifest of a package with an altered file = %+v, %v; want its manifest", m, err)
+	}
+	if _, err := packages.ReadManifest(bytes.NewReader(archive(t, []entry{bin, mf(nil)}))); err == nil || !strings.Contains(err.Error(), "first entry") {
+		t.Errorf("ReadManifest of an archive whose manifest is not first: %v", err)
+	}
 }
 
 // TestRender: a template sees the cluster, its host and every host, with hostPort and join.

@@ -1,17 +1,22 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // Release conditions.
 const (
 	// ReleaseReadyCondition is True when every artifact the release names is in the artifact
-	// store; a campaign does not start with a release that is not Ready.
+	// store, each of the kind its field names, and its packages go together; a campaign does
+	// not start with a release that is not Ready.
 	ReleaseReadyCondition = "Ready"
 )
 
@@ -22,7 +27,23 @@ const (
 	// ReasonArtifactsMissing means some digests of the release are not in the artifact store
 	// (deleted after the release was admitted); the message names them.
 	ReasonArtifactsMissing = "ArtifactsMissing"
+	// ReasonWrongArtifactKind means a digest of the release is stored, but as no artifact of
+	// the kind its field names (a chart's digest among the packages); the message names each.
+	ReasonWrongArtifactKind = "WrongArtifactKind"
+	// ReasonPackagesConflict means the release's packages cannot go together on any cluster
+	// (a package's manifest comes after a package the release lacks, two versions of one
+	// package, a cycle): every site's BPA would refuse them. The message names the packages.
+	ReasonPackagesConflict = "PackagesConflict"
+	// ReasonPackageInvalid means content a release names as a package is no valid package
+	// (uploaded before the store checked packages); the message names it.
+	ReasonPackageInvalid = "PackageInvalid"
 )
+
+// ReleaseNeverReady reports whether a release that is not Ready for reason never will be: its
+// spec and the content it names by digest cannot change.
+func ReleaseNeverReady(reason string) bool {
+	return reason == ReasonPackagesConflict || reason == ReasonPackageInvalid
+}
 
 // ReleaseSpec is what a site's application cluster runs: each artifact by its digest in the
 // artifact store. A Release is immutable once created: make a new one for a new version.
@@ -66,6 +87,50 @@ type ReleaseSpec struct {
 // images.
 func (s *ReleaseSpec) Artifacts() []sitev1.ArtifactRef {
 	return sitev1.UniqueArtifacts(append([]sitev1.ArtifactRef{{SHA256: s.OSImage.SHA256, Name: "os-image"}}, slices.Concat(s.Packages, s.Charts, s.Images)...))
+}
+
+// ReleaseArtifact is one artifact a ReleaseSpec names: the field naming it, the reference, and
+// the kind of artifact the field takes.
+// +kubebuilder:object:generate=false
+type ReleaseArtifact struct {
+	// Path is the field, e.g. spec.packages[1].
+	Path *field.Path
+	Ref  sitev1.ArtifactRef
+	Kind restv1.ArtifactKind
+}
+
+// KindMismatch says why content stored as artifacts of kinds does not fit the field, e.g.
+// "stored as helm-chart, not as binary-package"; "" when it does (one of kinds is the field's).
+func (a ReleaseArtifact) KindMismatch(kinds []restv1.ArtifactKind) string {
+	if slices.Contains(kinds, a.Kind) {
+		return ""
+	}
+	is := make([]string, len(kinds))
+	for i, k := range kinds {
+		is[i] = string(k)
+	}
+	return fmt.Sprintf("stored as %s, not as %s", strings.Join(is, " and "), a.Kind)
+}
+
+// ArtifactFields lists the artifacts the release names, field by field (a digest named by two
+// fields is listed twice), in the order OS image, packages, charts, images.
+func (s *ReleaseSpec) ArtifactFields() []ReleaseArtifact {
+	spec := field.NewPath("spec")
+	out := []ReleaseArtifact{{spec.Child("osImage"), sitev1.ArtifactRef{SHA256: s.OSImage.SHA256, Name: "os-image"}, restv1.KindOSImage}}
+	for _, list := range []struct {
+		name string
+		refs []sitev1.ArtifactRef
+		kind restv1.ArtifactKind
+	}{
+		{"packages", s.Packages, restv1.KindBinaryPackage},
+		{"charts", s.Charts, restv1.KindHelmChart},
+		{"images", s.Images, restv1.KindContainerImageArchive},
+	} {
+		for i, a := range list.refs {
+			out = append(out, ReleaseArtifact{spec.Child(list.name).Index(i), a, list.kind})
+		}
+	}
+	return out
 }
 
 // ReleaseStatus says whether the release can be rolled out.

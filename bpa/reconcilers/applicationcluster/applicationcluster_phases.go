@@ -46,8 +46,9 @@ type work struct {
 	recheck bool
 }
 
-// specError is a spec the BPA cannot carry out as it is (packages that cannot go together): it
-// fails the cluster until the spec changes, rather than being retried.
+// specError is a spec the BPA cannot carry out as it is (packages that cannot go together, that
+// no host of the cluster runs, or content of a package's digest that is no package): it fails
+// the cluster until the spec changes, rather than being retried. Its message says what to fix.
 type specError struct{ error }
 
 func (e *specError) Unwrap() error { return e.error }
@@ -60,8 +61,7 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, fmt.Errorf("the cluster's ArtifactSet %s: %w", client.ObjectKeyFromObject(w.ac), err)
 	}
 	pkgs, err := w.packages(ctx)
-	if serr := (*specError)(nil); errors.As(err, &serr) {
-		w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()+"; fix the Release's packages"
+	if w.refused(err) {
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
@@ -69,6 +69,10 @@ func (w *work) run(ctx context.Context) (ctrl.Result, error) {
 	}
 	if err := w.leave(ctx, pkgs); err != nil {
 		return ctrl.Result{}, err
+	}
+	// After the leaves: a host going is never held back by a package left without a host.
+	if w.refused(w.placed(pkgs)) {
+		return ctrl.Result{}, nil
 	}
 	set, err := w.hosts(ctx)
 	if err != nil {
@@ -345,7 +349,8 @@ func (w *work) progress(ctx context.Context, phase sitev1.BootstrapPhase, msg st
 }
 
 // packages reads the cluster's packages from the site cache, in install order (their
-// manifests' after lists).
+// manifests' after lists); packages that cannot go together, or content that is no package,
+// are a specError.
 func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	var pkgs []install.Package
 	for _, ref := range w.ac.Spec.Packages {
@@ -361,9 +366,28 @@ func (w *work) packages(ctx context.Context) ([]install.Package, error) {
 	}
 	ordered, err := cluster.Ordered(pkgs)
 	if err != nil {
-		return nil, &specError{fmt.Errorf("spec.%w", err)} // "spec.packages: …"
+		return nil, &specError{fmt.Errorf("spec.%w; fix the Release's packages", err)} // "spec.packages: …"
 	}
 	return ordered, nil
+}
+
+// placed is a specError when a package of the cluster has no host of its spec to run on. The
+// cluster runs the packages whose requirement it meets: the KMS ones where the BPA has a Vault
+// for its clusters (spec.KMS in run).
+func (w *work) placed(pkgs []install.Package) error {
+	if err := cluster.Placed(pkgs, workers(w.ac.Spec.Hosts), w.r.KMS != nil); err != nil {
+		return &specError{fmt.Errorf("spec.%w", err)}
+	}
+	return nil
+}
+
+// refused fails the cluster when err is a specError, and reports whether it did.
+func (w *work) refused(err error) bool {
+	if serr := (*specError)(nil); !errors.As(err, &serr) {
+		return false
+	}
+	w.st.Phase, w.st.Message = sitev1.BootstrapFailed, err.Error()
+	return true
 }
 
 // images are the cluster's container image archives, streamed from the site cache to each

@@ -479,7 +479,7 @@ func TestReconcilerPhases(t *testing.T) {
 		before := len(hosts.Log())
 		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: lonely, Name: "lonely"})
 		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
-		if !strings.Contains(st.Message, "lonely comes after nowhere, which the cluster's packages do not include") {
+		if !strings.Contains(st.Message, "lonely comes after nowhere, which is not among the packages") {
 			t.Errorf("message %q", st.Message)
 		}
 		if ran := hosts.Log()[before:]; len(ran) != 0 {
@@ -564,7 +564,19 @@ func TestReconcilerPhases(t *testing.T) {
 	})
 
 	t.Run("a worker's Machine deleted and drained: its packages stop, then the Machine may go", func(t *testing.T) {
+		// As the local controller does, the host leaves the spec first, then its Machine is
+		// deleted. The spec also gains a package for worker hosts, which the cluster then has
+		// none of: it fails, naming the package, but only after the host has left.
+		hello := cache.add(t, packages.Manifest{Name: "hello", Version: "1", Hosts: packages.HostsWorker})
 		before := len(hosts.Log())
+		setSpec(t, func(s *sitev1.ApplicationClusterSpec) {
+			s.Hosts = slices.DeleteFunc(s.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == "w-0" })
+			s.Packages = append(s.Packages, sitev1.ArtifactRef{SHA256: hello, Name: "hello"})
+		})
+		st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+		if want := "spec.packages: hello run on worker hosts only (their manifests' hosts), and the cluster has no worker host"; !strings.HasPrefix(st.Message, want) {
+			t.Errorf("message %q, want it to start with %q", st.Message, want)
+		}
 		deleteDrained(t, "app-w-0")
 		testutil.WaitFor(t, 30*time.Second, "the BPA to release app-w-0", func() (bool, string) {
 			a := machine(t, "app-w-0").Annotations
@@ -582,10 +594,11 @@ func TestReconcilerPhases(t *testing.T) {
 		if st := hosts.State("app-w-0", "agent"); st.Active != "" {
 			t.Errorf("w-0's agent %+v, want nothing active", st)
 		}
+		setPackages(t, sitev1.ArtifactRef{SHA256: db, Name: "db"}, sitev1.ArtifactRef{SHA256: agent3, Name: "agent"}, sitev1.ArtifactRef{SHA256: runtime, Name: "runtime"})
+		waitBootstrap(t, ac, "Installed without hello", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapInstalled })
 	})
 
 	t.Run("a second control-plane host joins the running group", func(t *testing.T) {
-		removeHost(t, "w-0")
 		before := len(hosts.Log())
 		provision(t, addHost(t, "cp-1", sitev1.RoleControlPlane, "10.0.0.12"))
 		st := waitBootstrap(t, ac, "2 control-plane nodes", func(st *sitev1.BootstrapStatus) bool {
@@ -667,6 +680,51 @@ func TestReconcilerPhases(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSpecsNoHostCanRunFailTheCluster: a cluster of one control-plane host fails at once
+// (Failed, at the spec's generation, naming the package and the fix), before any host is
+// provisioned or touched, instead of waiting, when its packages include one for worker hosts,
+// or content that is no valid package (served whole: its digest matches).
+func TestSpecsNoHostCanRunFailTheCluster(t *testing.T) {
+	db := cache.add(t, packages.Manifest{Name: "db", Version: "1", Hosts: packages.HostsControlPlane})
+	hello := cache.add(t, packages.Manifest{Name: "hello", Version: "1", Hosts: packages.HostsWorker, After: []string{"db"}})
+	junk := cache.addBytes([]byte("not a package"))
+	for _, tc := range []struct {
+		name, pkg, want string
+	}{
+		{"for-workers", hello, "spec.packages: hello run on worker hosts only (their manifests' hosts), and the cluster has no worker host: add a worker Host to the site, or roll out a Release without them"},
+		{"not-a-package", junk, "spec.packages: sha256:" + junk + " is not a valid package (docs/packages.md): package: not gzip-compressed: gzip: invalid header; upload a valid one and roll out a Release naming it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := site.Namespace(t)
+			ac := &sitev1.ApplicationCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tc.name},
+				Spec: sitev1.ApplicationClusterSpec{
+					KubernetesVersion: "v1.36.3",
+					OSImage:           sitev1.OSImage{SHA256: strings.Repeat("0", 64)},
+					Packages:          []sitev1.ArtifactRef{{SHA256: db, Name: "db"}, {SHA256: tc.pkg, Name: "hello"}},
+					Network: sitev1.ClusterNetwork{PodCIDRs: []string{"10.244.0.0/16"}, ServiceCIDRs: []string{"10.96.0.0/12"},
+						ControlPlaneEndpoint: sitev1.APIEndpoint{Host: "10.0.1.10", Port: 6443}},
+					Hosts: []sitev1.ClusterHost{{Name: tc.name + "-cp-0", Role: sitev1.RoleControlPlane, BootMACAddress: "52:54:00:00:01:00", Address: "10.0.1.10",
+						BMC: sitev1.BMC{Address: "redfish+https://192.0.2.1/redfish/v1/Systems/" + tc.name + "-cp-0", CredentialsName: tc.name + "-cp-0-bmc"}}},
+				},
+			}
+			if err := site.Client.Create(t.Context(), ac); err != nil {
+				t.Fatal(err)
+			}
+			cache.cached(t, ac)
+			st := waitBootstrap(t, ac, "Failed", func(st *sitev1.BootstrapStatus) bool { return st.Phase == sitev1.BootstrapFailed })
+			if st.Message != tc.want {
+				t.Errorf("message %q, want %q", st.Message, tc.want)
+			}
+			for _, l := range hosts.Log() {
+				if strings.Contains(l, tc.name) {
+					t.Errorf("ran %q for a spec it refuses", l)
+				}
+			}
+		})
+	}
 }
 
 // activations are the "<host> <package>" of the log's activate steps, in order.

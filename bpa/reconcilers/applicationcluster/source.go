@@ -62,7 +62,9 @@ func verified(r io.Reader, digest string, limit int64) ([]byte, error) {
 }
 
 // pkg is the package of digest at url: its manifest, checked against the whole archive and
-// its digest, and a Source that streams it from the site cache.
+// its digest, and a Source that streams it from the site cache. Content of the digest that is
+// no valid package is a specError: it never will be one (a broken transfer is not, its digest
+// differs).
 func (s *siteCache) pkg(ctx context.Context, url, digest string) (install.Package, error) {
 	s.mu.Lock()
 	m := s.manifests[digest]
@@ -74,15 +76,16 @@ func (s *siteCache) pkg(ctx context.Context, url, digest string) (install.Packag
 		}
 		defer body.Close()
 		h := sha256.New()
-		m, err = packages.Read(io.TeeReader(body, h))
-		if err != nil {
-			return install.Package{}, fmt.Errorf("package %s: %w", digest, err)
-		}
-		if _, err := io.Copy(h, body); err != nil { // whatever gzip left unread
+		var invalid error
+		m, invalid = packages.Read(io.TeeReader(body, h))
+		if _, err := io.Copy(h, body); err != nil { // whatever gzip, or a refused archive, left unread
 			return install.Package{}, fmt.Errorf("package %s: %w", digest, err)
 		}
 		if got := hex.EncodeToString(h.Sum(nil)); got != digest {
 			return install.Package{}, fmt.Errorf("package %s: the site cache served content of sha256 %s", digest, got)
+		}
+		if invalid != nil {
+			return install.Package{}, &specError{fmt.Errorf("spec.packages: sha256:%s is not a valid package (docs/packages.md): %w; upload a valid one and roll out a Release naming it", digest, invalid)}
 		}
 		s.mu.Lock()
 		s.manifests[digest] = m

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -19,14 +18,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
+	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/conditions"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 )
 
-// Artifacts tells whether content is in the artifact store.
+// Artifacts is what the artifact store holds.
 type Artifacts interface {
-	// HasDigest reports whether the store holds content with this sha256.
-	HasDigest(ctx context.Context, sha256 string) (bool, error)
+	// KindsOf lists the kinds of the artifacts whose content has this sha256: none when the
+	// store does not hold it.
+	KindsOf(ctx context.Context, sha256 string) ([]restv1.ArtifactKind, error)
+	// Manifest reads the manifest of the binary package with this sha256; nil, and no error,
+	// when the store does not hold it; an *artifacts.ValidationError when the content is no
+	// valid package.
+	Manifest(ctx context.Context, sha256 string) (*packages.Manifest, error)
 }
 
 // Reconciler reconciles Releases.
@@ -38,7 +45,8 @@ type Reconciler struct {
 	Artifacts Artifacts
 	// Recorder emits an event on every condition change.
 	Recorder events.EventRecorder
-	// RecheckInterval is how often a release with missing artifacts is checked again.
+	// RecheckInterval is how often a release with missing artifacts, or artifacts of the
+	// wrong kind, is checked again.
 	RecheckInterval time.Duration
 }
 
@@ -72,38 +80,65 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			reterr = errors.Join(reterr, err)
 		}
 	}()
-	ready, err := r.reconcileArtifacts(ctx, rel)
-	if err != nil || ready {
+	final, err := r.reconcileArtifacts(ctx, rel)
+	if err != nil || final {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 }
 
-// reconcileArtifacts sets Ready from the store's answer for every digest of the release.
+// reconcileArtifacts sets Ready from what the store holds of every digest of the release
+// (Check), and reports whether it is final: not while artifacts are missing or stored as
+// another kind (an upload can mend either); packages that conflict, or are invalid, never
+// mend (fleetv1.ReleaseNeverReady): they are content, and the spec is immutable.
 func (r *Reconciler) reconcileArtifacts(ctx context.Context, rel *fleetv1.Release) (bool, error) {
 	if r.Artifacts == nil {
 		conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionTrue, ReasonArtifactsNotChecked,
 			"no artifact store is configured (the artifact API is disabled): the digests were not checked")
 		return true, nil
 	}
-	var missing []string
+	stored, err := r.stored(ctx, rel)
+	if err != nil {
+		return false, err
+	}
+	v := Check(&rel.Spec, stored)
+	conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, v.Status, v.Reason, v.Message)
+	return v.Status == metav1.ConditionTrue || fleetv1.ReleaseNeverReady(v.Reason), nil
+}
+
+// stored reads what the store holds of each digest of the release and, once each is there as
+// its field's kind (a release waiting for uploads reads no manifest), the manifest of each of
+// its packages.
+func (r *Reconciler) stored(ctx context.Context, rel *fleetv1.Release) (map[string]Stored, error) {
+	stored := map[string]Stored{}
 	for _, d := range index.ReleaseDigests(rel) {
-		ok, err := r.Artifacts.HasDigest(ctx, d)
+		kinds, err := r.Artifacts.KindsOf(ctx, d)
 		if err != nil {
-			return false, fmt.Errorf("check artifact sha256:%s of release %s: %w", d, client.ObjectKeyFromObject(rel), err)
+			return nil, fmt.Errorf("check artifact sha256:%s of release %s: %w", d, client.ObjectKeyFromObject(rel), err)
 		}
-		if !ok {
-			missing = append(missing, "sha256:"+d)
+		stored[d] = Stored{Kinds: kinds}
+	}
+	if _, ok := checkKinds(&rel.Spec, stored); !ok {
+		return stored, nil
+	}
+	for _, p := range rel.Spec.Packages {
+		st := stored[p.SHA256]
+		m, err := r.Artifacts.Manifest(ctx, p.SHA256)
+		if invalid := (*artifacts.ValidationError)(nil); errors.As(err, &invalid) {
+			st.Invalid = invalid.Message
+			stored[p.SHA256] = st
+			continue
 		}
+		if err != nil {
+			return nil, fmt.Errorf("read the manifest of package sha256:%s of release %s: %w", p.SHA256, client.ObjectKeyFromObject(rel), err)
+		}
+		if m == nil {
+			st.Kinds = nil // deleted since
+		}
+		st.Manifest = m
+		stored[p.SHA256] = st
 	}
-	if len(missing) > 0 {
-		conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionFalse, fleetv1.ReasonArtifactsMissing,
-			fmt.Sprintf("not in the artifact store: %s; upload them (edgefleet artifact upload)", strings.Join(missing, ", ")))
-		return false, nil
-	}
-	conditions.Set(&rel.Status.Conditions, rel.Generation, fleetv1.ReleaseReadyCondition, metav1.ConditionTrue, fleetv1.ReasonArtifactsFound,
-		"every artifact of the release is in the artifact store")
-	return true, nil
+	return stored, nil
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, before, rel *fleetv1.Release, clean bool) error {
