@@ -207,6 +207,7 @@ func startHealthSamples(t *testing.T, pki map[string][]byte, hosts ...*testhosts
 }
 
 func TestEtcdMembershipOnRealHosts(t *testing.T) {
+	t.Parallel() // beside the other real-host test: both mostly wait on their hosts
 	ctx := t.Context()
 	vault := testvault.StartVault(t)
 	store := secrets.NewVault(vault.Client, "secret", "edgefleet")

@@ -53,6 +53,7 @@ var nodeStackUnits = []string{"etcd", "edgefleet-kms", "kube-apiserver", "edgefl
 // whole system on five hosts are in e2e/realhosts (a killed BPA's next run, the Secret
 // encryption key's rotation, a failing patch rolled back, keys in Vault only).
 func TestRealNodeStack(t *testing.T) {
+	t.Parallel() // beside the other real-host test: both mostly wait on their hosts
 	ctx := t.Context()
 	signer, authorizedKey := testhosts.SSHKey(t)
 	hn := testhosts.StartHosts(t, 3, authorizedKey, testhosts.HostOptions{})
