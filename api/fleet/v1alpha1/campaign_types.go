@@ -38,6 +38,9 @@ const (
 const (
 	// ReasonReleaseNotReady means the campaign's release does not exist or is not Ready.
 	ReasonReleaseNotReady = "ReleaseNotReady"
+	// ReasonReleaseInvalid means the campaign's release will never be Ready (ReleaseNeverReady):
+	// the campaign ended Failed before its first dispatch.
+	ReasonReleaseInvalid = "ReleaseInvalid"
 	// ReasonBlocked means a campaign in spec.blockedBy has not succeeded yet; the message names it.
 	ReasonBlocked = "Blocked"
 	// ReasonDryRun means spec.dryRun is set: status.plan holds the waves, no site is touched.
@@ -114,8 +117,8 @@ const (
 	CampaignPartiallySucceeded CampaignPhase = "PartiallySucceeded"
 	// CampaignFailed stopped because a canary failed or the failure budget was exceeded, or
 	// ran to its end with no target succeeded, or was refused before its first dispatch for an
-	// invalid spec (InvalidSpec), or found its spec different from what it had dispatched
-	// (SpecChanged).
+	// invalid spec (InvalidSpec) or a release that will never be Ready (ReleaseInvalid), or
+	// found its spec different from what it had dispatched (SpecChanged).
 	CampaignFailed CampaignPhase = "Failed"
 	// CampaignAborted stopped because spec.abort was set.
 	CampaignAborted CampaignPhase = "Aborted"

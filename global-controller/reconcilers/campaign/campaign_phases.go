@@ -138,7 +138,9 @@ func (r *Reconciler) reconcileBlockers(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// reconcileRelease holds a campaign that has not started until its release is Ready.
+// reconcileRelease holds a campaign that has not started until its release is Ready, and ends
+// it Failed when the release never will be (fleetv1.ReleaseNeverReady): waiting would hold its
+// sites, and the campaigns it blocks, for nothing.
 func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
 	c := s.campaign
 	if s.hasStarted() || c.Spec.DryRun {
@@ -153,7 +155,13 @@ func (r *Reconciler) reconcileRelease(ctx context.Context, s *scope) error {
 	case err != nil:
 		return fmt.Errorf("get release %s of campaign %s: %w", c.Spec.Release, s.key, err)
 	}
-	if msg, notReady := conditions.NotTrue(rel.Status.Conditions, fleetv1.ReleaseReadyCondition); notReady {
+	msg, notReady := conditions.NotTrue(rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
+	ready := meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition)
+	switch {
+	case !notReady:
+	case ready != nil && ready.ObservedGeneration == rel.Generation && fleetv1.ReleaseNeverReady(ready.Reason):
+		s.finish(fleetv1.CampaignFailed, fleetv1.ReasonReleaseInvalid, fmt.Sprintf("Release %q will never be Ready: %s; no site was dispatched: create a Release that fixes it and a campaign of that release", c.Spec.Release, msg))
+	default:
 		s.wait(fleetv1.CampaignPending, fleetv1.ReasonReleaseNotReady, fmt.Sprintf("Release %q: %s", c.Spec.Release, msg))
 	}
 	return nil

@@ -158,3 +158,63 @@ func TestInvalidSpecBeforeStartEndsFailed(t *testing.T) {
 		return nil
 	})
 }
+
+// TestReleaseNeverReadyEndsFailed gives two campaigns a release that is not Ready, as the
+// release controller says it: one whose packages conflict (it never will be: its spec and the
+// content it names cannot change) and one whose artifacts are missing (they may be uploaded).
+// The first campaign ends Failed at once with a reason and a message that say why and what to
+// do, and dispatches nothing; the second waits, Pending.
+func TestReleaseNeverReadyEndsFailed(t *testing.T) {
+	ns := global.Namespace(t)
+	startController(t, controllerOptions{})
+	sim, _ := startSimulator(t, ns, false, nil)
+	createSites(t, ns, 2, "r0")
+	for name, reason := range map[string]string{"conflicting": fleetv1.ReasonPackagesConflict, "incomplete": fleetv1.ReasonArtifactsMissing} {
+		createRelease(t, ns, name)
+		rel := &fleetv1.Release{}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		testutil.Eventually(t, wait, func() error { // the release controller's first verdict, then its own
+			if err := global.Client.Get(t.Context(), key, rel); err != nil {
+				return err
+			}
+			if meta.FindStatusCondition(rel.Status.Conditions, fleetv1.ReleaseReadyCondition) == nil {
+				return fmt.Errorf("release %s not checked yet", name)
+			}
+			return nil
+		})
+		meta.SetStatusCondition(&rel.Status.Conditions, metav1.Condition{Type: fleetv1.ReleaseReadyCondition, Status: metav1.ConditionFalse,
+			ObservedGeneration: rel.Generation, Reason: reason, Message: "package kubelet and package kubelet-old both install kubelet"})
+		if err := global.Client.Status().Update(t.Context(), rel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	never := newCampaign(ns, "never", "conflicting", fleetv1.CampaignStrategy{})
+	later := newCampaign(ns, "later", "incomplete", fleetv1.CampaignStrategy{})
+	for _, c := range []*fleetv1.Campaign{never, later} {
+		if err := global.Client.Create(t.Context(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := waitPhase(t, never, fleetv1.CampaignFailed)
+	for _, typ := range []string{fleetv1.CampaignProgressingCondition, fleetv1.CampaignCompleteCondition} {
+		cond := meta.FindStatusCondition(got.Status.Conditions, typ)
+		if cond == nil || cond.Reason != fleetv1.ReasonReleaseInvalid || !strings.Contains(cond.Message, `Release "conflicting" will never be Ready`) ||
+			!strings.Contains(cond.Message, "both install kubelet") || !strings.Contains(cond.Message, "create a Release that fixes it") {
+			t.Errorf("%s %+v, want %s naming the release, why and what to do", typ, cond, fleetv1.ReasonReleaseInvalid)
+		}
+	}
+	if got.Status.CompletionTime == nil || got.Status.StartTime != nil {
+		t.Errorf("status %+v, want a completion time and no start time", got.Status)
+	}
+	testutil.Eventually(t, wait, func() error { return hasEvents(t, never, "Failed", fleetv1.ReasonReleaseInvalid) })
+	waitPhase(t, later, fleetv1.CampaignPending)
+	testutil.Consistently(t, time.Second, func() error { // the time a wrong controller would take to dispatch
+		if n := len(sim.Log()); n != 0 {
+			return fmt.Errorf("campaigns of releases not Ready dispatched %d operations: %v", n, sim.Log())
+		}
+		if p := getCampaign(t, later).Status.Phase; p != fleetv1.CampaignPending {
+			return fmt.Errorf("the campaign of a release whose artifacts are missing went from Pending to %s", p)
+		}
+		return nil
+	})
+}
