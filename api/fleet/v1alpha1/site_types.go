@@ -107,6 +107,10 @@ const (
 	// ReasonClusterUpdatePending means the site has not yet reconciled the last pushed
 	// generation of its ApplicationCluster; the message gives both generations.
 	ReasonClusterUpdatePending = "ClusterUpdatePending"
+	// ReasonBootstrapFailed means the site's BPA reports that it cannot build or change the
+	// cluster to the pushed generation (status.cluster.bootstrap Failed, whatever the nodes
+	// say); the message carries the BPA's.
+	ReasonBootstrapFailed = "BootstrapFailed"
 	// ReasonClusterNotReported means the site has no ApplicationCluster yet, or reports no
 	// Ready condition on it (no local controller handles it yet).
 	ReasonClusterNotReported = "ClusterNotReported"

@@ -314,6 +314,10 @@ func clusterReady(ac *sitev1.ApplicationCluster) (metav1.ConditionStatus, string
 	case ready == nil:
 		return metav1.ConditionFalse, fleetv1.ReasonClusterNotReported,
 			fmt.Sprintf("the site reports no Ready condition on ApplicationCluster %s yet (is its local controller running?)", name)
+	case ac.Status.Bootstrap != nil && ac.Status.Bootstrap.Phase == sitev1.BootstrapFailed && ac.Status.Bootstrap.ObservedGeneration >= ac.Generation:
+		// Nodes Ready of an older release are not the cluster the Site asks for.
+		return metav1.ConditionFalse, fleetv1.ReasonBootstrapFailed,
+			fmt.Sprintf("the site's BPA reports ApplicationCluster %s Failed: %s (nodes: Ready=%s %s: %s)", name, ac.Status.Bootstrap.Message, ready.Status, ready.Reason, ready.Message)
 	case ac.Status.ObservedGeneration < ac.Generation:
 		return metav1.ConditionFalse, fleetv1.ReasonClusterUpdatePending,
 			fmt.Sprintf("the site has not reconciled generation %d of ApplicationCluster %s yet (last: %d, Ready=%s %s: %s)",

@@ -198,6 +198,10 @@ func TestClusterReady(t *testing.T) {
 	readyCond := func(s metav1.ConditionStatus) *metav1.Condition {
 		return &metav1.Condition{Type: "Ready", Status: s, Reason: "R", Message: "site says"}
 	}
+	bpa := func(a *sitev1.ApplicationCluster, phase sitev1.BootstrapPhase, observed int64) *sitev1.ApplicationCluster {
+		a.Status.Bootstrap = &sitev1.BootstrapStatus{Phase: phase, ObservedGeneration: observed, Message: "package edge-hello runs on workers only, and the cluster has no worker"}
+		return a
+	}
 	tests := []struct {
 		name   string
 		ac     *sitev1.ApplicationCluster
@@ -210,6 +214,9 @@ func TestClusterReady(t *testing.T) {
 		{"ready for an older generation", ac(3, 2, readyCond(metav1.ConditionTrue)), metav1.ConditionFalse, fleetv1.ReasonClusterUpdatePending},
 		{"not ready", ac(2, 2, readyCond(metav1.ConditionFalse)), metav1.ConditionFalse, fleetv1.ReasonClusterNotReady},
 		{"unknown", ac(2, 2, readyCond(metav1.ConditionUnknown)), metav1.ConditionFalse, fleetv1.ReasonClusterNotReady},
+		{"nodes ready, the BPA failed on this generation", bpa(ac(2, 2, readyCond(metav1.ConditionTrue)), sitev1.BootstrapFailed, 2), metav1.ConditionFalse, fleetv1.ReasonBootstrapFailed},
+		{"nodes ready, the BPA failed on an older generation", bpa(ac(3, 3, readyCond(metav1.ConditionTrue)), sitev1.BootstrapFailed, 2), metav1.ConditionTrue, fleetv1.ReasonClusterReady},
+		{"nodes ready, the BPA installed", bpa(ac(2, 2, readyCond(metav1.ConditionTrue)), sitev1.BootstrapInstalled, 2), metav1.ConditionTrue, fleetv1.ReasonClusterReady},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,6 +226,9 @@ func TestClusterReady(t *testing.T) {
 			}
 			if tt.ac != nil && len(tt.ac.Status.Conditions) > 0 && !strings.Contains(msg, "site says") {
 				t.Errorf("message %q does not carry the site's", msg)
+			}
+			if tt.reason == fleetv1.ReasonBootstrapFailed && !strings.Contains(msg, "has no worker") {
+				t.Errorf("message %q does not carry the BPA's", msg)
 			}
 		})
 	}
