@@ -401,6 +401,11 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			return fmt.Errorf("read %s: %w", manifest, err)
 		}
 		ns := obj.GetNamespace()
+		if kind := obj.GetKind(); kind == "Site" || kind == "Host" {
+			if err := f.ensureNamespace(ctx, ns); err != nil {
+				return err
+			}
+		}
 		switch obj.GetKind() {
 		case "Site":
 			site, ok := f.Sites[obj.GetName()]
@@ -448,10 +453,15 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 	return err
 }
 
-func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
+// ensureNamespace creates namespace ns on the global cluster unless it exists.
+func (f *Fleet) ensureNamespace(ctx context.Context, ns string) error {
 	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
+	return nil
+}
+
+func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
 	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, s)); err != nil {
 		return fmt.Errorf("create secret %s/%s: %w", ns, name, err)
