@@ -89,9 +89,6 @@ type Fleet struct {
 	// that signed it).
 	APICertFile, APIKeyFile, APICAFile string
 
-	// Applications are the control planes standing for the sites' application clusters, by
-	// site (StartSiteProvisioning).
-	Applications map[string]*controlplane.ControlPlane
 	// Vault is the global controller's Vault with FleetOptions.Vault; nil without.
 	Vault *testvault.Vault
 
@@ -112,7 +109,7 @@ type Fleet struct {
 	// across restarts.
 	localPorts map[string][]int
 	bpas       map[string]*proc.Process
-	// stops stop what StartSiteMetal3 and StartSiteProvisioning started, before the control planes.
+	// stops stop what StartSiteMetal3 started, before the control planes.
 	stops []func() error
 }
 
@@ -123,7 +120,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Applications: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
+	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
 		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, webhooks: opts.Webhooks, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
