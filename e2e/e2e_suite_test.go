@@ -11,16 +11,15 @@ import (
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
-// fleet is a global control plane with the admission webhooks registered, four site control
-// planes (three sites, and one that a ClusterSimulator answers on for many simulated sites),
-// bin/global-controller serving the webhooks, and the Vault it reads site-c's kubeconfig and
-// some BMC credentials from. The suites on real hosts are in e2e/realhosts.
+// fleet is a global control plane with the admission webhooks registered, three site control
+// planes (two sites, and one that a ClusterSimulator answers on for many simulated sites) and
+// bin/global-controller serving the webhooks. The suites on real hosts are in e2e/realhosts.
 var fleet *testfleet.Fleet
 
 // controllerArgs make the controller notice site changes within seconds.
 var controllerArgs = testfleet.QuickSiteChecks()
 
-var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "site-b", "site-c", "sim"}, ControllerArgs: controllerArgs, Vault: true, Webhooks: true})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "site-b", "sim"}, ControllerArgs: controllerArgs, Webhooks: true})
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

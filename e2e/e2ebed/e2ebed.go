@@ -18,9 +18,8 @@ import (
 // *fleet (stopped after the suite); an AfterSuite, the secrets sweep: none of the secrets the run
 // gave edgefleet to handle (BMC passwords, site credentials, enrollment tokens), nor the sites'
 // artifact tokens and the application clusters' admin keys, is in clear in any file of the
-// global, site and application control planes (etcd data and write-ahead logs), the artifact
-// database, or the bed's logs and kubeconfigs; and the controller's log reported with a failed
-// spec. It returns true, for `var _ = e2ebed.Fleet(...)`.
+// global and site control planes (etcd data and write-ahead logs), the artifact database, or
+// the bed's logs and kubeconfigs; and the controller's log reported with a failed spec. It returns true, for `var _ = e2ebed.Fleet(...)`.
 func Fleet(fleet **testfleet.Fleet, opts testfleet.FleetOptions) bool {
 	ginkgo.BeforeSuite(func(ctx context.Context) {
 		ctrl.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter)))

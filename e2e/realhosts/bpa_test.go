@@ -36,7 +36,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -52,6 +54,7 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/secrets"
 	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/chromium"
+	"github.com/edgefleet/edgefleet/test/testfleet"
 	"github.com/edgefleet/edgefleet/test/testhosts"
 	"github.com/edgefleet/edgefleet/test/testutil"
 	"github.com/edgefleet/edgefleet/test/testvault"
@@ -220,7 +223,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		var err error
 		root, err = testutil.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
-		siteD = startRealSite(ctx, site, ns, hn, 3, 5, vault, nil)
+		// Its kubeconfig and BMC credentials are kept in the fleet's Vault, no Secret on the global
+		// cluster.
+		siteD = startRealSite(ctx, site, ns, hn, 3, 5, vault, nil, func(o *testfleet.RealSiteOptions) { o.FleetVault = true })
 
 		// The cluster starts on the previous Kubernetes minor; the upgrades go to the current.
 		uploadBase(ctx, dir, builders.PreviousKubernetesVersion, digest)
@@ -249,6 +254,22 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 	})
 
 	skipAfterFailedBed()
+
+	It("survives a crash of the local controller in the middle of provisioning", Label(bedLabel), func(ctx context.Context) {
+		// Wait until Cluster-API's Machines exist for the hosts, the cluster not built yet, then
+		// kill the local controller and start it again: the install spec finds nothing made twice.
+		Eventually(func(g Gomega) {
+			machines := &clusterv1.MachineList{}
+			g.Expect(siteD.client.List(ctx, machines, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
+			g.Expect(len(machines.Items)).To(BeNumerically(">=", 3))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		ac := &sitev1.ApplicationCluster{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site}, ac)).To(Succeed())
+		Expect(ac.Status.Phase).NotTo(Equal(sitev1.ClusterProvisioned), "the kill must come before the end")
+		Expect(fleet.KillLocalController(site)).To(Succeed())
+		_, err := fleet.StartLocalController(ctx, site)
+		Expect(err).NotTo(HaveOccurred())
+	})
 
 	It("finishes an install the BPA was killed in, without redoing what was done", Label(bedLabel), func(ctx context.Context) {
 		// Wait until etcd is active on some control-plane host, then kill the BPA.
@@ -296,6 +317,27 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(s.Status.Cluster.Bootstrap).NotTo(BeNil())
 			g.Expect(s.Status.Cluster.Bootstrap.Phase).To(Equal(sitev1.BootstrapInstalled))
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		// Nothing duplicated by the local controller's crash: one Machine and one claim per host.
+		machines := &clusterv1.MachineList{}
+		Expect(siteD.client.List(ctx, machines, client.InNamespace(sitev1.InfoNamespace))).To(Succeed())
+		Expect(machines.Items).To(HaveLen(5))
+		bmhs := &metal3api.BareMetalHostList{}
+		Expect(siteD.client.List(ctx, bmhs, client.InNamespace(sitev1.HostsNamespace))).To(Succeed())
+		Expect(bmhs.Items).To(HaveLen(5))
+		consumers := map[string]string{}
+		for _, b := range bmhs.Items {
+			Expect(b.Status.Provisioning.State).To(Equal(metal3api.StateProvisioned), b.Name)
+			Expect(b.Spec.ConsumerRef).NotTo(BeNil(), b.Name)
+			Expect(consumers).NotTo(HaveKey(b.Spec.ConsumerRef.Name), "two hosts claimed by one machine")
+			consumers[b.Spec.ConsumerRef.Name] = b.Name
+		}
+		// Each global Host shows its state at the site.
+		var names []string
+		for _, h := range members {
+			names = append(names, h.Name)
+		}
+		siteD.hostsAre(Default, ctx, "v"+builders.PreviousKubernetesVersion, names...)
+
 		b := s.Status.Cluster.Bootstrap
 		Expect(b.Nodes).To(Equal(int32(5)))
 		var want []sitev1.InstalledPackage
@@ -497,6 +539,47 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		found, _, err = testutil.FindSecrets(dirs[len(dirs)-len(hn.Hosts):], map[string][]byte{"host-0's etcd key": serverKey})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(found).NotTo(BeEmpty())
+	})
+
+	It("reaches the site with the kubeconfig kept in Vault, and carries Vault-held BMC credentials and their rotation to Metal3", func(ctx context.Context) {
+		const where = "secret/edgefleet/global/" + ns
+		s := &fleetv1.Site{}
+		Expect(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: site}, s)).To(Succeed())
+		valid := meta.FindStatusCondition(s.Status.Conditions, fleetv1.SiteKubeconfigValidCondition)
+		Expect(valid).NotTo(BeNil())
+		Expect(valid.Status).To(Equal(metav1.ConditionTrue))
+		Expect(valid.Message).To(Equal(`kubeconfig from Vault entry ` + where + `/sites/` + site + ` key "kubeconfig" loaded`))
+
+		// Only Vault holds host-1's credentials on the global side; the site's copy is Metal3's.
+		host := members[1].Name
+		Expect(apierrors.IsNotFound(fleet.Global.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: host + "-bmc"}, &corev1.Secret{}))).To(BeTrue())
+		entries, err := fleet.VaultEntries()
+		Expect(err).NotTo(HaveOccurred())
+		entry, err := entries.Read(ctx, ns, "bmc/"+host)
+		Expect(err).NotTo(HaveOccurred())
+		copyOnSite := &corev1.Secret{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host + sitev1.BMCSecretSuffix}, copyOnSite)).To(Succeed())
+		Expect(copyOnSite.Annotations).To(HaveKeyWithValue(sitev1.SourceAnnotation, "Vault "+where+"/bmc/"+host))
+		Expect(string(copyOnSite.Data["password"])).To(Equal(entry.Data["password"]))
+		bmh := &metal3api.BareMetalHost{}
+		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: host}, bmh)).To(Succeed())
+		Expect(bmh.Spec.BMC.CredentialsName).To(Equal(copyOnSite.Name))
+
+		// The password rotated in Vault reaches the site within a heartbeat, with no event.
+		rotated, err := fleet.NewBMCPassword(host)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = entries.Write(ctx, ns, "bmc/"+host, map[string]string{"username": "admin", "password": rotated})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(siteD.client.Get(ctx, client.ObjectKeyFromObject(copyOnSite), copyOnSite)).To(Succeed())
+			g.Expect(string(copyOnSite.Data["password"])).To(Equal(rotated))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		// Metal3 keeps the host provisioned with the new credentials.
+		Consistently(func(g Gomega) {
+			g.Expect(siteD.client.Get(ctx, client.ObjectKeyFromObject(bmh), bmh)).To(Succeed())
+			g.Expect(bmh.Status.Provisioning.State).To(Equal(metal3api.StateProvisioned))
+			g.Expect(bmh.Status.ErrorMessage).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	})
 
 	It("shows the site in the web UI as it is: its nodes at their readiness and kubelet's version, the BPA's packages and charts, the Site's events, and the local controller's and the BPA's own log lines", func(ctx context.Context) {
@@ -1177,6 +1260,19 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v" + builders.KubernetesVersion))
 		Expect(n.Labels).To(HaveKey("node-role.kubernetes.io/worker"))
 		Expect(installed(ctx, spare, "edge-hello")).To(Equal("1.0.0 1.0.0"), "the release's worker package")
+		// The global Hosts are the registered ones, each a ready, provisioned node of the release.
+		version := "v" + builders.KubernetesVersion
+		globalHosts := func(hosts ...*testhosts.Host) {
+			GinkgoHelper()
+			var names []string
+			for _, h := range hosts {
+				names = append(names, h.Name)
+			}
+			Eventually(func(g Gomega) {
+				siteD.hostsAre(g, ctx, version, names...)
+			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}
+		globalHosts(hn.Hosts...)
 		// The new node runs pods: one asks the application's Service by name from there.
 		var image string
 		for _, p := range webappPods(ctx, cs) {
@@ -1205,10 +1301,12 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		Consistently(func(g Gomega) {
 			g.Expect(nodeNames(g)).NotTo(ContainElement(kept.Name))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		globalHosts(hn.Hosts[0], hn.Hosts[1], hn.Hosts[2], hn.Hosts[3], wiped)
 
 		By("scale-in, wiping the host")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"hostRemovalPolicy":"Deprovision"}}}`)
 		Expect(err).NotTo(HaveOccurred())
+		history := siteD.watch(ctx, &metal3api.BareMetalHostList{}, client.InNamespace(sitev1.HostsNamespace), client.MatchingFields{"metadata.name": wiped.Name})
 		_, err = fleet.Kubectl(ctx, "delete", "host", wiped.Name, "-n", ns, "--wait=false")
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
@@ -1217,6 +1315,28 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			err := siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: wiped.Name}, &metal3api.BareMetalHost{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "BareMetalHost %s: %v", wiped.Name, err)
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		globalHosts(hn.Hosts[:4]...)
+		// Deprovision: Metal3 wiped the host, the provider released it powered off, and the site
+		// deleted its BareMetalHost; the harness's Ironic powered the test host off.
+		var versions []metal3api.BareMetalHost
+		Eventually(func(g Gomega) {
+			evs := history(g)
+			g.Expect(evs).NotTo(BeEmpty())
+			g.Expect(evs[len(evs)-1].Type).To(Equal(watch.Deleted), "the watch has not seen the deletion yet")
+			versions = versions[:0]
+			for _, ev := range evs {
+				versions = append(versions, *ev.Object.(*metal3api.BareMetalHost))
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		Expect(versions[0].Spec.ConsumerRef).NotTo(BeNil(), "the host was in use before")
+		released := slices.IndexFunc(versions, func(b metal3api.BareMetalHost) bool { return b.Spec.ConsumerRef == nil })
+		Expect(released).To(BeNumerically(">", 0), "BareMetalHost %s deleted without being released", wiped.Name)
+		for _, b := range versions[released:] {
+			Expect(b.Spec.Online).To(BeFalse(), "BareMetalHost %s released online (resourceVersion %s)", wiped.Name, b.ResourceVersion)
+			Expect(b.Spec.Image).To(BeNil(), "BareMetalHost %s released with an image", wiped.Name)
+		}
+		Expect(versions[len(versions)-1].Status.PoweredOn).To(BeFalse(), "BareMetalHost %s deleted powered on", wiped.Name)
+		Eventually(wiped.Running).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(BeFalse(), "test host %s still running, wiped", wiped.Name)
 		webappPods(ctx, cs)
 
 		answered, failed := requests.Stop()

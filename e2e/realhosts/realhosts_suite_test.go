@@ -12,11 +12,11 @@ import (
 )
 
 // fleet is a global control plane with the admission webhooks registered, a site control plane
-// per real-host site and bin/global-controller. The BPA suite sweeps its test hosts' disks
-// itself, before they go.
+// per real-host site, bin/global-controller and the Vault it reads site-d's kubeconfig and BMC
+// credentials from. The BPA suite sweeps its test hosts' disks itself, before they go.
 var fleet *testfleet.Fleet
 
-var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks(), Webhooks: true})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks(), Webhooks: true, Vault: true})
 
 func TestRealHosts(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
@@ -156,9 +158,11 @@ type realSite struct {
 // harness's Ironic for hn's hosts) and registers the Site and the Hosts of the first registered
 // of hn's hosts (0: all; realSite.register registers another one later): the first
 // controlPlanes hosts are control plane, the rest workers; the Site has a cluster network but no
-// release (a campaign or the spec sets it). Everything stops when the container's specs are
+// release (a campaign or the spec sets it); with, when given, changes its options
+// (testfleet.RealSiteOptions.FleetVault). Everything stops when the container's specs are
 // done.
-func startRealSite(ctx context.Context, name, ns string, hn *testhosts.HostNet, controlPlanes, registered int, vault *testvault.Vault, labels map[string]string) *realSite {
+func startRealSite(ctx context.Context, name, ns string, hn *testhosts.HostNet, controlPlanes, registered int, vault *testvault.Vault, labels map[string]string,
+	with ...func(*testfleet.RealSiteOptions)) *realSite {
 	GinkgoHelper()
 	scheme, err := setup.Scheme()
 	Expect(err).NotTo(HaveOccurred())
@@ -168,6 +172,9 @@ func startRealSite(ctx context.Context, name, ns string, hn *testhosts.HostNet, 
 	s.opts = testfleet.RealSiteOptions{
 		Name: name, Namespace: ns, Labels: labels, Hosts: hn, ControlPlanes: controlPlanes, Registered: registered, Vault: vault, Network: true,
 		Report: func(err error) { GinkgoWriter.Println(name, "ironic:", err) },
+	}
+	for _, w := range with {
+		w(&s.opts)
 	}
 	stop, err := fleet.StartRealSite(ctx, s.opts)
 	Expect(err).NotTo(HaveOccurred())
@@ -200,6 +207,56 @@ func (s *realSite) startBPAPassed(ctx context.Context, args ...string) {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(n).To(BeNumerically(">=", 1), "passes of the restarted BPA over the cluster")
 	}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(time.Second).Should(Succeed())
+}
+
+// watch watches objects of list's kind on the site from now on, until the spec ends: the first
+// events are the objects there now (Added). The returned function gives the events seen so far,
+// failing on a watch error.
+func (s *realSite) watch(ctx context.Context, list client.ObjectList, opts ...client.ListOption) func(Gomega) []watch.Event {
+	GinkgoHelper()
+	wc, err := client.NewWithWatch(fleet.Sites[s.name].Config, client.Options{Scheme: s.client.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	w, err := wc.Watch(ctx, list, opts...)
+	Expect(err).NotTo(HaveOccurred())
+	var (
+		mu     sync.Mutex
+		events []watch.Event
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	}()
+	DeferCleanup(func() {
+		w.Stop()
+		<-done
+	})
+	return func(g Gomega) []watch.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range events {
+			g.Expect(ev.Type).NotTo(Equal(watch.Error), "watch error: %v", ev.Object)
+		}
+		return slices.Clone(events)
+	}
+}
+
+// hostsAre checks that the site's global Hosts are exactly names, each a ready, provisioned
+// node of version ("v1.36.3") at the site (their status.cluster).
+func (s *realSite) hostsAre(g Gomega, ctx context.Context, version string, names ...string) {
+	hosts := &fleetv1.HostList{}
+	g.Expect(fleet.Global.Client.List(ctx, hosts, client.InNamespace(s.ns))).To(Succeed())
+	var got []string
+	for _, h := range hosts.Items {
+		got = append(got, h.Name)
+		g.Expect(h.Status.Cluster).NotTo(BeNil(), h.Name)
+		g.Expect(*h.Status.Cluster).To(Equal(fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: version}), h.Name)
+	}
+	g.Expect(got).To(ConsistOf(names))
 }
 
 // bootstrap is the BPA's report on the site's cluster (nil until there is one).

@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -304,12 +306,14 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	ctx := t.Context()
 	ns := bed(t, "roll")
-	cp0, w0, w1, w2 := host("r-cp-0", sitev1.RoleControlPlane), host("r-w-0", sitev1.RoleWorker), host("r-w-1", sitev1.RoleWorker), host("r-w-2", sitev1.RoleWorker)
-	ac := cluster(ns, "roll", "v1.36.3", cp0, w0, w1)
+	// Three control-plane hosts: the workers' roll waits for the whole control plane.
+	cp0, cp1, cp2 := host("r-cp-0", sitev1.RoleControlPlane), host("r-cp-1", sitev1.RoleControlPlane), host("r-cp-2", sitev1.RoleControlPlane)
+	w0, w1, w2 := host("r-w-0", sitev1.RoleWorker), host("r-w-1", sitev1.RoleWorker), host("r-w-2", sitev1.RoleWorker)
+	ac := cluster(ns, "roll", "v1.36.3", cp0, cp1, cp2, w0, w1)
 	if err := siteC.Create(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ac, 3*time.Minute, settled(1, 2, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(3, 2, "v1.36.3"))
 
 	update := func(change func(*sitev1.ApplicationCluster)) {
 		t.Helper()
@@ -322,14 +326,14 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 
 	t.Log("scale out: a third worker")
 	update(func(ac *sitev1.ApplicationCluster) { ac.Spec.Hosts = append(ac.Spec.Hosts, w2) })
-	waitFor(t, ac, 3*time.Minute, settled(1, 3, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(3, 3, "v1.36.3"))
 
 	t.Log("scale in, deprovisioning: remove r-w-0")
 	w0History := watchHost(t, w0.Name)
 	update(func(ac *sitev1.ApplicationCluster) {
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w0.Name })
 	})
-	waitFor(t, ac, 3*time.Minute, settled(1, 2, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(3, 2, "v1.36.3"))
 	testutil.Eventually(t, time.Minute, func() error {
 		b, err := bmh(w0.Name)
 		switch {
@@ -365,7 +369,7 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		ac.Spec.HostRemovalPolicy = sitev1.RemovalKeep
 		ac.Spec.Hosts = slices.DeleteFunc(ac.Spec.Hosts, func(h sitev1.ClusterHost) bool { return h.Name == w1.Name })
 	})
-	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(3, 1, "v1.36.3"))
 	testutil.Eventually(t, time.Minute, func() error {
 		b, err := bmh(w1.Name)
 		switch {
@@ -387,34 +391,70 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 	})
 
 	t.Log("version change: v1.36.3 -> v1.36.4, control plane first")
+	machineEvents := watchMachines(t, ns)
 	update(func(ac *sitev1.ApplicationCluster) { ac.Spec.KubernetesVersion = "v1.36.4" })
-	waitFor(t, ac, 5*time.Minute, settled(1, 1, "v1.36.4"))
+	waitFor(t, ac, 5*time.Minute, settled(3, 1, "v1.36.4"))
 	machines := &clusterv1.MachineList{}
 	if err := siteC.List(ctx, machines, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	var cpCreated, workerCreated time.Time
 	for _, m := range machines.Items {
 		if m.Spec.Version != "v1.36.4" {
 			t.Errorf("Machine %s still runs %s", m.Name, m.Spec.Version)
 		}
-		if _, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]; isCP {
-			cpCreated = m.CreationTimestamp.Time
-		} else {
-			workerCreated = m.CreationTimestamp.Time
+	}
+	if len(machines.Items) != 4 {
+		t.Errorf("after the roll: %d machines, want 4", len(machines.Items))
+	}
+	// Replayed in the order the site's API server wrote them: when the first worker Machine of
+	// the new version appeared, all three control-plane Machines ran it and were ready.
+	newWorker := func(ev watch.Event) bool {
+		m := ev.Object.(*clusterv1.Machine)
+		_, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]
+		return ev.Type == watch.Added && !isCP && m.Spec.Version == "v1.36.4"
+	}
+	var evs []watch.Event
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if evs = machineEvents(); !slices.ContainsFunc(evs, newWorker) {
+			return errors.New("the watch has not seen a worker Machine of v1.36.4 yet")
 		}
+		return nil
+	})
+	latest := map[string]*clusterv1.Machine{}
+	firstWorker := ""
+	for _, ev := range evs {
+		m := ev.Object.(*clusterv1.Machine)
+		if ev.Type == watch.Deleted {
+			delete(latest, m.Name)
+			continue
+		}
+		if newWorker(ev) && firstWorker == "" {
+			firstWorker = m.Name
+			var cps []string
+			for _, o := range latest {
+				if _, cp := o.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+					continue
+				}
+				cps = append(cps, o.Name)
+				// Ready as the site's controller counts it: a node, and NodeReady.
+				if o.Spec.Version != "v1.36.4" || !o.Status.NodeRef.IsDefined() || !capiconditions.IsTrue(o, clusterv1.MachineNodeReadyCondition) {
+					t.Errorf("control-plane Machine %s when worker %s came: version %s, node %v, NodeReady %v; want v1.36.4 and ready",
+						o.Name, m.Name, o.Spec.Version, o.Status.NodeRef, capiconditions.IsTrue(o, clusterv1.MachineNodeReadyCondition))
+				}
+			}
+			if len(cps) != 3 {
+				t.Errorf("control-plane Machines when worker %s came: %v, want 3", m.Name, cps)
+			}
+		}
+		latest[m.Name] = m
 	}
-	if len(machines.Items) != 2 || !workerCreated.After(cpCreated) {
-		t.Errorf("after the roll: %d machines, control plane created %s, worker %s; want 2, the worker after the control plane",
-			len(machines.Items), cpCreated, workerCreated)
-	}
-	for name, n := range nodes(t, cp0.Name, w2.Name) {
+	for name, n := range nodes(t, cp0.Name, cp1.Name, cp2.Name, w2.Name) {
 		if n.Status.NodeInfo.KubeletVersion != "v1.36.4" {
 			t.Errorf("node %s runs %s after the roll", name, n.Status.NodeInfo.KubeletVersion)
 		}
 	}
 	// Wiped and provisioned again, the hosts are back on.
-	for _, name := range []string{cp0.Name, w2.Name} {
+	for _, name := range []string{cp0.Name, cp1.Name, cp2.Name, w2.Name} {
 		b, err := bmh(name)
 		if err != nil {
 			t.Fatal(err)
@@ -422,6 +462,49 @@ func TestScaleOutScaleInAndVersionRoll(t *testing.T) {
 		if !b.Spec.Online || b.Spec.ConsumerRef == nil || b.Status.Provisioning.State != metal3api.StateProvisioned {
 			t.Errorf("BareMetalHost %s after the roll: online %v, consumer %v, %s", name, b.Spec.Online, b.Spec.ConsumerRef, b.Status.Provisioning.State)
 		}
+	}
+}
+
+// watchMachines watches the Machines of namespace ns from now on, until the test ends; the
+// first events are the Machines there now (Added). The returned function gives the events seen
+// so far, failing the test on a watch error.
+func watchMachines(t *testing.T, ns string) func() []watch.Event {
+	t.Helper()
+	wc, err := client.NewWithWatch(site.Config, client.Options{Scheme: siteC.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &clusterv1.MachineList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatalf("watch Machines of %s: %v", ns, err)
+	}
+	var (
+		mu     sync.Mutex
+		events []watch.Event
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			mu.Lock()
+			events = append(events, ev)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		w.Stop()
+		<-done
+	})
+	return func() []watch.Event {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range events {
+			if ev.Type == watch.Error {
+				t.Fatalf("watch of the Machines of %s: %v", ns, ev.Object)
+			}
+		}
+		return slices.Clone(events)
 	}
 }
 
@@ -502,7 +585,7 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	if err := siteC.Create(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(3, 1, "v1.36.3"))
 	if err := siteC.Delete(ctx, ac); err != nil {
 		t.Fatal(err)
 	}

@@ -89,9 +89,6 @@ type Fleet struct {
 	// that signed it).
 	APICertFile, APIKeyFile, APICAFile string
 
-	// Applications are the control planes standing for the sites' application clusters, by
-	// site (StartSiteProvisioning).
-	Applications map[string]*controlplane.ControlPlane
 	// Vault is the global controller's Vault with FleetOptions.Vault; nil without.
 	Vault *testvault.Vault
 
@@ -112,7 +109,7 @@ type Fleet struct {
 	// across restarts.
 	localPorts map[string][]int
 	bpas       map[string]*proc.Process
-	// stops stop what StartSiteMetal3 and StartSiteProvisioning started, before the control planes.
+	// stops stop what StartSiteMetal3 started, before the control planes.
 	stops []func() error
 }
 
@@ -123,7 +120,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Applications: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
+	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
 		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, webhooks: opts.Webhooks, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
@@ -401,6 +398,11 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 			return fmt.Errorf("read %s: %w", manifest, err)
 		}
 		ns := obj.GetNamespace()
+		if kind := obj.GetKind(); kind == "Site" || kind == "Host" {
+			if err := f.ensureNamespace(ctx, ns); err != nil {
+				return err
+			}
+		}
 		switch obj.GetKind() {
 		case "Site":
 			site, ok := f.Sites[obj.GetName()]
@@ -448,10 +450,15 @@ func (f *Fleet) Apply(ctx context.Context, manifest string, enrolling ...string)
 	return err
 }
 
-func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
+// ensureNamespace creates namespace ns on the global cluster unless it exists.
+func (f *Fleet) ensureNamespace(ctx context.Context, ns string) error {
 	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
+	return nil
+}
+
+func (f *Fleet) createSecret(ctx context.Context, ns, name string, data map[string][]byte) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
 	if err := client.IgnoreAlreadyExists(f.Global.Client.Create(ctx, s)); err != nil {
 		return fmt.Errorf("create secret %s/%s: %w", ns, name, err)

@@ -37,6 +37,11 @@ type RealSiteOptions struct {
 	Registered int
 	// Vault keeps the site's BPA's secrets, under edgefleet/<Name>.
 	Vault *testvault.Vault
+	// FleetVault keeps the Site's kubeconfig and its Hosts' BMC credentials in the Fleet's
+	// Vault (FleetOptions.Vault), as Apply writes them: the Site references entry
+	// sites/<Name> (kubeconfigVaultRef), each Host bmc/<host> (credentialsVaultRef). Without it
+	// they are the Secrets <Name>-kubeconfig and <host>-bmc.
+	FleetVault bool
 	// Network registers the Site with its cluster network (Hosts.ClusterNetwork) but no release:
 	// a release set later, by hand or by a campaign, makes it a cluster. Without it the Site has
 	// no spec.cluster until one is set.
@@ -63,12 +68,16 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	if opts.Registered < 0 || opts.Registered > len(opts.Hosts.Hosts) || (opts.Registered > 0 && opts.Registered < opts.ControlPlanes) {
 		return nil, fmt.Errorf("real site %s: %d hosts registered of %d, with %d control-plane hosts", opts.Name, opts.Registered, len(opts.Hosts.Hosts), opts.ControlPlanes)
 	}
+	if opts.FleetVault && f.Vault == nil {
+		return nil, fmt.Errorf("real site %s: its kubeconfig and BMC credentials in the Fleet's Vault, but the Fleet has none (FleetOptions.Vault)", opts.Name)
+	}
 	siteClient, err := client.New(site.Config, client.Options{Scheme: metal3.Scheme()})
 	if err != nil {
 		return nil, err
 	}
 	var stops []func() error
-	stop = func() error {
+	// stopAll, not stop: a return on error sets stop to nil before the deferred call.
+	stopAll := func() error {
 		var errs []error
 		for i := len(stops) - 1; i >= 0; i-- {
 			errs = append(errs, stops[i]())
@@ -77,7 +86,7 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, stop())
+			err = errors.Join(err, stopAll())
 		}
 	}()
 	if err := f.StartSiteMetal3(ctx, opts.Name); err != nil {
@@ -101,7 +110,7 @@ func (f *Fleet) StartRealSite(ctx context.Context, opts RealSiteOptions) (stop f
 	if err := f.applyManifest(ctx, opts.Name+".yaml", manifest); err != nil {
 		return nil, err
 	}
-	return stop, nil
+	return stopAll, nil
 }
 
 // RegisterRealHost registers the Host of opts.Hosts.Hosts[i] of a real site with role (a
@@ -143,14 +152,18 @@ func (o RealSiteOptions) manifest(artifactAPIURL string) (string, error) {
 		}
 		cluster = fmt.Sprintf("  cluster: {network: %s}\n", network)
 	}
+	kubeconfig := fmt.Sprintf("kubeconfigSecretRef: {name: %s-kubeconfig}", o.Name)
+	if o.FleetVault {
+		kubeconfig = fmt.Sprintf("kubeconfigVaultRef: {path: sites/%s}", o.Name)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: fleet.edgefleet.io/v1alpha1
 kind: Site
 metadata: {name: %s, namespace: %s, labels: %s}
 spec:
-  kubeconfigSecretRef: {name: %[1]s-kubeconfig}
-  artifactAPIURL: %[4]s
-%s`, o.Name, o.Namespace, labels, artifactAPIURL, cluster)
+  %s
+  artifactAPIURL: %s
+%s`, o.Name, o.Namespace, labels, kubeconfig, artifactAPIURL, cluster)
 	registered := len(o.Hosts.Hosts)
 	if o.Registered > 0 {
 		registered = o.Registered
@@ -168,6 +181,10 @@ spec:
 // hostManifest is the Host of o.Hosts.Hosts[i] with role.
 func (o RealSiteOptions) hostManifest(i int, role fleetv1.HostRole) string {
 	h := o.Hosts.Hosts[i]
+	credentials := fmt.Sprintf("credentialsSecretRef: {name: %s-bmc}", h.Name)
+	if o.FleetVault {
+		credentials = fmt.Sprintf("credentialsVaultRef: {path: bmc/%s}", h.Name)
+	}
 	return fmt.Sprintf(`---
 apiVersion: fleet.edgefleet.io/v1alpha1
 kind: Host
@@ -179,8 +196,8 @@ spec:
   address: %s
   bmc:
     address: redfish+http://192.0.2.%d/redfish/v1/Systems/1
-    credentialsSecretRef: {name: %[1]s-bmc}
-`, h.Name, o.Namespace, o.Name, role, h.MAC, h.IP, 60+i)
+    %s
+`, h.Name, o.Namespace, o.Name, role, h.MAC, h.IP, 60+i, credentials)
 }
 
 // WaitSitesReady waits until the global controller reports the Sites of namespace ns Ready, up

@@ -84,3 +84,34 @@ func TestRealSiteManifestRegistersSomeHosts(t *testing.T) {
 		t.Errorf("the later host: %+v", h)
 	}
 }
+
+// TestRealSiteManifestInFleetVault: with FleetVault, the Site's kubeconfig and every Host's BMC
+// credentials (a later one's too) are referenced in the Fleet's Vault, no Secret.
+func TestRealSiteManifestInFleetVault(t *testing.T) {
+	hn := &testhosts.HostNet{}
+	for i, name := range []string{"cp-0", "w-0"} {
+		hn.Hosts = append(hn.Hosts, &testhosts.Host{Name: name, IP: netip.AddrFrom4([4]byte{10, 233, 7, byte(10 + i)}), MAC: net.HardwareAddr{2, 0xef, 0, 0, 0, byte(i)}})
+	}
+	opts := RealSiteOptions{Name: "s", Namespace: "ns", Hosts: hn, ControlPlanes: 1, Registered: 1, FleetVault: true}
+	manifest, err := opts.manifest("http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest+opts.hostManifest(1, fleetv1.RoleWorker))), 4096)
+	var site fleetv1.Site
+	if err := dec.Decode(&site); err != nil {
+		t.Fatalf("%v\n%s", err, manifest)
+	}
+	if site.Spec.KubeconfigSecretRef != nil || site.Spec.KubeconfigVaultRef == nil || site.Spec.KubeconfigVaultRef.Path != "sites/s" {
+		t.Errorf("site's kubeconfig: secret %+v, Vault %+v; want Vault entry sites/s only", site.Spec.KubeconfigSecretRef, site.Spec.KubeconfigVaultRef)
+	}
+	for _, name := range []string{"cp-0", "w-0"} {
+		var h fleetv1.Host
+		if err := dec.Decode(&h); err != nil {
+			t.Fatal(err)
+		}
+		if b := h.Spec.BMC; h.Name != name || b.CredentialsSecretRef != nil || b.CredentialsVaultRef == nil || b.CredentialsVaultRef.Path != "bmc/"+name {
+			t.Errorf("host %s (want %s): BMC credentials in secret %+v, Vault %+v; want Vault entry bmc/%[2]s only", h.Name, name, b.CredentialsSecretRef, b.CredentialsVaultRef)
+		}
+	}
+}

@@ -83,9 +83,6 @@ func (f *Fleet) SweepDirs() []string {
 	for _, cp := range f.Sites {
 		dirs = append(dirs, cp.Dir())
 	}
-	for _, cp := range f.Applications {
-		dirs = append(dirs, cp.Dir())
-	}
 	return dirs
 }
 

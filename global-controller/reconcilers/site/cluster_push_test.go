@@ -378,6 +378,18 @@ func TestClusterPushedToSite(t *testing.T) {
 		t.Error("a new BMC address rewrote the host's Secret")
 	}
 
+	// A new Kubernetes version set on the Site reaches the ApplicationCluster, which the site
+	// rolls (local-controller/setup TestScaleOutScaleInAndVersionRoll; with the BPA, in place).
+	controlplane.Update(t, global.Client, &fleetv1.Site{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: site.Name}}, func(s *fleetv1.Site) {
+		s.Spec.Cluster.KubernetesVersion = "v1.36.4"
+	})
+	waitCluster(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) error {
+		if v := ac.Spec.KubernetesVersion; v != "v1.36.4" {
+			return fmt.Errorf("spec.kubernetesVersion = %q, want the Site's v1.36.4", v)
+		}
+		return nil
+	})
+
 	// A rotated password reaches the site; so does a repair of a copy changed on the site.
 	cp0 := &corev1.Secret{}
 	if err := global.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: "cp-0-creds"}, cp0); err != nil {
