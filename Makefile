@@ -87,7 +87,7 @@ build: ## Build bin/global-controller, bin/local-controller, bin/bpa, bin/edgefl
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/edgefleet ./cli
 
 .PHONY: test-bins
-test-bins: ## Build the test beds' binaries, never shipped: bin/local-controller-simulated (the local controller with test/sitesim's node simulator, for beds without hosts).
+test-bins: ## Build the demo's test binaries, never shipped: bin/local-controller-simulated (the local controller with test/sitesim's node simulator: the demo's site-b, whose nodes are simulated).
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/local-controller-simulated ./test/sitesim/localcontroller
 
@@ -96,7 +96,7 @@ usb-image: tools build ## Build the generic base image of a site's bootstrap mac
 	@iso=$$(usb-image/build.sh "$${EDGEFLEET_TOOLS_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/edgefleet/tools}" $(BIN)) && ln -sfn "$$iso" $(BIN)/edgefleet-base.iso && echo "bin/edgefleet-base.iso -> $$iso"
 
 .PHONY: test
-test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time, the slow tests and specs, and the CPU time by package (bin/test-report/).
+test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) and end-to-end; ends with a table of each package's time, the slow tests and specs, and the CPU time by package (bin/test-report/).
 	@pkgs=$$($(GO) list ./... | grep -v -x -e '.*/e2e/realhosts' -e '.*/bpa/cluster' -e '.*/usb-image' -e '.*/test/ipa' -e '.*/e2e/scale'); \
 	rm -rf $(TEST_REPORT); mkdir -p $(TEST_REPORT); $(GO) build -o $(BIN)/testreport ./hack/testreport; start=$$SECONDS; \
 	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
@@ -123,7 +123,7 @@ test: tools build test-bins ## Run every test: unit, envtest (real kube-apiserve
 	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e
-test-e2e: tools build test-bins ## Run only the end-to-end ginkgo suites in e2e/.
+test-e2e: tools build ## Run only the end-to-end ginkgo suites in e2e/.
 	$(GO) test $(GO_TEST_FLAGS) ./e2e/... -ginkgo.v
 
 # Go benchmarks run only in the packages that have some: `go test` runs every package's TestMain,
