@@ -585,7 +585,7 @@ func TestDeleteTakesTheClusterDown(t *testing.T) {
 	if err := siteC.Create(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ac, 3*time.Minute, settled(3, 1, "v1.36.3"))
+	waitFor(t, ac, 3*time.Minute, settled(1, 1, "v1.36.3"))
 	if err := siteC.Delete(ctx, ac); err != nil {
 		t.Fatal(err)
 	}
