@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -218,30 +217,12 @@ func (s *realSite) watch(ctx context.Context, list client.ObjectList, opts ...cl
 	Expect(err).NotTo(HaveOccurred())
 	w, err := wc.Watch(ctx, list, opts...)
 	Expect(err).NotTo(HaveOccurred())
-	var (
-		mu     sync.Mutex
-		events []watch.Event
-		done   = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			mu.Lock()
-			events = append(events, ev)
-			mu.Unlock()
-		}
-	}()
-	DeferCleanup(func() {
-		w.Stop()
-		<-done
-	})
+	seen := testutil.RecordWatch(w)
+	DeferCleanup(seen.Stop)
 	return func(g Gomega) []watch.Event {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, ev := range events {
-			g.Expect(ev.Type).NotTo(Equal(watch.Error), "watch error: %v", ev.Object)
-		}
-		return slices.Clone(events)
+		events, err := seen.Events()
+		g.Expect(err).NotTo(HaveOccurred())
+		return events
 	}
 }
 

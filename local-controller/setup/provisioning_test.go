@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -478,33 +477,15 @@ func watchMachines(t *testing.T, ns string) func() []watch.Event {
 	if err != nil {
 		t.Fatalf("watch Machines of %s: %v", ns, err)
 	}
-	var (
-		mu     sync.Mutex
-		events []watch.Event
-		done   = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			mu.Lock()
-			events = append(events, ev)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		w.Stop()
-		<-done
-	})
+	seen := testutil.RecordWatch(w)
+	t.Cleanup(seen.Stop)
 	return func() []watch.Event {
 		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, ev := range events {
-			if ev.Type == watch.Error {
-				t.Fatalf("watch of the Machines of %s: %v", ns, ev.Object)
-			}
+		events, err := seen.Events()
+		if err != nil {
+			t.Fatalf("the Machines of %s: %v", ns, err)
 		}
-		return slices.Clone(events)
+		return events
 	}
 }
 
