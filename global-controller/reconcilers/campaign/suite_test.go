@@ -237,6 +237,21 @@ func waitDispatched(t *testing.T, sim *sitesim.FakeSiteReconciler, id string, wa
 	})
 }
 
+// staysUndispatched checks, for the time a wrong controller would take to dispatch, that the
+// simulated sites got no operation and that campaign c stays in phase; what names the case.
+func staysUndispatched(t *testing.T, sim *sitesim.FakeSiteReconciler, c *fleetv1.Campaign, phase fleetv1.CampaignPhase, what string) {
+	t.Helper()
+	testutil.Consistently(t, time.Second, func() error {
+		if n := len(sim.Log()); n != 0 {
+			return fmt.Errorf("%s: %d operations dispatched: %v", what, n, sim.Log())
+		}
+		if p := getCampaign(t, c).Status.Phase; p != phase {
+			return fmt.Errorf("%s: phase went from %s to %s", what, phase, p)
+		}
+		return nil
+	})
+}
+
 // update changes the campaign's spec, retrying on conflicts.
 func update(t *testing.T, c *fleetv1.Campaign, change func(*fleetv1.Campaign)) {
 	t.Helper()
