@@ -41,6 +41,7 @@ import (
 	"github.com/edgefleet/edgefleet/bpa/reconcilers/kmsaccount"
 	"github.com/edgefleet/edgefleet/pkg/certs"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
+	"github.com/edgefleet/edgefleet/pkg/election"
 	"github.com/edgefleet/edgefleet/pkg/recorder"
 	"github.com/edgefleet/edgefleet/pkg/restconfig"
 	"github.com/edgefleet/edgefleet/pkg/secrets"
@@ -68,8 +69,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" disables them.
 	ProbeAddr string
-	// LeaderElect makes only one replica active at a time.
-	LeaderElect bool
+	// Election is the leader election: on, and its timings.
+	Election election.Options
 	// Namespace of the BPA: its lease, its ConfigMap, the ApplicationClusters it serves and,
 	// without Vault, its secrets.
 	Namespace string
@@ -107,7 +108,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:    ":8080",
 		ProbeAddr:      ":8081",
-		LeaderElect:    true,
+		Election:       election.Defaults(),
 		Namespace:      sitev1.InfoNamespace,
 		Vault:          vault,
 		VaultMount:     "secret",
@@ -130,7 +131,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SiteCacheCAFile, "site-cache-ca-file", o.SiteCacheCAFile, "CA file the site cache's serving certificate is checked against (default: the kubeconfig's CA). The BPA reads the site cache with the kubeconfig's credentials.")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	o.Election.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the BPA: its lease, the ConfigMap "+sitev1.BPAConfigMapName+", the ApplicationClusters it builds and, without Vault, its secrets.")
 	fs.StringVar(&o.Vault.Addr, "vault-addr", o.Vault.Addr, "Vault server keeping the SSH key, host keys, cluster PKI and kubeconfigs (default $VAULT_ADDR; empty: Kubernetes Secrets in --namespace). The BPA logs in as --vault-auth says.")
 	fs.DurationVar(&o.Vault.Timeout, "vault-timeout", o.Vault.Timeout, "Bound of each Vault call (logins and renewals included).")
@@ -155,6 +156,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 
 // Validate names the first bad option.
 func (o *Options) Validate() error {
+	if err := o.Election.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.Namespace == "":
 		return errors.New("--namespace must not be empty")
@@ -223,18 +227,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.ProbeAddr,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        "edgefleet-bpa",
-		LeaderElectionNamespace: opts.Namespace,
+	mopts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
 		// The BPA serves the ApplicationClusters of its own namespace only; the ServiceAccounts
 		// it reads are the KMS plugins', in their namespace (bpa/reconcilers/kmsaccount).
 		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
 			ByObject: map[client.Object]cache.ByObject{&corev1.ServiceAccount{}: {Namespaces: map[string]cache.Config{clusterkms.Namespace: {}}}}},
-	})
+	}
+	opts.Election.Apply(&mopts, "edgefleet-bpa", opts.Namespace)
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}

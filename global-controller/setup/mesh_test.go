@@ -84,7 +84,7 @@ func TestRunKeepsAndUninstallsMeshPolicies(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
+	opts.MetricsAddr, opts.ProbeAddr, opts.Election.Enabled = "0", "0", false
 	opts.DataDir = t.TempDir()
 	opts.Istio = meshpolicy.ModeOn
 	opts.IstioNamespace = cp.Namespace(t)

@@ -38,6 +38,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/webhooks"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/clustercred"
+	"github.com/edgefleet/edgefleet/pkg/election"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
@@ -61,8 +62,8 @@ type Options struct {
 	// PprofAddr serves Go's /debug/pprof profiles, for benchmarks; "0" (the default) disables
 	// them. Keep it on loopback: profiles are not authenticated.
 	PprofAddr string
-	// LeaderElect makes only one replica active at a time.
-	LeaderElect bool
+	// Election is the leader election: on, and its timings.
+	Election election.Options
 	// LeaderElectionNamespace holds the leader lease.
 	LeaderElectionNamespace string
 	// SiteHeartbeat is how often a reachable site is probed.
@@ -181,7 +182,7 @@ func DefaultOptions() Options {
 		MetricsAddr:             ":8080",
 		ProbeAddr:               ":8081",
 		PprofAddr:               "0",
-		LeaderElect:             true,
+		Election:                election.Defaults(),
 		LeaderElectionNamespace: "edgefleet-system",
 		SiteHeartbeat:           time.Minute,
 		SiteStatusReport:        5 * time.Minute,
@@ -244,7 +245,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", o.PprofAddr, "Address of Go's /debug/pprof profiles (\"0\", the default, disables them; unauthenticated: keep it on loopback).")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	o.Election.AddFlags(fs)
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "Namespace of the leader election lease.")
 	fs.DurationVar(&o.SiteHeartbeat, "site-heartbeat-interval", o.SiteHeartbeat, "How often a reachable site is probed.")
 	fs.DurationVar(&o.SiteStatusReport, "site-status-report-interval", o.SiteStatusReport, "How often a probe that finds nothing new is written to the Site (status.lastCheckTime, status.lastHeartbeatTime); changes are written at once. The metric edgefleet_site_last_probe_timestamp_seconds has every probe.")
@@ -317,6 +318,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 
 // Validate names the first bad option.
 func (o *Options) Validate() error {
+	if err := o.Election.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.SiteHeartbeat <= 0:
 		return fmt.Errorf("--site-heartbeat-interval must be positive, got %s", o.SiteHeartbeat)
@@ -437,14 +441,12 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	mopts := ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.ProbeAddr,
-		PprofBindAddress:        opts.PprofAddr,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        "edgefleet-global-controller",
-		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
+		PprofBindAddress:       opts.PprofAddr,
 	}
+	opts.Election.Apply(&mopts, "edgefleet-global-controller", opts.LeaderElectionNamespace)
 	if opts.WebhookPort != 0 {
 		mopts.WebhookServer = webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.WebhookCertDir})
 	}

@@ -105,7 +105,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(cacheDir)
 	opts := setup.DefaultOptions()
-	opts.MetricsAddr, opts.ProbeAddr, opts.LeaderElect = "0", "0", false
+	opts.MetricsAddr, opts.ProbeAddr, opts.Election.Enabled = "0", "0", false
 	opts.NodeBootstrapper = sitesim.NewNodeSimulator
 	opts.CacheDir, opts.CacheAddr, opts.CacheURL = cacheDir, "127.0.0.1:0", "http://127.0.0.1:1"
 	mgr, stopCache, err := setup.NewManager(ctx, site.Config, opts)

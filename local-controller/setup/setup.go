@@ -35,6 +35,7 @@ import (
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/artifactset"
 	"github.com/edgefleet/edgefleet/local-controller/reconcilers/edgebootstrap"
 	"github.com/edgefleet/edgefleet/local-controller/sitecache"
+	"github.com/edgefleet/edgefleet/pkg/election"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/meshpolicy"
@@ -52,8 +53,8 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr serves /healthz and /readyz; "0" disables them.
 	ProbeAddr string
-	// LeaderElect makes only one replica active at a time.
-	LeaderElect bool
+	// Election is the leader election: on, and its timings.
+	Election election.Options
 	// Namespace of the local controller: its lease and info ConfigMap.
 	Namespace string
 	// CacheDir holds the site cache.
@@ -97,7 +98,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetricsAddr:         ":8080",
 		ProbeAddr:           ":8081",
-		LeaderElect:         true,
+		Election:            election.Defaults(),
 		Namespace:           sitev1.InfoNamespace,
 		CacheDir:            "/var/lib/edgefleet/cache",
 		CacheAddr:           ":8180",
@@ -117,7 +118,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Kubeconfig of the site's local cluster (empty: in-cluster config).")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", o.MetricsAddr, "Address of the Prometheus metrics endpoint (\"0\" disables it).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", o.ProbeAddr, "Address of the /healthz and /readyz endpoints (\"0\" disables them).")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader so only one replica is active.")
+	o.Election.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace of the local controller: its lease and info ConfigMap.")
 	fs.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "Directory of the site artifact cache.")
 	fs.StringVar(&o.CacheAddr, "cache-bind-address", o.CacheAddr, "Address on which the site cache serves artifacts to Ironic and the BPA: over HTTPS with --cache-tls-cert-file, over plain HTTP only on a loopback address.")
@@ -142,6 +143,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 
 // Validate names the first bad option, and fills CacheURL from CacheAddr when it can.
 func (o *Options) Validate() error {
+	if err := o.Election.Validate(); err != nil {
+		return err
+	}
 	if o.CacheURL == "" {
 		host, _, err := net.SplitHostPort(o.CacheAddr)
 		if err != nil || host == "" || net.ParseIP(host).IsUnspecified() {
@@ -242,18 +246,17 @@ func NewManager(ctx context.Context, cfg *rest.Config, opts Options) (manager.Ma
 	if err != nil {
 		return nil, nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:  opts.ProbeAddr,
-		LeaderElection:          opts.LeaderElect,
-		LeaderElectionID:        "edgefleet-local-controller",
-		LeaderElectionNamespace: opts.Namespace,
+	mopts := ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
 		// LogRequests come to Namespace only, where the controller may read them.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&sitev1.LogRequest{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
 		}},
-	})
+	}
+	opts.Election.Apply(&mopts, "edgefleet-local-controller", opts.Namespace)
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create manager: %w", err)
 	}

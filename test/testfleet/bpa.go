@@ -90,15 +90,15 @@ func (f *Fleet) StartBPA(ctx context.Context, site string, vault *testvault.Vaul
 	}
 	health := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	b.Metrics = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + "/metrics"
-	p, err := proc.Start(site+" BPA", filepath.Join(f.root, "bin", "bpa"), append([]string{
+	p, err := proc.Start(site+" BPA", filepath.Join(f.root, "bin", "bpa"), append(append(leaderElection(),
 		"--kubeconfig", f.SiteKubeconfig(site),
 		"--site-cache-ca-file", f.LocalController(site).CacheCAFile,
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--vault-addr", vault.Addr,
 		"--vault-auth", "token",
-		"--retry-interval", "2s",
-	}, args...), append(os.Environ(), vault.Env()...), b.Log)
+		"--retry-interval", "2s"),
+		args...), append(os.Environ(), vault.Env()...), b.Log)
 	if err != nil {
 		return b, err
 	}

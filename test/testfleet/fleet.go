@@ -302,6 +302,16 @@ func (f *Fleet) ControllerState(n int) string {
 	return fmt.Sprintf("%s; the last %d lines of %s:\n%s", state, n, f.ControllerLog(), f.controller.LogTail(n))
 }
 
+// leaderElection is the controllers' leader-election timings on the test bed: a lease of 30 s,
+// renewed within 25 s. With the defaults (15 s, renewed within 10 s) a leader gives up its lease
+// and exits when its API server does not answer for 10 s, which a 2-core machine running the
+// lanes of make test side by side does at times: two global controllers, of two suites, lost
+// their leases in the same second at a load of 20 to 38. A controller killed by a test is
+// followed by its successor once the lease has run out, 30 s at most.
+func leaderElection() []string {
+	return []string{"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=25s", "--leader-elect-retry-period=4s"}
+}
+
 // StartController starts bin/global-controller and waits until it is ready.
 func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	ports, err := proc.FreePorts(3)
@@ -315,16 +325,16 @@ func (f *Fleet) StartController(ctx context.Context, args ...string) error {
 	if f.APICertFile != "" {
 		f.APIURL = "https://" + api
 	}
-	args = append([]string{
+	args = append(append(leaderElection(),
 		"--kubeconfig", f.Kubeconfig(),
 		"--leader-election-namespace", "edgefleet-system",
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
+		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--api-bind-address", api,
 		"--data-dir", filepath.Join(f.Dir, "data"),
 		// The sites' control planes listen on loopback, which enrollment refuses by default.
-		"--enrollment-allowed-networks", "127.0.0.0/8,::1/128",
-	}, args...)
+		"--enrollment-allowed-networks", "127.0.0.0/8,::1/128"),
+		args...)
 	if f.APICertFile != "" {
 		args = append(args, "--api-tls-cert-file", f.APICertFile, "--api-tls-key-file", f.APIKeyFile)
 	}

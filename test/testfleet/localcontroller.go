@@ -185,16 +185,16 @@ func (f *Fleet) startLocalController(ctx context.Context, site, binary string, a
 	if err := f.ensureSiteCacheCertificate(site); err != nil {
 		return lc, err
 	}
-	p, err := proc.Start(site+" local controller", filepath.Join(f.root, "bin", binary), append([]string{
+	p, err := proc.Start(site+" local controller", filepath.Join(f.root, "bin", binary), append(append(leaderElection(),
 		"--kubeconfig", f.SiteKubeconfig(site),
-		"--metrics-bind-address", "127.0.0.1:" + strconv.Itoa(ports[0]),
-		"--health-probe-bind-address", "127.0.0.1:" + strconv.Itoa(ports[1]),
-		"--cache-bind-address", "127.0.0.1:" + strconv.Itoa(ports[2]),
+		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(ports[0]),
+		"--health-probe-bind-address", "127.0.0.1:"+strconv.Itoa(ports[1]),
+		"--cache-bind-address", "127.0.0.1:"+strconv.Itoa(ports[2]),
 		"--cache-dir", lc.CacheDir,
 		"--cache-tls-cert-file", lc.CacheCertFile,
 		"--cache-tls-key-file", lc.CacheKeyFile,
-		"--cache-client-ca-file", cp.ClientCAFile(),
-	}, args...), nil, lc.Log)
+		"--cache-client-ca-file", cp.ClientCAFile()),
+		args...), nil, lc.Log)
 	if err != nil {
 		return lc, err
 	}
