@@ -20,6 +20,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"Vault with a static token", func(o *Options) { o.Vault.Addr, o.Vault.Method = "https://vault.site:8200", vaultauth.MethodToken }, ""},
 		{"Vault with an unknown method", func(o *Options) { o.Vault.Addr, o.Vault.Method = "https://vault.site:8200", "approle" }, "--vault-auth"},
 		{"no namespace", func(o *Options) { o.Namespace = "" }, "--namespace"},
+		{"a renew deadline as long as the lease", func(o *Options) { o.Election.RenewDeadline = o.Election.LeaseDuration }, "--leader-elect-lease-duration"},
 		{"Vault without a mount", func(o *Options) {
 			o.Vault.Addr, o.Vault.Role, o.VaultMount = "https://vault.site:8200", "bpa-site-a", ""
 		}, "--vault-mount"},

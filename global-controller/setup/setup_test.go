@@ -22,6 +22,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		}, ""},
 		{"external MongoDB needs no data dir", func(o *Options) { o.DataDir = ""; o.MongoURI = "mongodb://db:27017" }, ""},
 		{"zero heartbeat", func(o *Options) { o.SiteHeartbeat = 0 }, "--site-heartbeat-interval"},
+		{"a retry period as long as the renew deadline", func(o *Options) { o.Election.RetryPeriod = o.Election.RenewDeadline }, "--leader-elect-retry-period"},
 		{"retry longer than heartbeat", func(o *Options) { o.SiteMinRetry = 2 * time.Minute }, "--site-min-retry-interval"},
 		{"zero operation poll", func(o *Options) { o.OperationPoll = 0 }, "--site-operation-poll-interval"},
 		{"negative timeout", func(o *Options) { o.SiteTimeout = -time.Second }, "--site-timeout"},

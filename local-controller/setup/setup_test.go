@@ -24,6 +24,7 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 		{"bind address on every interface", func(o *Options) { o.CacheURL, o.CacheAddr = "", "0.0.0.0:8180" }, "--cache-url", ""},
 		{"cache URL not http", func(o *Options) { o.CacheURL = "ftp://10.0.0.2" }, "--cache-url", ""},
 		{"no namespace", func(o *Options) { o.Namespace = "" }, "--namespace", ""},
+		{"a renew deadline as long as the lease", func(o *Options) { o.Election.RenewDeadline = o.Election.LeaseDuration }, "--leader-elect-lease-duration", ""},
 		{"no cache dir", func(o *Options) { o.CacheDir = "" }, "--cache-dir", ""},
 		{"zero verify interval", func(o *Options) { o.CacheVerifyInterval = 0 }, "--cache-verify-interval", ""},
 		{"negative retries", func(o *Options) { o.FetchRetries = -1 }, "--fetch-retries", ""},
