@@ -1005,8 +1005,9 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		oldKubeconfig := &corev1.Secret{}
 		Expect(siteD.client.Get(ctx, client.ObjectKey{Namespace: sitev1.InfoNamespace, Name: site + "-kubeconfig"}, oldKubeconfig)).To(Succeed())
 		// Leaf certificates of 10 minutes for this spec, renewed once 2 minutes old: the
-		// roll-over issues them, and they are renewed before they expire after it; cluster users' certificates of 3 minutes at
-		// most (AddNew and UseNew each wait out one). The BPA's defaults come back at its end.
+		// roll-over issues them, and they are renewed while UseNew waits; cluster users'
+		// certificates of 3 minutes at most (AddNew and UseNew each wait out one). The BPA's
+		// defaults come back at its end.
 		// Its first pass ends before carol's first kubeconfig is issued, so the roll-over
 		// begins right after the patch; AddNew's pass, which makes every host trust both CAs,
 		// must end while carol's kubeconfig is still valid: it took 2m18s at a load of 13-25
@@ -1023,6 +1024,13 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		var beforeInAddNew string         // what kubectl with the first said once the hosts trusted both CAs
 		var beforeUsedAfter time.Duration // from its issue to that kubectl: under its 3 minutes, or it expired
 		var beforeErr error
+		// The roll-over's leaves, watched on their hosts from before it begins: the API servers'
+		// serving certificates and a worker's kubelet client certificate.
+		leaves := []hostFile{{members[3], "/etc/kubernetes/pki/node-client.crt"}}
+		for _, h := range members[:3] {
+			leaves = append(leaves, hostFile{h, "/etc/kubernetes/pki/apiserver.crt"})
+		}
+		leafLog := watchLeaves(ctx, leaves, "kubernetes-2")
 		requests := testhosts.StartRequests(GinkgoTB(), hn.Hosts[0], "http://"+svc.Spec.ClusterIP+"/")
 		_, err = fleet.Kubectl(ctx, "patch", "site", site, "-n", ns, "--type", "merge", "-p", `{"spec":{"cluster":{"rotations":{"certificateAuthorities":1}}}}`)
 		Expect(err).NotTo(HaveOccurred())
@@ -1051,47 +1059,31 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 			g.Expect(b.Phase).To(Equal(sitev1.BootstrapInstalled), "bootstrap says: %s", b.Message)
 		}).WithContext(ctx).WithTimeout(20 * time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed()) // AddNew and UseNew last 3 minutes at least, and a pass some
 
-		// The leaves the roll-over issued are renewed before they expire: the API servers'
-		// serving certificates and a worker's kubelet client certificate.
-		leafOf := func(h *testhosts.Host, file string) *x509.Certificate {
-			GinkgoHelper()
-			out, err := h.Exec(ctx, "cat", file)
-			Expect(err).NotTo(HaveOccurred(), string(out))
-			block, _ := pem.Decode(out)
-			Expect(block).NotTo(BeNil(), "%s of %s", file, h.Name)
-			c, err := x509.ParseCertificate(block.Bytes)
-			Expect(err).NotTo(HaveOccurred())
-			return c
-		}
-		type leaf struct {
-			h    *testhosts.Host
-			file string
-		}
-		leaves := []leaf{{members[3], "/etc/kubernetes/pki/node-client.crt"}}
-		for _, h := range members[:3] {
-			leaves = append(leaves, leaf{h, "/etc/kubernetes/pki/apiserver.crt"})
-		}
-		issued := map[leaf]*x509.Certificate{}
-		for _, l := range leaves {
-			issued[l] = leafOf(l.h, l.file)
-			Expect(issued[l].Issuer.CommonName).To(Equal("kubernetes-2"), "%s of %s", l.file, l.h.Name)
-			Expect(issued[l].NotAfter.Sub(issued[l].NotBefore)).To(BeNumerically("<", time.Hour), "%s of %s: a leaf of minutes", l.file, l.h.Name)
-		}
+		// The leaves of the new CA were renewed, the first of them while the roll-over went on
+		// (UseNew waits 3 minutes, they are renewed once 2 minutes old), and every leaf was
+		// replaced before it expired.
 		Eventually(func(g Gomega) {
 			for _, l := range leaves {
-				now := leafOf(l.h, l.file)
-				g.Expect(now.SerialNumber).NotTo(Equal(issued[l].SerialNumber), "%s of %s not renewed yet", l.file, l.h.Name)
+				g.Expect(len(leafLog.ofNew(l))).To(BeNumerically(">=", 2), "%s of %s: the new CA's leaf not renewed yet; seen %s", l.file, l.h.Name, leafLog.String(l))
 			}
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		// Every renewed leaf was on its host before the one it replaced expired.
+		leafLog.stop()
 		for _, l := range leaves {
-			Expect(time.Now()).To(BeTemporally("<", issued[l].NotAfter), "%s of %s renewed only after it expired", l.file, l.h.Name)
+			all, ofNew := leafLog.of(l), leafLog.ofNew(l)
+			Expect(all[0].cert.Issuer.CommonName).To(Equal("kubernetes"), "%s of %s: the first leaf seen is of the old CA; seen %s", l.file, l.h.Name, leafLog.String(l))
+			Expect(all[len(all)-1].cert.Issuer.CommonName).To(Equal("kubernetes-2"), "%s of %s: the leaf on the host now; seen %s", l.file, l.h.Name, leafLog.String(l))
+			Expect(ofNew[0].cert.NotAfter.Sub(ofNew[0].cert.NotBefore)).To(BeNumerically("<", time.Hour), "%s of %s: a leaf of minutes", l.file, l.h.Name)
+			for i := 1; i < len(all); i++ {
+				Expect(all[i].at).To(BeTemporally("<", all[i-1].cert.NotAfter), "%s of %s replaced only after it expired; seen %s", l.file, l.h.Name, leafLog.String(l))
+			}
 		}
 		// Back to the BPA's defaults: the next pass issues leaves of a year.
 		Expect(siteD.startBPA(ctx)).To(Succeed())
 		Eventually(func(g Gomega) {
 			for _, l := range leaves {
-				g.Expect(leafOf(l.h, l.file).NotAfter).To(BeTemporally(">", time.Now().Add(24*time.Hour)), "%s of %s", l.file, l.h.Name)
+				c, err := readLeaf(ctx, l)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(c.NotAfter).To(BeTemporally(">", time.Now().Add(24*time.Hour)), "%s of %s", l.file, l.h.Name)
 			}
 			g.Expect(siteD.bootstrap(g, ctx).Phase).To(Equal(sitev1.BootstrapInstalled))
 		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
