@@ -15,7 +15,8 @@
 #     command line with console=ttyS0) holding /edgefleet/identity.img, the 64 KiB identity area
 #     (empty in the base). <hash>: stage 1's, this script, usb-image/boot/, and — with the stack —
 #     usb-image/stack/, go.mod/go.sum and every file in BIN_DIR. So a new edgefleet binary redoes
-#     only this stage.
+#     only this stage. The cache keeps the newest three base images (~450 MB each; a VM booted
+#     from an older one keeps its open file).
 #
 # Needs root (mmdebstrap in root mode, the overlay mount). Installs mmdebstrap, squashfs-tools,
 # grub-pc-bin, grub-efi-amd64-bin, xorriso and mtools with apt-get when missing. The mirror is
@@ -152,5 +153,6 @@ grub-mkrescue -o "$work/out.iso" "$work/iso" -- -volid EDGEFLEET >&2 2>"$work/mk
 	{ cat "$work/mkrescue.log" >&2; exit 1; }
 echo "usb-image: grub-mkrescue in $((SECONDS - t))s" >&2
 mv "$work/out.iso" "$iso"
+ls -1t "$cache"/edgefleet-base-*.iso | tail -n +4 | xargs -r rm -f --
 echo "usb-image: built $iso ($(du -m "$iso" | cut -f1) MiB) in $((SECONDS - start))s" >&2
 echo "$iso"
