@@ -18,8 +18,10 @@ type hostFile struct {
 	file string
 }
 
-// readLeaf is the certificate in f, now.
+// readLeaf is the certificate in f, now (read within 10 s).
 func readLeaf(ctx context.Context, f hostFile) (*x509.Certificate, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	out, err := f.h.Exec(ctx, "cat", f.file)
 	if err != nil {
 		return nil, fmt.Errorf("%s of %s: %w: %s", f.file, f.h.Name, err, out)
