@@ -306,8 +306,8 @@ func (f *Fleet) ControllerState(n int) string {
 // renewed within 25 s. With the defaults (15 s, renewed within 10 s) a leader gives up its lease
 // and exits when its API server does not answer for 10 s, which a 2-core machine running the
 // lanes of make test side by side does at times: two global controllers, of two suites, lost
-// their leases in the same second at a load of 20 to 38. A controller killed by a test is
-// followed by its successor once the lease has run out, 30 s at most.
+// their leases within six seconds of each other at a load of 20 to 38. A controller killed by a
+// test is followed by its successor once the lease has run out, 30 s at most.
 func leaderElection() []string {
 	return []string{"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=25s", "--leader-elect-retry-period=4s"}
 }
