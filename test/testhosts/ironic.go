@@ -38,7 +38,10 @@ func (hn *HostNet) PlayIronic(ctx context.Context, c client.Client, namespace, i
 			// One list a second for every host: a GET per host every half second was the
 			// busiest client of the site's API server.
 			bmhs := &metal3api.BareMetalHostList{}
-			if err := c.List(ctx, bmhs, client.InNamespace(namespace)); err != nil {
+			listCtx, cancelList := context.WithTimeout(ctx, 10*time.Second)
+			err := c.List(listCtx, bmhs, client.InNamespace(namespace))
+			cancelList()
+			if err != nil {
 				if ctx.Err() == nil {
 					report(fmt.Errorf("ironic of the test hosts: %w", err))
 				}
