@@ -7,26 +7,21 @@ BIN := $(CURDIR)/bin
 GO ?= go
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
-# `make test` runs three lanes side by side, each one package after another: two cores are
+# `make test` runs two lanes side by side, each one package after another: two cores are
 # shared by several kube-apiservers already (the main lane at -p 2 took make test from about
-# 2,600 s to 2,844 s, the cores 95 % busy). The real-hosts lane runs the packages that build
-# clusters on real test hosts, one after the other: the end-to-end suite (REALHOSTS_SUITE, about
-# 35 minutes), then REALHOSTS_AFTER. Run beside each other, their hosts starve: an SSH handshake
-# of bpa/cluster timed out (15 s) at a load average of 24. The main lane runs every other
-# package but the qemu boots (RACE_PKGS first, with -race). The agent's VM tests (QEMU_PKGS) run in the qemu lane from the
-# start, at the lowest CPU priority (nice 19; I/O best-effort, lowest): their waits tolerate a
-# slow guest (they fail when it stops moving, not when it is slow), and the guest takes what
-# the other lanes leave. The site image's boot (HEAVY_PKGS) does not: its guest starts the site
-# stack under systemd's timeouts, and at nice 19 beside the two lanes (load 18-22) it did not
-# reach ready in 35 minutes. Run at normal priority beside the real-hosts suite, its guests took
-# both cores and the application's requests timed out (2 s) while its kubelets' readiness probes
-# did. So the real-hosts lane runs it last, once its real hosts are gone, at normal priority
-# (beside REALHOSTS_AFTER, at the same priority, bpa/cluster's SSH handshakes timed out in 2 of 3
-# runs, before SSH connections were kept; at nice 10 beside the main lane and e2e/scale, its
-# BIOS guest had not reached ready 23 minutes after it started, nor once alone on the machine,
-# its pack imported after 3): the main lane, the
-# longest (about 75 test binaries built one after another), no longer waits for the suite to
-# end. The timeouts only bound a hung run.
+# 2,600 s to 2,844 s, the cores 95 % busy). The machines lane runs the packages that build
+# clusters on real test hosts and boot qemu guests, one after the other: the end-to-end suite
+# (REALHOSTS_SUITE, about 35 minutes), then REALHOSTS_AFTER, the site image's boot (HEAVY_PKGS)
+# and the agent's VM test (QEMU_PKGS). Run beside each other, their hosts and guests starve:
+# an SSH handshake of bpa/cluster timed out (15 s) at a load average of 24; the site image's
+# guest, which starts the site stack under systemd's timeouts, did not reach ready in 35 minutes
+# at nice 19 beside the two lanes, nor 23 minutes at nice 10; run at normal priority beside the
+# real-hosts suite its guests took both cores and the application's requests timed out (2 s).
+# The agent's VM test ran from the start at nice 19 in a lane of its own until it took 3,331 s
+# and then 3,497 s (red) in make test, 8m35s alone: at nice 19 it got next to nothing until the
+# other lanes ended, and then ran alone anyway. The main lane runs every other package
+# (RACE_PKGS first, with -race), the simulated fleet (MAIN_AFTER) last. The timeouts only bound
+# a hung run.
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 # The unit and envtest packages the race detector checks in make test (the main lane runs them
 # with -race, the rest without): those whose run it does not stretch several times over (it
@@ -35,15 +30,12 @@ RACE_PKGS := ./api/... ./pkg/... ./apiproxy/... ./kms/transit ./hack/testreport 
 	./global-controller/reconcilers/campaign/plan ./global-controller/webhooks
 RACE_EXCLUDE := .*/pkg/artifacts
 REALHOSTS_TEST_FLAGS ?= -count=1 -timeout 70m
-# The qemu lane's guests run on what the other lanes leave: its packages take longer than alone.
-QEMU_TEST_FLAGS ?= -count=1 -p 1 -timeout 80m
 REALHOSTS_SUITE := ./e2e/realhosts
 REALHOSTS_AFTER := ./bpa/cluster
 HEAVY_PKGS := ./usb-image
 QEMU_PKGS := ./test/ipa
-# The qemu lane's packages end sooner than the other lanes': it then runs QEMU_AFTER, at normal
-# priority (a simulated fleet: no guest, no test host).
-QEMU_AFTER := ./e2e/scale
+# A simulated fleet (no guest, no test host), at the main lane's end.
+MAIN_AFTER := ./e2e/scale
 # Each lane's `go test -json` records and the ginkgo suites' JSON reports, read for the table of
 # package, test and spec times that ends `make test`.
 TEST_REPORT := $(BIN)/test-report
@@ -105,22 +97,19 @@ test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) 
 	export EDGEFLEET_SPEC_REPORT_DIR=$(TEST_REPORT); \
 	$(BIN)/testreport -sample-cpu $(TEST_REPORT)/run.cpu.json & sampler=$$!; \
 	( lane=0; \
-		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_SUITE) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
-		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
-		$(GO) test -json $(GO_TEST_FLAGS) $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/realhosts.json -lane realhosts || lane=1; \
-		exit $$lane ) & realhosts=$$!; \
-	( lane=0; \
-		nice -n 19 ionice -c 2 -n 7 $(GO) test -json $(QEMU_TEST_FLAGS) $(QEMU_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/qemu.json -lane qemu || lane=1; \
-		$(GO) test -json $(GO_TEST_FLAGS) $(QEMU_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/qemu.json -lane qemu || lane=1; \
-		exit $$lane ) & qemu=$$!; \
+		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_SUITE) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
+		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
+		$(GO) test -json $(GO_TEST_FLAGS) $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
+		$(GO) test -json $(GO_TEST_FLAGS) $(QEMU_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
+		exit $$lane ) & machines=$$!; \
 	status=0; race=$$($(GO) list $(RACE_PKGS) | grep -v -x -e '$(RACE_EXCLUDE)'); \
 	$(GO) test -json -race $(GO_TEST_FLAGS) $$race | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	$(GO) test -json $(GO_TEST_FLAGS) $$(grep -v -x -F -f <(echo "$$race") <<<"$$pkgs") | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
-	wait $$qemu || status=$$?; \
-	wait $$realhosts || status=$$?; \
+	$(GO) test -json $(GO_TEST_FLAGS) $(MAIN_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
+	wait $$machines || status=$$?; \
 	kill $$sampler 2>/dev/null || true; wait $$sampler || status=$$?; \
 	echo; echo "make test: each package's time (go test -json), slowest first"; \
-	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/realhosts.json $(TEST_REPORT)/qemu.json $(TEST_REPORT)/*.ginkgo.json $(TEST_REPORT)/run.cpu.json; \
+	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/machines.json $(TEST_REPORT)/*.ginkgo.json $(TEST_REPORT)/run.cpu.json; \
 	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e

@@ -156,8 +156,8 @@ func agentKernelParams(agentPort int) string {
 }
 
 // node reads the node (its name) from Ironic. Ironic not answering in time is an error the
-// caller may wait on: starved of CPU beside make test's other lanes (this package runs at the
-// lowest priority), it once took more than the client's timeout to answer a GET.
+// caller may wait on: starved of CPU (at the lowest priority beside make test's other lanes)
+// it once took more than the client's timeout to answer a GET.
 func (b *bed) node(name string) (ironicNode, error) {
 	var n ironicNode
 	resp, err := b.ir.Do(b.t.Context(), http.MethodGet, "/v1/nodes/"+name, nil)

@@ -145,7 +145,7 @@ func Start(ctx context.Context, opts Options) (_ *Ironic, err error) {
 		}
 	}
 	// A request's bound: the API answers in milliseconds on an idle machine, but took more
-	// than 10 s at the lowest CPU priority beside make test's other lanes.
+	// than 10 s at the lowest CPU priority beside two lanes of make test.
 	i := &Ironic{Dir: opts.Dir, hc: &http.Client{Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
