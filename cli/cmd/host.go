@@ -2,11 +2,13 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 )
@@ -27,11 +29,19 @@ func newHostListCmd(g *globals) *cobra.Command {
 		if site == "" {
 			return "", nil
 		}
-		// A site that does not exist is a mistake, not a site without hosts (with -A, the
-		// sites of that name in any namespace).
+		// A site that does not exist is a mistake, not a site without hosts (with -A, a site
+		// of that name in no namespace).
 		if !allNamespaces {
 			if err := k.get(ctx, site, &fleetv1.Site{}); err != nil {
 				return "", err
+			}
+		} else {
+			named := &fleetv1.SiteList{}
+			if err := k.List(ctx, named, client.MatchingFields{"metadata.name": site}); err != nil {
+				return "", fmt.Errorf("list sites named %q: %w", site, err)
+			}
+			if len(named.Items) == 0 {
+				return "", fmt.Errorf("site %q not found in any namespace", site)
 			}
 		}
 		return "spec.siteRef.name=" + site, nil

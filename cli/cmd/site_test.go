@@ -381,6 +381,12 @@ func TestHostListAndDescribe(t *testing.T) {
 	if out, err := run(t, "host", "list", "-n", ns, "--site", "x"); err == nil || err.Error() != `site "x" not found in namespace "`+ns+`"` {
 		t.Errorf("host list --site of a site that does not exist: %v\n%s", err, out)
 	}
+	if out, err := run(t, "host", "list", "-A", "--site", "x"); err == nil || err.Error() != `site "x" not found in any namespace` {
+		t.Errorf("host list -A --site of a site that does not exist: %v\n%s", err, out)
+	}
+	if out, err := run(t, "host", "list", "-A", "--site", "store-1"); err != nil || len(lines(out, "store-1-")) != 4 || strings.Contains(out, "store-2") {
+		t.Errorf("host list -A --site store-1: %v\n%s", err, out)
+	}
 
 	out, err = run(t, "host", "describe", "store-1-w2", "-n", ns)
 	if err != nil {

@@ -165,6 +165,13 @@ func TestRangeAndConditionalDownload(t *testing.T) {
 	if cr := resp.Header.Get("Content-Range"); cr != fmt.Sprintf("bytes */%d", len(data)) {
 		t.Errorf("Range bytes=-0: Content-Range %q", cr)
 	}
+	// The refusal is JSON, as its Content-Type says, and no attachment of the content.
+	if ct, cd := resp.Header.Get("Content-Type"), resp.Header.Get("Content-Disposition"); !strings.HasPrefix(ct, "application/json") || cd != "" {
+		t.Errorf("Range bytes=-0: Content-Type %q, Content-Disposition %q; want JSON, none", ct, cd)
+	}
+	if e := decode[restv1.Error](t, got); e.Field != "Range" {
+		t.Errorf("Range bytes=-0: answer %+v, want one naming the Range", e)
+	}
 	resp, got = do(t, viewerToken, http.MethodGet, "/api/v1/blobs/"+digest, nil, map[string]string{"If-None-Match": `"sha256:` + digest + `"`})
 	expect(t, resp, got, http.StatusNotModified)
 }

@@ -3,6 +3,8 @@ package artifactapi_test
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
 
@@ -149,5 +152,31 @@ func TestBrokenSingleRequestUploadStoresNothing(t *testing.T) {
 				t.Errorf("an artifact was stored: %+v", l.Items)
 			}
 		})
+	}
+}
+
+// unanswered is a fake Auth whose permission checks fail, as when the API server does not
+// answer the SubjectAccessReview; it authenticates as auth does.
+type unanswered struct{ artifactapi.Auth }
+
+func (unanswered) Authorize(context.Context, kubeauth.User, string, string) (bool, string, error) {
+	return false, "", errors.New("fake: the API server did not answer")
+}
+
+// A permission that cannot be checked now is a 503 to try again (Retry-After), not a 500; a
+// JSON body over its bound is a 413, not a 400. Both are restv1.Error JSON.
+func TestRefusalStatuses(t *testing.T) {
+	srv := httptest.NewServer((&artifactapi.Server{Store: store, Auth: unanswered{auth}, Log: logr.Discard()}).Handler())
+	defer srv.Close()
+	resp, body := doAt(t, srv.URL, viewerToken, http.MethodGet, "/api/v1/artifacts", nil, nil)
+	expect(t, resp, body, http.StatusServiceUnavailable)
+	if e := decode[restv1.Error](t, body); resp.Header.Get("Retry-After") == "" || !strings.Contains(e.Message, "try again") {
+		t.Errorf("unchecked permission: Retry-After %q, answer %+v; want a time and a message to try again", resp.Header.Get("Retry-After"), e)
+	}
+
+	resp, body = do(t, adminToken, http.MethodPost, "/api/v1/uploads", strings.NewReader(`{"name":"`+strings.Repeat("x", 2<<20)+`"}`), nil)
+	expect(t, resp, body, http.StatusRequestEntityTooLarge)
+	if e := decode[restv1.Error](t, body); e.Field != "body" || !strings.Contains(e.Message, "at most") || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("oversized body: %s, answer %+v; want JSON naming the body and its bound", resp.Header.Get("Content-Type"), e)
 	}
 }

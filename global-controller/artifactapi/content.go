@@ -24,13 +24,14 @@ func (s *Server) serveBlob(c *gin.Context, digest, name string) {
 	}
 	etag := `"sha256:` + digest + `"`
 	c.Header("ETag", etag)
+	// The content's headers come after the Range check, whose refusal is JSON.
+	if !s.canonicalRange(c, etag, blob.Size) {
+		return
+	}
 	c.Header("Content-Type", "application/octet-stream")
 	c.Header("Digest", "sha-256="+digest)
 	if name != "" {
 		c.Header("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
-	}
-	if !s.canonicalRange(c, etag, blob.Size) {
-		return
 	}
 	r := &blobReader{ctx: c.Request.Context(), blob: blob, budget: s.Store.Budget()}
 	defer r.Close()

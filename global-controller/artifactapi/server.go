@@ -103,7 +103,8 @@ func (s *Server) authorized(verb string, h gin.HandlerFunc) gin.HandlerFunc {
 		allowed, reason, err := s.Auth.Authorize(c.Request.Context(), u, verb, c.Param("id"))
 		if err != nil {
 			s.Log.Error(err, "authorize", "user", u.Name, "verb", verb)
-			writeError(c, http.StatusInternalServerError, restv1.Error{Message: "could not check permissions with the API server"})
+			c.Header("Retry-After", "5")
+			writeError(c, http.StatusServiceUnavailable, restv1.Error{Message: "could not check permissions with the API server now; try again"})
 			return
 		}
 		if !allowed {
@@ -168,7 +169,11 @@ func (s *Server) fail(c *gin.Context, err error) {
 func bindJSON(c *gin.Context, v any, optional bool) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxJSONBody))
 	if err != nil {
-		writeError(c, http.StatusBadRequest, restv1.Error{Message: fmt.Sprintf("request body: %v", err), Field: "body"})
+		status := http.StatusBadRequest
+		if errors.As(err, new(*http.MaxBytesError)) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(c, status, restv1.Error{Message: fmt.Sprintf("request body: %v (at most %d bytes)", err, maxJSONBody), Field: "body"})
 		return false
 	}
 	if optional && len(strings.TrimSpace(string(body))) == 0 {

@@ -121,6 +121,34 @@ func TestEnrollment(t *testing.T) {
 		}
 	})
 
+	t.Run("a method a path does not answer is a 405 naming the ones it does", func(t *testing.T) {
+		for _, tc := range []struct{ method, path, allow string }{
+			{http.MethodGet, enrollment.EnrollPath, "POST"},
+			{http.MethodPut, "/api/v1/namespaces/fleet/sites/site-a/enrollment-tokens", "GET, POST"},
+			{http.MethodGet, "/api/v1/namespaces/fleet/sites/site-a/enrollment-tokens/0123456789abcdef", "DELETE"},
+			{http.MethodGet, "/api/v1/namespaces/fleet/sites/site-a/kubeconfig", "POST"},
+			{http.MethodPost, "/api/v1/namespaces/fleet/sites/site-a/log", "GET, HEAD"},
+		} {
+			req, err := http.NewRequestWithContext(ctx, tc.method, b.f.APIURL+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+b.admin)
+			resp, err := b.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			var e restv1.Error
+			if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || resp.Header.Get("Content-Type") != "application/json" ||
+				json.Unmarshal(raw, &e) != nil || !strings.Contains(e.Message, "answers "+strings.ReplaceAll(tc.allow, ", ", " and ")+" only") {
+				t.Errorf("%s %s: %d, Allow %q, %s: %s; want 405, Allow %q, restv1.Error JSON naming them", tc.method, tc.path, resp.StatusCode,
+					resp.Header.Get("Allow"), resp.Header.Get("Content-Type"), raw, tc.allow)
+			}
+		}
+	})
+
 	// Every refusal below leaves the global cluster as it was: no Secret created or changed,
 	// no event, the Site still without a kubeconfig.
 	good := b.issue("site-a", "")
@@ -177,7 +205,7 @@ func TestEnrollment(t *testing.T) {
 			{"unsafe kubeconfig", good, body("site-a", unsafeKC), 400, enrollment.ReasonUnsafe, "tokenFile is a file path"},
 			{"admin credential", good, body("site-a", string(adminKC)), 400, enrollment.ReasonTooPrivileged, "never send an admin credential"},
 			{"credential lacking access", good, body("site-a", string(nobodyKC)), 400, enrollment.ReasonLacksAccess, `may not get configmaps "edgefleet-local-controller"`},
-			{"oversized body", good, body("site-a", strings.Repeat("x", 300<<10)), 400, enrollment.ReasonMalformed, "request body too large"},
+			{"oversized body", good, body("site-a", strings.Repeat("x", 300<<10)), 413, enrollment.ReasonMalformed, "request body too large"},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

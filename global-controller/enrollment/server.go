@@ -26,6 +26,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/global-controller/problem"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 	"github.com/edgefleet/edgefleet/pkg/vaultref"
@@ -114,12 +115,15 @@ func (s *Server) Handler() http.Handler {
 	const base = TokensPrefix + "{namespace}/sites/{site}/enrollment-tokens"
 	tokens.HandleFunc("POST "+base, s.createToken)
 	tokens.HandleFunc("GET "+base, s.listTokens)
+	tokens.Handle(base, problem.MethodNotAllowed(http.MethodGet, http.MethodPost))
 	tokens.HandleFunc("DELETE "+base+"/{id}", s.revokeToken)
+	tokens.Handle(base+"/{id}", problem.MethodNotAllowed(http.MethodDelete))
 	tokens.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, restv1.Error{Message: fmt.Sprintf("no such API path: %s %s", r.Method, r.URL.Path)})
 	})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+EnrollPath, s.enroll)
+	mux.Handle(EnrollPath, problem.MethodNotAllowed(http.MethodPost))
 	mux.Handle(TokensPrefix, s.Auth.Middleware(tokens))
 	return mux
 }
@@ -136,7 +140,8 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request, verb string)
 	allowed, reason, err := s.Auth.AuthorizeAccess(r.Context(), u, a)
 	if err != nil {
 		s.Log.Error(err, "authorize", "user", u.Name, "access", a.String())
-		writeError(w, http.StatusInternalServerError, restv1.Error{Message: "could not check permissions with the API server"})
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, restv1.Error{Message: "could not check permissions with the API server now; try again"})
 		return false
 	}
 	if !allowed {
@@ -523,7 +528,11 @@ func bearer(h http.Header) (token, problem string) {
 func decode(w http.ResponseWriter, r *http.Request, limit int64, optional bool, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, restv1.Error{Message: fmt.Sprintf("request body: %v (at most %d bytes)", err, limit), Field: "body", Reason: ReasonMalformed})
+		status := http.StatusBadRequest
+		if errors.As(err, new(*http.MaxBytesError)) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, restv1.Error{Message: fmt.Sprintf("request body: %v (at most %d bytes)", err, limit), Field: "body", Reason: ReasonMalformed})
 		return false
 	}
 	if optional && len(bytes.TrimSpace(body)) == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,11 +20,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/clock"
@@ -32,6 +36,7 @@ import (
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
+	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
@@ -297,5 +302,29 @@ func TestEnrollLimitsFailedAttempts(t *testing.T) {
 	}
 	if rec := b2.record(); rec.Failures != 1 || rec.UsedBy == "" {
 		t.Errorf("after a failure and an enrollment: %d failures, used by %q; want 1 and the site's cluster", rec.Failures, rec.UsedBy)
+	}
+}
+
+// A permission the API server could not be asked about is a 503 to try again (Retry-After),
+// not a 500: the API server's fake clientset authenticates every token and fails every
+// SubjectAccessReview.
+func TestTokensWhenPermissionsCannotBeChecked(t *testing.T) {
+	cs := k8sfake.NewClientset()
+	cs.PrependReactor("create", "tokenreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &authnv1.TokenReview{Status: authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: "alice"}}}, nil
+	})
+	cs.PrependReactor("create", "subjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("fake: the API server did not answer")
+	})
+	b := newTestBed(t)
+	s := b.server(hosts{}, nil, 5)
+	s.Auth = kubeauth.NewReviewer(kubeauth.Config{Client: cs, Group: rbacGroup, Resource: rbacResource})
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/api/v1/namespaces/fleet/sites/site-a/enrollment-tokens", nil)
+	r.Header.Set("Authorization", "Bearer a-token")
+	w := httptest.NewRecorder()
+	s.Handler().ServeHTTP(w, r)
+	var e restv1.Error
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || json.Unmarshal(w.Body.Bytes(), &e) != nil || !strings.Contains(e.Message, "try again") {
+		t.Errorf("got %d, Retry-After %q: %s; want 503 with a time and a message to try again", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
 }

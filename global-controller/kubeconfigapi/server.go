@@ -29,8 +29,11 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
-// Path is the route of the endpoint, as an http.ServeMux pattern.
-const Path = "POST /api/v1/namespaces/{namespace}/sites/{site}/kubeconfig"
+// Route is the endpoint's path, and Path its http.ServeMux pattern (POST only).
+const (
+	Route = "/api/v1/namespaces/{namespace}/sites/{site}/kubeconfig"
+	Path  = http.MethodPost + " " + Route
+)
 
 // The grant: verb create on the subresource-style resource sites/kubeconfig of the fleet group.
 const (

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 )
@@ -48,4 +49,13 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// MethodNotAllowed answers a request of a method its path does not serve: 405, the Allow
+// header, and a restv1.Error naming the methods to use.
+func MethodNotAllowed(allow ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteJSON(w, http.StatusMethodNotAllowed, restv1.Error{Message: fmt.Sprintf("%s %s: this path answers %s only", r.Method, r.URL.Path, strings.Join(allow, " and "))})
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/edgefleet/edgefleet/global-controller/artifactapi"
 	"github.com/edgefleet/edgefleet/global-controller/enrollment"
 	"github.com/edgefleet/edgefleet/global-controller/kubeconfigapi"
+	"github.com/edgefleet/edgefleet/global-controller/problem"
 	"github.com/edgefleet/edgefleet/global-controller/sitelogapi"
 	"github.com/edgefleet/edgefleet/pkg/artifacts"
 	"github.com/edgefleet/edgefleet/pkg/httpserver"
@@ -30,14 +31,17 @@ import (
 
 // serveAPI serves, beside the artifact API, site enrollment (enrollment.EnrollPath and the
 // tokens under enrollment.TokensPrefix), cluster users' kubeconfigs (kubeconfigapi.Path) and
-// site components' logs (sitelogapi.Path), the more specific patterns under that prefix.
+// site components' logs (sitelogapi.Path), the more specific patterns under that prefix; the
+// other methods of those two paths are answered 405.
 func serveAPI(api http.Handler, enroll *enrollment.Server, kubeconfigs, logs http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	h := enroll.Handler()
 	mux.Handle(enrollment.EnrollPath, h)
 	mux.Handle(enrollment.TokensPrefix, h)
 	mux.Handle(kubeconfigapi.Path, kubeconfigs)
+	mux.Handle(kubeconfigapi.Route, problem.MethodNotAllowed(http.MethodPost))
 	mux.Handle(sitelogapi.Path, logs)
+	mux.Handle(sitelogapi.Route, problem.MethodNotAllowed(http.MethodGet, http.MethodHead))
 	mux.Handle("/", api)
 	return mux
 }

@@ -24,8 +24,11 @@ import (
 	"github.com/edgefleet/edgefleet/pkg/siteclient"
 )
 
-// Path is the route of the endpoint, as an http.ServeMux pattern.
-const Path = "GET /api/v1/namespaces/{namespace}/sites/{site}/log"
+// Route is the endpoint's path, and Path its http.ServeMux pattern (GET, and so HEAD).
+const (
+	Route = "/api/v1/namespaces/{namespace}/sites/{site}/log"
+	Path  = http.MethodGet + " " + Route
+)
 
 // DefaultWait is how long the server waits for the component's answer when Server.Wait is zero.
 const DefaultWait = 15 * time.Second

@@ -19,15 +19,17 @@ import (
 )
 
 // campaignActions are the brakes of a campaign: the merge patch of its spec each one writes,
-// and the reason of the event recorded.
+// the reason of the event recorded, and whether a campaign's spec is so already (the action
+// would change nothing).
 var campaignActions = map[string]struct {
-	patch  string
-	reason string
-	done   string
+	patch   string
+	reason  string
+	done    string
+	already func(fleetv1.CampaignSpec) bool
 }{
-	"pause":  {patch: `{"spec":{"paused":true}}`, reason: "PausedFromUI", done: "paused"},
-	"resume": {patch: `{"spec":{"paused":false}}`, reason: "ResumedFromUI", done: "resumed"},
-	"abort":  {patch: `{"spec":{"abort":true}}`, reason: "AbortedFromUI", done: "aborted"},
+	"pause":  {patch: `{"spec":{"paused":true}}`, reason: "PausedFromUI", done: "paused", already: func(s fleetv1.CampaignSpec) bool { return s.Paused }},
+	"resume": {patch: `{"spec":{"paused":false}}`, reason: "ResumedFromUI", done: "resumed", already: func(s fleetv1.CampaignSpec) bool { return !s.Paused }},
+	"abort":  {patch: `{"spec":{"abort":true}}`, reason: "AbortedFromUI", done: "aborted", already: func(s fleetv1.CampaignSpec) bool { return s.Abort }},
 }
 
 // campaignAction pauses, resumes or aborts a campaign for a user RBAC lets patch it: the
@@ -60,12 +62,16 @@ func (s *Server) campaignAction(c *gin.Context) {
 		s.fail(c, &httpError{status: http.StatusConflict, msg: fmt.Sprintf("campaign %s/%s has ended (%s): there is nothing to %s", ns, name, camp.Status.Phase, action)})
 		return
 	}
-	if err := s.cfg.Campaigns.Patch(ctx, camp, client.RawPatch(types.MergePatchType, []byte(a.patch))); err != nil {
-		s.fail(c, fmt.Errorf("%s campaign %s/%s: %w", action, ns, name, err))
-		return
+	// A campaign already so (a page left open, a form sent twice) is not changed, and no
+	// event says it was: the browser goes back to its page.
+	if !a.already(camp.Spec) {
+		if err := s.cfg.Campaigns.Patch(ctx, camp, client.RawPatch(types.MergePatchType, []byte(a.patch))); err != nil {
+			s.fail(c, fmt.Errorf("%s campaign %s/%s: %w", action, ns, name, err))
+			return
+		}
+		s.cfg.Log.Info("campaign changed from the web UI", "campaign", ns+"/"+name, "action", action, "user", u.Name)
+		s.cfg.Recorder.Eventf(camp, nil, corev1.EventTypeNormal, a.reason, "WebUI", "%s from the web UI by %s", a.done, u.Name)
 	}
-	s.cfg.Log.Info("campaign changed from the web UI", "campaign", ns+"/"+name, "action", action, "user", u.Name)
-	s.cfg.Recorder.Eventf(camp, nil, corev1.EventTypeNormal, a.reason, "WebUI", "%s from the web UI by %s", a.done, u.Name)
 	c.Redirect(http.StatusSeeOther, objectURL("campaigns", ns, name))
 }
 

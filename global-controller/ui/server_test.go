@@ -284,6 +284,8 @@ func TestCampaignActions(t *testing.T) {
 		event           string
 	}{
 		{"pause", true, false, "PausedFromUI paused from the web UI by admin"},
+		// Paused already: no change, no event (the next step reads the resume's).
+		{"pause", true, false, ""},
 		{"resume", false, false, "ResumedFromUI resumed from the web UI by admin"},
 		{"abort", false, true, "AbortedFromUI aborted from the web UI by admin"},
 	} {
@@ -297,6 +299,9 @@ func TestCampaignActions(t *testing.T) {
 		}
 		if camp.Spec.Paused != step.paused || camp.Spec.Abort != step.aborted {
 			t.Errorf("after %s: paused %v, abort %v; want %v, %v", step.action, camp.Spec.Paused, camp.Spec.Abort, step.paused, step.aborted)
+		}
+		if step.event == "" {
+			continue
 		}
 		if e := <-b.recorder.Events; !strings.Contains(e, step.event) {
 			t.Errorf("after %s: event %q, want one with %q", step.action, e, step.event)
