@@ -10,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
 
@@ -89,7 +90,7 @@ func setTokenCookie(c *gin.Context, token string, maxAge int) {
 
 // authenticated checks the cookie's token with a TokenReview and puts the user and the token
 // into the context. Without a usable token, pages redirect to the login page and the rest
-// (posts, streams) get 401.
+// (posts, streams, the scripts' JSON routes) get 401.
 func (s *Server) authenticated(c *gin.Context) {
 	cookie, err := c.Request.Cookie(tokenCookie)
 	if err != nil || cookie.Value == "" {
@@ -115,7 +116,7 @@ func (s *Server) authenticated(c *gin.Context) {
 }
 
 func (s *Server) unauthenticated(c *gin.Context, expired bool) {
-	if c.Request.Method == http.MethodGet && !wantsStream(c.Request) {
+	if c.Request.Method == http.MethodGet && !wantsStream(c.Request) && !scriptRoute(c) {
 		q := url.Values{"next": {c.Request.URL.RequestURI()}}
 		if expired {
 			q.Set("expired", "1")
@@ -141,8 +142,13 @@ func sameOrigin(c *gin.Context) {
 	}
 	want := scheme + "://" + c.Request.Host
 	if got := c.GetHeader("Origin"); got != want {
+		msg := fmt.Sprintf("refused: the request's Origin %q is not this server's (%s); forms of other sites may not post here", got, want)
+		if scriptRoute(c) {
+			c.AbortWithStatusJSON(http.StatusForbidden, restv1.Error{Message: msg})
+			return
+		}
 		c.Header("Content-Type", "text/plain; charset=utf-8")
-		c.String(http.StatusForbidden, "refused: the request's Origin %q is not this server's (%s); forms of other sites may not post here", got, want)
+		c.String(http.StatusForbidden, "%s", msg)
 		c.Abort()
 	}
 }

@@ -93,8 +93,12 @@ func TestKubeconfigFromTheSitePage(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := restv1.KubeconfigRequest{CSR: string(csr), TTLSeconds: 3600}
-	if a := b.postJSON(t, url, "admin-token", "", body); a.status != http.StatusForbidden || !strings.Contains(a.body, "Origin") {
-		t.Errorf("post without Origin: %d %s", a.status, a.body)
+	// The script reads every answer as JSON: the refusals of the session and the origin too.
+	if a := b.postJSON(t, url, "admin-token", "", body); a.status != http.StatusForbidden || !jsonError(a, "Origin") {
+		t.Errorf("post without Origin: %d %s %s", a.status, a.header.Get("Content-Type"), a.body)
+	}
+	if a := b.postJSON(t, url, "", "self", body); a.status != http.StatusUnauthorized || !jsonError(a, "Sign in") {
+		t.Errorf("post without a session: %d %s %s", a.status, a.header.Get("Content-Type"), a.body)
 	}
 	a := b.postJSON(t, url, "admin-token", "self", body)
 	if a.status != http.StatusOK || !strings.Contains(a.body, `"user":"edgefleet:admin"`) || a.header.Get("Cache-Control") != "no-store" {
@@ -156,4 +160,10 @@ func TestMyClusters(t *testing.T) {
 	if a.status != http.StatusOK || strings.Contains(a.body, "data-kubeconfig") || !strings.Contains(a.body, "no site here grants you kubeconfigs") {
 		t.Errorf("viewer's clusters: %d %s", a.status, a.body)
 	}
+}
+
+// jsonError says whether a is a restv1.Error JSON answer whose message has text.
+func jsonError(a answer, text string) bool {
+	var e restv1.Error
+	return strings.HasPrefix(a.header.Get("Content-Type"), "application/json") && json.Unmarshal([]byte(a.body), &e) == nil && strings.Contains(e.Message, text)
 }

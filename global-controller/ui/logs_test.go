@@ -72,8 +72,9 @@ func TestLogsOnTheSitePage(t *testing.T) {
 	if a := b.do(t, "GET", url+"?tailLines=5000", "admin-token", "", nil); a.status != http.StatusBadRequest || !strings.Contains(a.body, `"field":"tailLines"`) {
 		t.Errorf("bad tailLines: %d %s", a.status, a.body)
 	}
-	if a := b.do(t, "GET", url, "", "", nil); a.status == http.StatusOK {
-		t.Errorf("no session: %d", a.status)
+	// The script reads every answer as JSON: no session is a 401 saying so, not the login page.
+	if a := b.do(t, "GET", url, "", "", nil); a.status != http.StatusUnauthorized || !jsonError(a, "Sign in") {
+		t.Errorf("no session: %d %s %s", a.status, a.header.Get("Content-Type"), a.body)
 	}
 	if got := strings.Join(b.logs.asked, ", "); got != "viewer fleet/store-1 bpa since 18:00:00.500000000, team fleet/store-1 local-controller" {
 		t.Errorf("asked %s", got)

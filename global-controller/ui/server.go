@@ -165,8 +165,8 @@ func (s *Server) Handler() http.Handler {
 	ui.GET("/releases", s.page(releaseListPage))
 	ui.GET("/campaigns/:namespace/:name", s.page(campaignPage))
 	ui.POST("/campaigns/:namespace/:name/:action", sameOrigin, s.campaignAction)
-	ui.POST("/sites/:namespace/:name/kubeconfig", sameOrigin, s.kubeconfig)
-	ui.GET("/sites/:namespace/:name/log", s.siteLog)
+	ui.POST(kubeconfigRoute, sameOrigin, s.kubeconfig)
+	ui.GET(siteLogRoute, s.siteLog)
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, &httpError{status: http.StatusNotFound, msg: "no such page: " + c.Request.URL.Path})
 	})
@@ -182,6 +182,18 @@ func securityHeaders(c *gin.Context) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
+}
+
+// The routes the site page's scripts call (static/kubeconfig.js, static/logs.js), relative to
+// Prefix: they answer JSON, their refusals (no session, another origin) included.
+const (
+	kubeconfigRoute = "/sites/:namespace/:name/kubeconfig"
+	siteLogRoute    = "/sites/:namespace/:name/log"
+)
+
+// scriptRoute says whether the request's route is one of the scripts' JSON routes.
+func scriptRoute(c *gin.Context) bool {
+	return c.FullPath() == "/ui"+kubeconfigRoute || c.FullPath() == "/ui"+siteLogRoute
 }
 
 // httpError is an answer other than 200, with a message for the user.
@@ -230,6 +242,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if !errors.As(err, &he) {
 		s.cfg.Log.Error(err, "web UI", "method", c.Request.Method, "path", c.Request.URL.Path)
 		he = &httpError{status: http.StatusInternalServerError, msg: "internal error; see the global controller's log"}
+	}
+	if scriptRoute(c) {
+		c.AbortWithStatusJSON(he.status, restv1.Error{Message: he.msg})
+		return
 	}
 	v := view{Title: http.StatusText(he.status), Path: c.Request.URL.Path, Now: s.cfg.Clock.Now(), Error: he.msg}
 	if u, ok := c.Get(userKey); ok {
