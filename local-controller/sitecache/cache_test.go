@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	"github.com/edgefleet/edgefleet/pkg/artifactclient"
 )
 
@@ -171,6 +173,8 @@ func TestServe(t *testing.T) {
 		{"signature garbled", http.MethodGet, ds[1], nil, http.StatusForbidden, "", "?signature=zz"},
 		{"signature empty, with a credential", http.MethodGet, ds[1], map[string]string{"Authorization": "Bearer reader"}, http.StatusForbidden, "", "?signature="},
 		{"signed, not cached", http.MethodGet, ds[2], nil, http.StatusNotFound, "", query(urls, ds[2])},
+		{"another method", http.MethodPut, ds[1], nil, http.StatusMethodNotAllowed, "", ""},
+		{"a path below a digest", http.MethodGet, ds[1] + "/x", nil, http.StatusNotFound, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -192,6 +196,15 @@ func TestServe(t *testing.T) {
 			}
 			if tt.wantBody != "" && string(got) != tt.wantBody {
 				t.Fatalf("body %q, want %q", got, tt.wantBody)
+			}
+			// The cache's refusals are restv1.Error JSON (not the 401 of the fake readers, nor
+			// the 416 of http.ServeContent, which says text/plain).
+			var e restv1.Error
+			if s := tt.wantStatus; (s == 400 || s == 403 || s == 404 || s == 405) && (resp.Header.Get("Content-Type") != "application/json" || json.Unmarshal(got, &e) != nil || e.Message == "") {
+				t.Fatalf("refusal %s: %s, want restv1.Error JSON", resp.Header.Get("Content-Type"), got)
+			}
+			if tt.wantStatus == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != "GET, HEAD" {
+				t.Fatalf("405 with Allow %q, want GET, HEAD", resp.Header.Get("Allow"))
 			}
 			if tt.wantStatus < 300 && resp.Header.Get("ETag") != etag {
 				t.Fatalf("ETag %q, want %q", resp.Header.Get("ETag"), etag)

@@ -24,11 +24,19 @@ const ReadersResource = "artifacts"
 // signature that does not match its digest is refused 403: GET and HEAD of /sha256/<digest>, with Range requests, ETag
 // "sha256:<digest>" (If-None-Match, If-Range) and immutable caching. A file whose content no
 // longer matches its digest is never served: it is removed and the request answered 503 with
-// Retry-After, while it is fetched again. /healthz answers anyone.
+// Retry-After, while it is fetched again. Other methods and paths get a 405 (Allow) or 404,
+// like every refusal as restv1.Error JSON. /healthz answers anyone.
 func (c *Cache) Handler(readers func(http.Handler) http.Handler, urls URLs) http.Handler {
 	content := http.NewServeMux()
 	content.HandleFunc("GET "+PathPrefix+"{digest}", c.serve)
 	content.HandleFunc("HEAD "+PathPrefix+"{digest}", c.serve)
+	content.HandleFunc(PathPrefix+"{digest}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": the site cache answers GET and HEAD only")
+	})
+	content.HandleFunc(PathPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "path "+r.URL.Path+": the site cache serves "+PathPrefix+"<digest> only")
+	})
 	authenticated := readers(content)
 	mux := http.NewServeMux()
 	mux.HandleFunc(PathPrefix, func(w http.ResponseWriter, r *http.Request) {
