@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -302,5 +303,36 @@ func hostTree(h *fleetv1.Host, all bool) *row {
 		}
 		r.message += ")"
 	}
-	return r.add(conditionRows(h.Status.Conditions, all, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostBMCCredentialsCondition, fleetv1.HostReadyCondition)...)
+	r.add(conditionRows(h.Status.Conditions, all, fleetv1.HostSiteBoundCondition, fleetv1.HostBootMACUniqueCondition, fleetv1.HostBMCCredentialsCondition, fleetv1.HostReadyCondition)...)
+	if c := h.Status.Cluster; c != nil && c.Hardware != nil {
+		r.add(hardwareRow(c.Hardware, all))
+	}
+	return r
+}
+
+// hardwareRow is what the site's inspection found of a host: CPUs, memory, disks and NICs
+// (all: each disk and NIC, and the system).
+func hardwareRow(hw *sitev1.HostHardware, all bool) *row {
+	size := func(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+	r := &row{name: "Hardware", status: "Inspected", severity: fine, message: hw.Summary()}
+	if !all {
+		return r
+	}
+	if hw.Manufacturer != "" || hw.ProductName != "" {
+		r.message += "; " + strings.TrimSpace(hw.Manufacturer+" "+hw.ProductName)
+	}
+	if hw.CPUModel != "" {
+		r.message += "; CPU " + hw.CPUModel
+	}
+	for _, d := range hw.Disks {
+		r.add(&row{name: "Disk/" + d.Name, status: size(d.SizeBytes), message: strings.TrimSpace(d.Type + " " + d.Model), severity: fine})
+	}
+	for _, n := range hw.NICs {
+		msg := n.MAC
+		if n.SpeedGbps > 0 {
+			msg += fmt.Sprintf(", %d Gbps", n.SpeedGbps)
+		}
+		r.add(&row{name: "NIC/" + n.Name, status: "Present", message: msg, severity: fine})
+	}
+	return r
 }

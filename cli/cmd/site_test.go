@@ -107,7 +107,10 @@ func fleetFixture(t *testing.T, ns string) {
 			cond(fleetv1.HostReadyCondition, metav1.ConditionFalse, fleetv1.ReasonHostNotReady, "BootMACUnique is False"),
 		}, nil},
 		{"store-2-cp", "store-2", fleetv1.RoleControlPlane, "52:54:00:02:00:01", nil,
-			&fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"}},
+			&fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Hardware: &sitev1.HostHardware{
+				Manufacturer: "QEMU", ProductName: "Standard PC", CPUs: 2, CPUModel: "QEMU Virtual CPU", MemoryMiB: 4096,
+				Disks: []sitev1.HostDisk{{Name: "/dev/vda", SizeBytes: 8 << 30, Type: "HDD"}},
+				NICs:  []sitev1.HostNIC{{Name: "ens2", MAC: "52:54:00:02:00:01", SpeedGbps: 1}}}}},
 	}
 	for _, h := range hosts {
 		host := &fleetv1.Host{
@@ -407,13 +410,31 @@ func TestHostListAndDescribe(t *testing.T) {
 	if err != nil {
 		t.Fatalf("host describe: %v\n%s", err, out)
 	}
-	for _, want := range [][]string{{"Host/store-2-cp", "provisioned", "control-plane"}, {"Site/store-2", "Unreachable"}, {"Node/store-2-cp", "Ready", "v1.36.3"}} {
+	for _, want := range [][]string{{"Host/store-2-cp", "provisioned", "control-plane"}, {"Site/store-2", "Unreachable"}, {"Node/store-2-cp", "Ready", "v1.36.3"},
+		{"Hardware", "Inspected", "2 CPUs, 4Gi memory, 1 disk (8Gi), 1 NIC"}} {
 		if len(lines(out, want...)) != 1 {
 			t.Errorf("host describe store-2-cp: no one line with %q\n%s", want, out)
 		}
 	}
 	if a, b := index(out, "Site/store-2"), index(out, "Node/store-2-cp"); a < 0 || a > b {
 		t.Errorf("the unreachable site is not first:\n%s", out)
+	}
+	if strings.Contains(out, "Disk/") {
+		t.Errorf("host describe store-2-cp lists the disks without -o wide:\n%s", out)
+	}
+	// -o wide: each disk and NIC, the system and the CPU model; host list -o wide: CPUs and memory.
+	out, err = run(t, "host", "describe", "store-2-cp", "-n", ns, "-o", "wide")
+	if err != nil {
+		t.Fatalf("host describe -o wide: %v\n%s", err, out)
+	}
+	for _, want := range [][]string{{"Hardware", "QEMU Standard PC", "CPU QEMU Virtual CPU"}, {"Disk//dev/vda", "8Gi", "HDD"}, {"NIC/ens2", "52:54:00:02:00:01, 1 Gbps"}} {
+		if len(lines(out, want...)) != 1 {
+			t.Errorf("host describe store-2-cp -o wide: no one line with %q\n%s", want, out)
+		}
+	}
+	out, err = run(t, "host", "list", "-n", ns, "-o", "wide")
+	if err != nil || index(out, "CPUS", "MEMORY-MIB") < 0 || len(lines(out, "store-2-cp", "2", "4096")) != 1 {
+		t.Errorf("host list -o wide: no CPUs and memory of store-2-cp: %v\n%s", err, out)
 	}
 	if out, err := run(t, "host", "describe", "nope", "-n", ns); err == nil || err.Error() != `host "nope" not found in namespace "`+ns+`"` {
 		t.Errorf("describe of a host that does not exist: %v\n%s", err, out)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 	"github.com/edgefleet/edgefleet/global-controller/index"
 	"github.com/edgefleet/edgefleet/pkg/kubeauth"
 )
@@ -111,8 +112,9 @@ func newBed(t *testing.T, limits Limits) *bed {
 		Status:     fleetv1.CampaignStatus{Phase: fleetv1.CampaignRunning, Total: 1, Progress: "0/1", Waves: 1, Counts: fleetv1.CampaignCounts{InProgress: 1}},
 	}
 	host := &fleetv1.Host{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "store-1-cp-0"},
-		Spec:   fleetv1.HostSpec{SiteRef: fleetv1.SiteReference{Name: "store-1"}, Role: fleetv1.RoleControlPlane, BootMACAddress: "52:54:00:00:00:01"},
-		Status: fleetv1.HostStatus{Cluster: &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"}}}
+		Spec: fleetv1.HostSpec{SiteRef: fleetv1.SiteReference{Name: "store-1"}, Role: fleetv1.RoleControlPlane, BootMACAddress: "52:54:00:00:00:01"},
+		Status: fleetv1.HostStatus{Cluster: &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3",
+			Hardware: &sitev1.HostHardware{CPUs: 4, MemoryMiB: 8192, Disks: []sitev1.HostDisk{{Name: "/dev/sda", SizeBytes: 240 << 30}}}}}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(site(), running, host, testRelease()).WithStatusSubresource(&fleetv1.Campaign{}).
 		WithIndex(&fleetv1.Host{}, index.HostSite, func(o client.Object) []string {
 			h := o.(*fleetv1.Host)
@@ -212,7 +214,7 @@ func TestPages(t *testing.T) {
 		{name: "site list with a bad filter", method: "GET", path: "/ui/sites?state=Failed", token: "viewer-token", wantStatus: http.StatusBadRequest,
 			want: []string{"state: must be one of"}},
 		{name: "site page", method: "GET", path: "/ui/sites/fleet/store-1", token: "viewer-token", wantStatus: http.StatusOK,
-			want: []string{"store-1-cp-0", "provisioned", "v1.36.3", "KubeconfigValid", "OperationSucceeded", "APIServerReachable"}},
+			want: []string{"store-1-cp-0", "provisioned", "v1.36.3", "4 CPUs, 8Gi memory, 1 disk (240Gi), 0 NICs", "KubeconfigValid", "OperationSucceeded", "APIServerReachable"}},
 		{name: "missing site", method: "GET", path: "/ui/sites/fleet/store-9", token: "viewer-token", wantStatus: http.StatusNotFound,
 			want: []string{`site &#34;store-9&#34; not found in namespace &#34;fleet&#34;`}},
 		{name: "campaign page for a viewer: no brakes", method: "GET", path: "/ui/campaigns/fleet/patch-1", token: "viewer-token", wantStatus: http.StatusOK,

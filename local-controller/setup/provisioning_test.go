@@ -268,6 +268,11 @@ func TestProvisionsControlPlaneAndWorkersFromInventory(t *testing.T) {
 			bmh.Spec.Image.Checksum != ac.Spec.OSImage.SHA256 || bmh.Status.Provisioning.State != metal3api.StateProvisioned {
 			t.Errorf("BareMetalHost %s: MAC %s, consumer %v, image %+v, state %s", h.Name, bmh.Spec.BootMACAddress, bmh.Spec.ConsumerRef, bmh.Spec.Image, bmh.Status.Provisioning.State)
 		}
+		// What the operator's inspection (the fixture's) found is in the host's status.
+		if d := bmh.Status.HardwareDetails; d == nil || hs.Hardware == nil || hs.Hardware.MemoryMiB != int64(d.RAMMebibytes) || hs.Hardware.CPUs != int32(d.CPU.Count) ||
+			hs.Hardware.CPUModel != d.CPU.Model || len(hs.Hardware.Disks) != len(d.Storage) || hs.Hardware.Disks[0].SizeBytes != int64(d.Storage[0].SizeBytes) {
+			t.Errorf("host %s's hardware %+v, want what the operator's inspection found: %+v", h.Name, hs.Hardware, d)
+		}
 		m := &clusterv1.Machine{}
 		if err := siteC.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: hs.Machine}, m); err != nil {
 			t.Fatal(err)

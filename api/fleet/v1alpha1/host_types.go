@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
 )
 
 // HostRole is the part a host plays in its site's application cluster.
@@ -226,6 +228,9 @@ type HostClusterStatus struct {
 	// Message says what is wrong, when something is.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Hardware is what the site's inspection found of the host; unset until it was inspected.
+	// +optional
+	Hardware *sitev1.HostHardware `json:"hardware,omitempty"`
 }
 
 // Host is a bare-metal (or VM) machine of a site, with its role in the site's application
@@ -242,6 +247,8 @@ type HostClusterStatus struct {
 // +kubebuilder:printcolumn:name="Provisioning",type=string,JSONPath=`.status.cluster.provisioningState`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="BMC",type=string,JSONPath=`.spec.bmc.address`,priority=1
+// +kubebuilder:printcolumn:name="CPUs",type=integer,JSONPath=`.status.cluster.hardware.cpus`,priority=1
+// +kubebuilder:printcolumn:name="Memory-MiB",type=integer,JSONPath=`.status.cluster.hardware.memoryMiB`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Host struct {
 	metav1.TypeMeta   `json:",inline"`

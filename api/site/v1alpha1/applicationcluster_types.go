@@ -1,6 +1,9 @@
 package v1alpha1
 
 import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -600,6 +603,84 @@ type HostStatus struct {
 	// Message says what is wrong, when something is.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Hardware is what inspection found of the host (Metal3's hardwareDetails, in short);
+	// unset until it was inspected.
+	// +optional
+	Hardware *HostHardware `json:"hardware,omitempty"`
+}
+
+// MaxHardwareItems bounds the disks and NICs a HostHardware lists: a summary, not an inventory.
+const MaxHardwareItems = 16
+
+// HostHardware is what inspection found of a host: its system, CPUs, memory, disks and
+// network interfaces.
+type HostHardware struct {
+	// Manufacturer and ProductName of the system, as its firmware names them.
+	// +optional
+	Manufacturer string `json:"manufacturer,omitempty"`
+	// +optional
+	ProductName string `json:"productName,omitempty"`
+	// CPUs is the count of logical CPUs; CPUModel their model.
+	// +optional
+	CPUs int32 `json:"cpus,omitempty"`
+	// +optional
+	CPUModel string `json:"cpuModel,omitempty"`
+	// MemoryMiB is the memory, in MiB.
+	// +optional
+	MemoryMiB int64 `json:"memoryMiB,omitempty"`
+	// Disks are the storage devices, the first MaxHardwareItems by name.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Disks []HostDisk `json:"disks,omitempty"`
+	// NICs are the network interfaces, the first MaxHardwareItems by name.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	NICs []HostNIC `json:"nics,omitempty"`
+}
+
+// Summary says the hardware in a line: "2 CPUs, 4Gi memory, 1 disk (8Gi), 1 NIC".
+func (h *HostHardware) Summary() string {
+	var disks int64
+	for _, d := range h.Disks {
+		disks += d.SizeBytes
+	}
+	count := func(n int, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", n, what)
+	}
+	return fmt.Sprintf("%s, %s memory, %s (%s), %s", count(int(h.CPUs), "CPU"), resource.NewQuantity(h.MemoryMiB<<20, resource.BinarySI),
+		count(len(h.Disks), "disk"), resource.NewQuantity(disks, resource.BinarySI), count(len(h.NICs), "NIC"))
+}
+
+// HostDisk is one storage device of a host.
+type HostDisk struct {
+	// Name is the device's name (a /dev path).
+	Name string `json:"name"`
+	// SizeBytes is its size in bytes.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Type is HDD, SSD or NVME.
+	// +optional
+	Type string `json:"type,omitempty"`
+	// Model is the device's model.
+	// +optional
+	Model string `json:"model,omitempty"`
+}
+
+// HostNIC is one network interface of a host.
+type HostNIC struct {
+	// Name is the interface's name.
+	Name string `json:"name"`
+	// MAC is its MAC address.
+	// +optional
+	MAC string `json:"mac,omitempty"`
+	// SpeedGbps is its speed in Gbps.
+	// +optional
+	SpeedGbps int32 `json:"speedGbps,omitempty"`
 }
 
 // ApplicationCluster is the desired application Kubernetes cluster of a site, written by the

@@ -296,7 +296,7 @@ func hostReport(ac *sitev1.ApplicationCluster, host string) *fleetv1.HostCluster
 	}
 	for _, h := range ac.Status.Hosts {
 		if h.Name == host {
-			return &fleetv1.HostClusterStatus{ProvisioningState: h.ProvisioningState, Ready: h.Ready, Version: h.Version, Message: h.Message}
+			return &fleetv1.HostClusterStatus{ProvisioningState: h.ProvisioningState, Ready: h.Ready, Version: h.Version, Message: h.Message, Hardware: h.Hardware.DeepCopy()}
 		}
 	}
 	return nil

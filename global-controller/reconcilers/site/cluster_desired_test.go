@@ -249,9 +249,10 @@ func TestSummary(t *testing.T) {
 		t.Errorf("summary = %+v, want %+v", *got, want)
 	}
 
-	ac.Status.Hosts = []sitev1.HostStatus{{Name: "w-0", Role: sitev1.RoleWorker, ProvisioningState: "provisioned", Machine: "m", Version: "v1.36.3", Ready: true, Message: "ok"}}
-	if got := hostReport(ac, "w-0"); got == nil || *got != (fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Message: "ok"}) {
-		t.Errorf("hostReport(w-0) = %+v", got)
+	hw := &sitev1.HostHardware{CPUs: 2, MemoryMiB: 4096, Disks: []sitev1.HostDisk{{Name: "/dev/vda", SizeBytes: 8 << 30}}}
+	ac.Status.Hosts = []sitev1.HostStatus{{Name: "w-0", Role: sitev1.RoleWorker, ProvisioningState: "provisioned", Machine: "m", Version: "v1.36.3", Ready: true, Message: "ok", Hardware: hw}}
+	if got := hostReport(ac, "w-0"); got == nil || !reflect.DeepEqual(*got, fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Message: "ok", Hardware: hw}) || got.Hardware == hw {
+		t.Errorf("hostReport(w-0) = %+v, want the report with a copy of its hardware", got)
 	}
 	if got := hostReport(ac, "w-1"); got != nil {
 		t.Errorf("hostReport of an unreported host = %+v, want nil", got)

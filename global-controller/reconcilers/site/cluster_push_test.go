@@ -404,7 +404,9 @@ func TestClusterPushedToSite(t *testing.T) {
 	controlplane.Update(t, siteCP.Client, tampered, func(s *corev1.Secret) { s.Data["password"] = []byte("changed-on-site") })
 	waitSecretData(t, siteCP, "w-1", creds("w-1"))
 
-	// The site's status is mirrored into the Site.
+	// The site's status is mirrored into the Site, and each host's inventory into its Host.
+	cp0Hardware := &sitev1.HostHardware{Manufacturer: "QEMU", ProductName: "Standard PC", CPUs: 2, CPUModel: "QEMU Virtual CPU", MemoryMiB: 4096,
+		Disks: []sitev1.HostDisk{{Name: "/dev/vda", SizeBytes: 8 << 30, Type: "HDD"}}, NICs: []sitev1.HostNIC{{Name: "ens2", MAC: "52:54:00:1a:0a:01", SpeedGbps: 1}}}
 	reportStatus(t, siteCP, site.Name, func(ac *sitev1.ApplicationCluster) {
 		ac.Status.Phase = sitev1.ClusterProvisioning
 		ac.Status.ControlPlane = sitev1.NodeCounts{Ready: 1, Total: 1}
@@ -412,7 +414,7 @@ func TestClusterPushedToSite(t *testing.T) {
 		ac.Status.LastError = "w-2: BMC did not answer"
 		ac.Status.Conditions = readyStatus(metav1.ConditionFalse, sitev1.ReasonClusterNotReady, "WorkersReady is False: w-1, w-2 provisioning")
 		ac.Status.Hosts = []sitev1.HostStatus{
-			{Name: "cp-0", ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"},
+			{Name: "cp-0", ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Hardware: cp0Hardware},
 			{Name: "w-1", ProvisioningState: "provisioning"},
 			{Name: "w-2", ProvisioningState: "registering", Message: "BMC did not answer"},
 		}
@@ -420,7 +422,7 @@ func TestClusterPushedToSite(t *testing.T) {
 	// Each host's report lands in its Host.
 	waitHostReport(t, ns, "w-1", &fleetv1.HostClusterStatus{ProvisioningState: "provisioning"})
 	waitHostReport(t, ns, "w-2", &fleetv1.HostClusterStatus{ProvisioningState: "registering", Message: "BMC did not answer"})
-	waitHostReport(t, ns, "cp-0", &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3"})
+	waitHostReport(t, ns, "cp-0", &fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: "v1.36.3", Hardware: cp0Hardware})
 	waitHostReport(t, ns, "w-0", nil)
 	got = waitSite(t, key, conditionIs(fleetv1.SiteClusterReadyCondition, metav1.ConditionFalse, fleetv1.ReasonClusterNotReady, "w-1, w-2 provisioning"))
 	ac = waitCluster(t, siteCP, site.Name, func(*sitev1.ApplicationCluster) error { return nil })

@@ -26,7 +26,7 @@ func (r *Reconciler) summarize(ac *sitev1.ApplicationCluster, w *world, image *s
 		hs := sitev1.HostStatus{Name: h.Name, Role: h.Role}
 		bmh := w.hosts[h.Name]
 		if bmh != nil {
-			hs.ProvisioningState = string(bmh.Status.Provisioning.State)
+			hs.ProvisioningState, hs.Hardware = string(bmh.Status.Provisioning.State), hardware(bmh.Status.HardwareDetails)
 		}
 		m := w.machineOfHost[h.Name]
 		if m != nil {
