@@ -380,6 +380,15 @@ func TestRealNodeStack(t *testing.T) {
 		t.Fatalf("webapp's pods run on %v, want 3 spread over the workers %v", on, workers)
 	}
 
+	// kube-proxy on the client's node routes webapp to each of its 3 pods before a pod there
+	// asks: on a loaded machine the endpoints reached it after the pods were ready, and all 40
+	// answers came from the one pod on its own node.
+	webappRule := fmt.Sprintf(`--comment "%s/webapp:http"`, releases["webapp"].Namespace)
+	testutil.WaitFor(t, time.Minute, "kube-proxy on "+client.Name+" to route webapp to its 3 pods", func() (bool, string) {
+		out, err := client.Exec(ctx, "sh", "-c", "iptables -t nat -S | grep -F -- '"+webappRule+"' | grep -c -- '-j DNAT'")
+		return err == nil && strings.TrimSpace(string(out)) == "3", fmt.Sprintf("%s DNAT rules (%v)", strings.TrimSpace(string(out)), err)
+	})
+
 	// A pod on the first worker asks for webapp by its name (the Service's, in the cluster's
 	// domain), 40 times: every answer comes from a webapp pod, some from the other worker's.
 	webappURL := fmt.Sprintf("http://webapp.%s.svc.%s/", releases["webapp"].Namespace, facts.DNSDomain)
