@@ -9,9 +9,10 @@ import (
 )
 
 // DefaultTransferMemory is the memory budget of transfers when Options.Budget is nil. The Go
-// heap takes up to about twice what is leased (the garbage collector's headroom): 64 MiB keeps
-// the controller near DESIGN.md's 300 MiB at 50 concurrent transfers (docs/benchmarks.md).
-const DefaultTransferMemory = 64 << 20
+// heap takes up to about twice what is leased (the garbage collector's headroom): 32 MiB kept
+// the controller at 215 MiB at 50 concurrent uploads, 64 MiB at 321 MiB, over DESIGN.md's 300
+// (docs/benchmarks.md).
+const DefaultTransferMemory = 32 << 20
 
 // MinTransferMemory is the smallest budget: one transfer of the smallest batch fits.
 const MinTransferMemory = 8 << 20
@@ -78,12 +79,12 @@ func (b *Budget) leaseUpload(ctx context.Context, what string) (*Lease, error) {
 	return b.lease(ctx, what, flushChunks, flushChunks/4, func(batch int) int64 { return int64(batch*(1+dbCopies)+1) * ChunkSize })
 }
 
-// lease leases the largest batch of maxBatch, maxBatch/4, maxBatch/16... above minBatch that is
+// lease leases the largest batch of maxBatch, maxBatch/2, maxBatch/4... above minBatch that is
 // free right away and costs at most half of what is free (so that the transfers that come next
 // get some too), or any when nothing is leased (a lone transfer goes at full speed), or else
 // waits for a batch of minBatch chunks until ctx ends.
 func (b *Budget) lease(ctx context.Context, what string, maxBatch, minBatch int, cost func(batch int) int64) (*Lease, error) {
-	for batch := maxBatch; batch > minBatch; batch /= 4 {
+	for batch := maxBatch; batch > minBatch; batch /= 2 {
 		inUse := b.inUse.Load()
 		if n := cost(batch); (inUse == 0 || n <= (b.limit-inUse)/2) && b.sem.TryAcquire(n) {
 			b.inUse.Add(n)

@@ -66,3 +66,14 @@ func TestBudgetLeases(t *testing.T) {
 		t.Errorf("lone LeaseDownload after release = %+v, %v", l, err)
 	}
 }
+
+// A lone download on the default budget, which cannot hold ReadBatch chunks with their copies,
+// takes the next batch down, half of it: the steps halve (by quarters, it got a quarter and
+// went 10 % slower on a 2 GiB download).
+func TestLoneDownloadOnTheDefaultBudget(t *testing.T) {
+	b := artifacts.NewBudget(artifacts.DefaultTransferMemory)
+	l, err := b.LeaseDownload(t.Context(), "test")
+	if err != nil || l.Batch != artifacts.ReadBatch/2 {
+		t.Errorf("lone LeaseDownload on %d bytes = %+v, %v; want a batch of %d", b.Limit(), l, err, artifacts.ReadBatch/2)
+	}
+}
