@@ -1,6 +1,7 @@
 // Package problem is the error answer of the global controller's REST endpoints beside the
-// artifact API (kubeconfigs, site logs): an HTTP status, a message that tells the caller the fix,
-// and the field at fault, written as restv1.Error.
+// artifact API (kubeconfigs, site logs; and the 405 of every path the API server's mux routes):
+// an HTTP status, a message that tells the caller the fix, and the field at fault, written as
+// restv1.Error.
 package problem
 
 import (
