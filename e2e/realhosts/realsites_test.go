@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	metal3api "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -227,7 +228,8 @@ func (s *realSite) watch(ctx context.Context, list client.ObjectList, opts ...cl
 }
 
 // hostsAre checks that the site's global Hosts are exactly names, each a ready, provisioned
-// node of version ("v1.36.3") at the site (their status.cluster).
+// node of version ("v1.36.3") at the site, with the hardware its BareMetalHost's inspection
+// found there (their status.cluster).
 func (s *realSite) hostsAre(g Gomega, ctx context.Context, version string, names ...string) {
 	hosts := &fleetv1.HostList{}
 	g.Expect(fleet.Global.Client.List(ctx, hosts, client.InNamespace(s.ns))).To(Succeed())
@@ -235,7 +237,15 @@ func (s *realSite) hostsAre(g Gomega, ctx context.Context, version string, names
 	for _, h := range hosts.Items {
 		got = append(got, h.Name)
 		g.Expect(h.Status.Cluster).NotTo(BeNil(), h.Name)
-		g.Expect(*h.Status.Cluster).To(Equal(fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: version}), h.Name)
+		c := *h.Status.Cluster
+		bmh := &metal3api.BareMetalHost{}
+		g.Expect(s.client.Get(ctx, client.ObjectKey{Namespace: sitev1.HostsNamespace, Name: h.Name}, bmh)).To(Succeed())
+		g.Expect(bmh.Status.HardwareDetails).NotTo(BeNil(), h.Name)
+		g.Expect(c.Hardware).NotTo(BeNil(), h.Name)
+		g.Expect([]any{c.Hardware.CPUs, c.Hardware.CPUModel, c.Hardware.MemoryMiB, len(c.Hardware.Disks)}).To(Equal([]any{int32(bmh.Status.HardwareDetails.CPU.Count),
+			bmh.Status.HardwareDetails.CPU.Model, int64(bmh.Status.HardwareDetails.RAMMebibytes), len(bmh.Status.HardwareDetails.Storage)}), h.Name)
+		c.Hardware = nil
+		g.Expect(c).To(Equal(fleetv1.HostClusterStatus{ProvisioningState: "provisioned", Ready: true, Version: version}), h.Name)
 	}
 	g.Expect(got).To(ConsistOf(names))
 }
