@@ -1069,13 +1069,7 @@ var _ = Describe("The BPA builds a site's application cluster on real hosts", Or
 		}).WithContext(ctx).WithTimeout(8 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		leafLog.stop()
 		for _, l := range leaves {
-			all, ofNew := leafLog.of(l), leafLog.ofNew(l)
-			Expect(all[0].cert.Issuer.CommonName).To(Equal("kubernetes"), "%s of %s: the first leaf seen is of the old CA; seen %s", l.file, l.h.Name, leafLog.String(l))
-			Expect(all[len(all)-1].cert.Issuer.CommonName).To(Equal("kubernetes-2"), "%s of %s: the leaf on the host now; seen %s", l.file, l.h.Name, leafLog.String(l))
-			Expect(ofNew[0].cert.NotAfter.Sub(ofNew[0].cert.NotBefore)).To(BeNumerically("<", time.Hour), "%s of %s: a leaf of minutes", l.file, l.h.Name)
-			for i := 1; i < len(all); i++ {
-				Expect(all[i].at).To(BeTemporally("<", all[i-1].cert.NotAfter), "%s of %s replaced only after it expired; seen %s", l.file, l.h.Name, leafLog.String(l))
-			}
+			Expect(leafLog.rolledOver(l, "kubernetes")).To(Succeed())
 		}
 		// Back to the BPA's defaults: the next pass issues leaves of a year.
 		Expect(siteD.startBPA(ctx)).To(Succeed())
