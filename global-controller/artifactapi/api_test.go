@@ -1,10 +1,13 @@
 package artifactapi_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +25,7 @@ import (
 	fleetv1 "github.com/edgefleet/edgefleet/api/fleet/v1alpha1"
 	restv1 "github.com/edgefleet/edgefleet/api/rest/v1"
 	sitev1 "github.com/edgefleet/edgefleet/api/site/v1alpha1"
+	"github.com/edgefleet/edgefleet/pkg/packages"
 	"github.com/edgefleet/edgefleet/test/builders"
 	"github.com/edgefleet/edgefleet/test/testutil"
 )
@@ -424,12 +428,16 @@ func TestBinaryPackageContentChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A manifest no BPA could place: a host role clusters do not have (packages.Build refuses
+	// to write one, so the archive is made by hand).
+	gpu, gpuDigest := manifestOnlyPackage(t, "apiVersion: "+packages.APIVersion+"\nname: gpu-only\nversion: \"1\"\narchitecture: amd64\nhosts: gpu\n")
 	for _, tt := range []struct {
 		name, digest, want string
 		data               []byte
 	}{
 		{"not-a-package", junkDigest, "content: not a binary package", junk},
 		{"renamed", otherDigest, `the package's manifest names package "someone-else", the artifact "renamed"`, other},
+		{"gpu-only", gpuDigest, `manifest: hosts "gpu": want "all", "control-plane" or "worker"`, gpu},
 	} {
 		resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, tt.name, "1"), bytes.NewReader(tt.data), map[string]string{restv1.HeaderSHA256: tt.digest})
 		expect(t, resp, body, http.StatusBadRequest)
@@ -450,4 +458,23 @@ func TestBinaryPackageContentChecked(t *testing.T) {
 	}
 	resp, body := do(t, adminToken, http.MethodPost, query(restv1.KindBinaryPackage, "good", "1"), bytes.NewReader(good), map[string]string{restv1.HeaderSHA256: goodDigest})
 	expect(t, resp, body, http.StatusCreated)
+}
+
+// manifestOnlyPackage is a package archive (gzip, tar) holding only manifest, and its sha256.
+func manifestOnlyPackage(t *testing.T, manifest string) ([]byte, string) {
+	t.Helper()
+	var out bytes.Buffer
+	gz := gzip.NewWriter(&out)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: packages.ManifestFile, Mode: 0o644, Size: int64(len(manifest)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(tw, manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(out.Bytes())
+	return out.Bytes(), hex.EncodeToString(sum[:])
 }
