@@ -7,23 +7,21 @@ BIN := $(CURDIR)/bin
 GO ?= go
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
-# `make test` runs three lanes side by side, each one package after another: two cores are
+# `make test` runs two lanes side by side, each one package after another: two cores are
 # shared by several kube-apiservers already (the main lane at -p 2 took make test from about
 # 2,600 s to 2,844 s, the cores 95 % busy). The machines lane runs the packages that build
-# clusters on real test hosts and boot the site image, one after the other: the end-to-end suite
-# (REALHOSTS_SUITE, about 35 minutes), then REALHOSTS_AFTER and the site image's boot
-# (HEAVY_PKGS). Run beside each other, their hosts and guests starve: an SSH handshake of
-# bpa/cluster timed out (15 s) at a load average of 24; the site image's guest, which starts the
-# site stack under systemd's timeouts, did not reach ready in 35 minutes at nice 19 beside the
-# two lanes, nor 23 minutes at nice 10; run at normal priority beside the real-hosts suite its
-# guests took both cores and the application's requests timed out (2 s).
-# The qemu lane runs the agent's VM test (QEMU_PKGS) from the start, beside the real-hosts
-# suite, at normal priority but capped at QEMU_LANE_CORES of CPU (hack/cpu-capped.sh: a CFS
-# quota), so that its guest's two vCPUs never take both cores. At nice 19 it got next to
-# nothing until the other lanes ended (3,331 s, then 3,497 s and red; 8m35s alone); last in
-# the machines lane, at normal priority, it took 578 s that nothing else overlapped. The main
-# lane runs every other package (RACE_PKGS first, with -race), the simulated fleet (MAIN_AFTER)
-# last. The timeouts only bound a hung run.
+# clusters on real test hosts and boot qemu guests, one after the other: the end-to-end suite
+# (REALHOSTS_SUITE, about 35 minutes), then REALHOSTS_AFTER, the site image's boot (HEAVY_PKGS)
+# and the agent's VM test (QEMU_PKGS). Run beside each other, their hosts and guests starve:
+# an SSH handshake of bpa/cluster timed out (15 s) at a load average of 24; the site image's
+# guest, which starts the site stack under systemd's timeouts, did not reach ready in 35 minutes
+# at nice 19 beside the two lanes, nor 23 minutes at nice 10; run at normal priority beside the
+# real-hosts suite its guests took both cores and the application's requests timed out (2 s).
+# The agent's VM test ran from the start at nice 19 in a lane of its own until it took 3,331 s
+# and then 3,497 s (red) in make test, 8m35s alone: at nice 19 it got next to nothing until the
+# other lanes ended, and then ran alone anyway. The main lane runs every other package
+# (RACE_PKGS first, with -race), the simulated fleet (MAIN_AFTER) last. The timeouts only bound
+# a hung run.
 GO_TEST_FLAGS ?= -count=1 -p 1 -timeout 45m
 # The unit and envtest packages the race detector checks in make test (the main lane runs them
 # with -race, the rest without): those whose run it does not stretch several times over (it
@@ -36,7 +34,6 @@ REALHOSTS_SUITE := ./e2e/realhosts
 REALHOSTS_AFTER := ./bpa/cluster
 HEAVY_PKGS := ./usb-image
 QEMU_PKGS := ./test/ipa
-QEMU_LANE_CORES ?= 1
 # A simulated fleet (no guest, no test host), at the main lane's end.
 MAIN_AFTER := ./e2e/scale
 # Each lane's `go test -json` records and the ginkgo suites' JSON reports, read for the table of
@@ -103,17 +100,16 @@ test: tools build ## Run every test: unit, envtest (real kube-apiserver + etcd) 
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_SUITE) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
 		$(GO) test -json $(REALHOSTS_TEST_FLAGS) $(REALHOSTS_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
 		$(GO) test -json $(GO_TEST_FLAGS) $(HEAVY_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
+		$(GO) test -json $(GO_TEST_FLAGS) $(QEMU_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/machines.json -lane machines || lane=1; \
 		exit $$lane ) & machines=$$!; \
-	( hack/cpu-capped.sh $(QEMU_LANE_CORES) edgefleet-test-qemu-lane $(GO) test -json $(GO_TEST_FLAGS) $(QEMU_PKGS) | $(BIN)/testreport -record $(TEST_REPORT)/qemu.json -lane qemu ) & qemu=$$!; \
 	status=0; race=$$($(GO) list $(RACE_PKGS) | grep -v -x -e '$(RACE_EXCLUDE)'); \
 	$(GO) test -json -race $(GO_TEST_FLAGS) $$race | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	$(GO) test -json $(GO_TEST_FLAGS) $$(grep -v -x -F -f <(echo "$$race") <<<"$$pkgs") | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	$(GO) test -json $(GO_TEST_FLAGS) $(MAIN_AFTER) | $(BIN)/testreport -record $(TEST_REPORT)/main.json -lane main || status=$$?; \
 	wait $$machines || status=$$?; \
-	wait $$qemu || status=$$?; \
 	kill $$sampler 2>/dev/null || true; wait $$sampler || status=$$?; \
 	echo; echo "make test: each package's time (go test -json), slowest first"; \
-	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/machines.json $(TEST_REPORT)/qemu.json $(TEST_REPORT)/*.ginkgo.json $(TEST_REPORT)/run.cpu.json; \
+	shopt -s nullglob; $(BIN)/testreport -table $(TEST_REPORT)/main.json $(TEST_REPORT)/machines.json $(TEST_REPORT)/*.ginkgo.json $(TEST_REPORT)/run.cpu.json; \
 	echo "make test: exit $$status after $$((SECONDS - start)) s"; exit $$status
 
 .PHONY: test-e2e

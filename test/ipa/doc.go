@@ -31,9 +31,9 @@
 //
 // Ironic is readied for the operator, which sets none of the node's driver_info: the agent's
 // kernel line and the image proxy are Ironic's, conductor-wide (one VM per Ironic), and fast
-// track keeps the agent that cleaned for the deploy (docs/metal3-testbed.md). The test runs in make
-// test's qemu lane (QEMU_PKGS), from the start beside the real-hosts suite, capped at one core
-// of CPU (hack/cpu-capped.sh); its waits fail when the VM stops moving, not when it is slow.
+// track keeps the agent that cleaned for the deploy (docs/metal3-testbed.md). The test runs last in
+// make test's machines lane (QEMU_PKGS), after the real-hosts suite and the site image's boot;
+// its waits fail when the VM stops moving, not when it is slow.
 //
 // The test needs root (Ironic runs in private namespaces, chrooted) and skips otherwise; it
 // fails, naming 'hack/tools.sh ipa' or 'hack/tools.sh osimage', when bin/ipa or bin/osimage is
