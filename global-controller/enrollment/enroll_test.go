@@ -628,6 +628,11 @@ func (b *bed) request(method, path, token, body string, out any) (int, restv1.Er
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	// Token records, tokens and enrollments: no answer is kept by a cache.
+	if resp.StatusCode < 300 && (resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Cache-Control") != "no-store") {
+		b.t.Errorf("%s %s: %d with Content-Type %q, Cache-Control %q; want application/json, no-store", method, path, resp.StatusCode,
+			resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"))
+	}
 	var e restv1.Error
 	if resp.StatusCode < 300 && out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

@@ -201,8 +201,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	s.Log.Info("Issued an enrollment token", "namespace", ns, "site", name, "id", id, "user", u.Name, "expires", rec.Expires)
 	out := rec.wire(now)
 	out.Token = token
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, out)
+	problem.WriteJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +227,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		out.Items = append(out.Items, rec.wire(now))
 	}
 	slices.SortFunc(out.Items, func(a, b restv1.EnrollmentToken) int { return a.Created.Compare(b.Created) })
-	writeJSON(w, http.StatusOK, out)
+	problem.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
@@ -262,7 +261,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 		u, _ := kubeauth.UserFrom(r.Context())
 		s.Log.Info("Revoked an enrollment token", "namespace", ns, "site", name, "id", id, "user", u.Name)
 	}
-	writeJSON(w, http.StatusOK, rec.wire(s.Clock.Now()))
+	problem.WriteJSON(w, http.StatusOK, rec.wire(s.Clock.Now()))
 }
 
 // enroll takes a site machine's credential in exchange for its token. Every check comes before
@@ -280,9 +279,9 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, req, refusal)
 		return
 	}
-	token, problem := bearer(r.Header)
-	if problem != "" {
-		s.refuse(w, r, req, &Refusal{ReasonMalformed, problem, http.StatusUnauthorized})
+	token, malformed := bearer(r.Header)
+	if malformed != "" {
+		s.refuse(w, r, req, &Refusal{ReasonMalformed, malformed, http.StatusUnauthorized})
 		return
 	}
 	id, secret, err := ParseToken(token)
@@ -391,7 +390,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	} else {
 		got.Secret = site.Spec.KubeconfigSecretRef.Name
 	}
-	writeJSON(w, http.StatusOK, got)
+	problem.WriteJSON(w, http.StatusOK, got)
 }
 
 // updateRecord writes rec into its Secret, read as recSecret; on a conflict it answers 409 (the
@@ -511,7 +510,7 @@ func (s *Server) internal(w http.ResponseWriter, err error, what, object string)
 }
 
 // bearer returns the enrollment token of the Authorization header, or what is wrong with it.
-func bearer(h http.Header) (token, problem string) {
+func bearer(h http.Header) (token, malformed string) {
 	const want = `send the enrollment token as "Authorization: Bearer <token>"`
 	values := h.Values("Authorization")
 	if len(values) != 1 {
@@ -547,11 +546,4 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, optional bool, 
 	return true
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, e restv1.Error) { writeJSON(w, status, e) }
+func writeError(w http.ResponseWriter, status int, e restv1.Error) { problem.WriteJSON(w, status, e) }
