@@ -31,7 +31,7 @@ func TestDocumentedCommandsExist(t *testing.T) {
 	for _, file := range files {
 		for _, l := range documentedLines(t, file) {
 			for _, args := range alternatives(shellWords(l.text)) {
-				if msg := checkCommandLine(newRoot(), args); msg != "" {
+				if msg := checkCommandLine(NewRoot(), args); msg != "" {
 					t.Errorf("%s:%d: %s\n\t%s", filepath.Base(file), l.n, msg, l.text)
 				}
 				checked++

@@ -62,7 +62,7 @@ func runAs(t *testing.T, kubeconfig string, args ...string) (string, error) {
 // and stderr) into out, and returns where its result comes.
 func start(t *testing.T, out *syncBuffer, args ...string) <-chan error {
 	t.Helper()
-	root := newRoot()
+	root := NewRoot()
 	root.SetOut(out)
 	root.SetErr(out)
 	root.SetArgs(args)

@@ -32,14 +32,16 @@ type globals struct {
 func Execute() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := newRoot().ExecuteContext(ctx); err != nil {
+	if err := NewRoot().ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		return 1
 	}
 	return 0
 }
 
-func newRoot() *cobra.Command {
+// NewRoot is the edgefleet command tree: Execute runs it; the repository's checks read its
+// commands and flags (the docs name no flag it lacks).
+func NewRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "edgefleet",
