@@ -16,7 +16,7 @@ import (
 )
 
 // What a user meets through kubectl when the global controller's admission webhooks are
-// registered (testfleet.FleetOptions.Webhooks, as in the demo): the controller binary serves
+// registered (as in every test fleet, the demo and deploy/): the controller binary serves
 // them, and what cannot work is refused before it is stored, naming the field.
 var _ = Describe("Admission through the global controller's webhooks", Ordered, func() {
 	const ns = "admission"

@@ -19,7 +19,7 @@ var fleet *testfleet.Fleet
 // controllerArgs make the controller notice site changes within seconds.
 var controllerArgs = testfleet.QuickSiteChecks()
 
-var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "site-b", "sim"}, ControllerArgs: controllerArgs, Webhooks: true})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-a", "site-b", "sim"}, ControllerArgs: controllerArgs})
 
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)

@@ -16,7 +16,7 @@ import (
 // credentials from. The BPA suite sweeps its test hosts' disks itself, before they go.
 var fleet *testfleet.Fleet
 
-var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks(), Webhooks: true, Vault: true})
+var _ = e2ebed.Fleet(&fleet, testfleet.FleetOptions{Sites: []string{"site-d", "site-e", "site-f"}, ControllerArgs: testfleet.QuickSiteChecks(), Vault: true})
 
 func TestRealHosts(t *testing.T) {
 	RegisterFailHandler(Fail)

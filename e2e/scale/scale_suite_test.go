@@ -30,7 +30,7 @@ func TestScale(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
-	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs, Webhooks: true})
+	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim"}, ControllerArgs: controllerArgs})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(fleet.Stop()).To(Succeed())

@@ -77,7 +77,7 @@ func TestUI(t *testing.T) {
 var _ = BeforeSuite(func(ctx context.Context) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
 	var err error
-	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim", "far"}, ControllerArgs: controllerArgs, TLS: true, Webhooks: true})
+	fleet, err = testfleet.StartFleet(ctx, testfleet.FleetOptions{Sites: []string{"sim", "far"}, ControllerArgs: controllerArgs, TLS: true})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { Expect(fleet.Stop()).To(Succeed()) })
 	base = fleet.APIURL

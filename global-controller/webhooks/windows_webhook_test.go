@@ -41,9 +41,10 @@ func campaign(ns string, w []fleetv1.MaintenanceWindow) *fleetv1.Campaign {
 }
 
 // TestWindowsThatCannotOpenAreRefused checks that a Site or Campaign whose maintenance window
-// names no real date (30 February, 31 April) or an unknown time zone is refused when created
-// and when its windows are changed, with an error naming the field; that good windows are
-// admitted; and that an object is still updated when its windows do not change.
+// names no real date (30 February, 31 April), an unknown time zone or Local (the controller's
+// zone, not an IANA one) is refused when created and when its windows are changed, with an
+// error naming the field; that good windows are admitted; and that an object is still updated
+// when its windows do not change.
 func TestWindowsThatCannotOpenAreRefused(t *testing.T) {
 	ns := global.Namespace(t)
 	for _, tt := range []struct {
@@ -56,6 +57,7 @@ func TestWindowsThatCannotOpenAreRefused(t *testing.T) {
 	}{
 		{"site, 30 February", func(w []fleetv1.MaintenanceWindow) client.Object { return site(ns, w) }, "spec.maintenanceWindows[1].schedule", "0 2 30 2 *", "", "never fires"},
 		{"site, unknown time zone", func(w []fleetv1.MaintenanceWindow) client.Object { return site(ns, w) }, "spec.maintenanceWindows[1].timeZone", "0 2 * * *", "Mars/Olympus", "Mars/Olympus"},
+		{"site, Local (not an IANA zone)", func(w []fleetv1.MaintenanceWindow) client.Object { return site(ns, w) }, "spec.maintenanceWindows[1].timeZone", "0 2 * * *", "Local", "not an IANA time zone"},
 		{"campaign, 31 April", func(w []fleetv1.MaintenanceWindow) client.Object { return campaign(ns, w) }, "spec.strategy.maintenanceWindows[1].schedule", "0 0 31 4 *", "", "never fires"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -76,7 +76,6 @@ func run(ctx context.Context) (err error) {
 		ControllerArgs: []string{"--site-heartbeat-interval=10s"},
 		SiteTokens:     true,
 		TLS:            true, // enrollment pins the API's CA
-		Webhooks:       true, // the admission webhooks, served by the global controller
 	})
 	if err != nil {
 		return err

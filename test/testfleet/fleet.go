@@ -57,12 +57,10 @@ type FleetOptions struct {
 	// certificate is made for: test hosts reach the controller at their network's gateway
 	// (test/testhosts' HostNet.Gateway). 127.0.0.1 when empty.
 	APIHost string
-	// Webhooks registers the global controller's admission webhooks on the global cluster
-	// (deploy/webhook/global-controller, failurePolicy Fail), served by the controller
-	// (--webhook-port): a Release naming an artifact the store lacks, a maintenance window that
-	// never opens or a Site moved against the version-skew policy is refused as a user would
-	// see it.
-	Webhooks bool
+	// NoWebhooks leaves the admission webhooks out (see Fleet): for a test of what the
+	// controllers and the CLI do with objects the API server stored without them, as one
+	// admitted before they were registered.
+	NoWebhooks bool
 	// Vault starts a Vault dev server (Fleet.Vault) for the global controller, which logs in
 	// with Vault's Kubernetes auth method as its ServiceAccount and reads, under
 	// FleetVaultPrefix, the kubeconfigs and BMC credentials that Sites and Hosts reference
@@ -74,7 +72,12 @@ type FleetOptions struct {
 // global controller binary (bin/global-controller) running against them: the bed of the demo
 // and of the end-to-end suites. Every control plane of a Fleet keeps Secrets encrypted in etcd
 // (secretbox, a key of its own in its configuration file), as edgefleet's clusters do; the
-// secrets the Fleet makes for edgefleet to handle are recorded for a sweep (SweepSecrets).
+// secrets the Fleet makes for edgefleet to handle are recorded for a sweep (SweepSecrets). As
+// in every install, the global controller's admission webhooks are registered on the global
+// cluster (unless FleetOptions.NoWebhooks) (deploy/webhook/global-controller, failurePolicy Fail) and served by the controller
+// (--webhook-port): a Release naming an artifact the store lacks, a maintenance window that
+// never opens or a Site moved against the version-skew policy is refused as a user would see
+// it, and such writes fail while the controller is stopped.
 type Fleet struct {
 	// Global is the global cluster.
 	Global *controlplane.ControlPlane
@@ -99,7 +102,7 @@ type Fleet struct {
 	made       map[string][]byte
 	madeMu     sync.Mutex
 	siteTokens bool
-	webhooks   bool   // FleetOptions.Webhooks
+	webhooks   bool   // not FleetOptions.NoWebhooks
 	apiHost    string // FleetOptions.APIHost
 	// vaultTokenFile holds the ServiceAccount token the controller logs in to Vault with.
 	vaultTokenFile string
@@ -121,7 +124,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 		return nil, err
 	}
 	f := &Fleet{Sites: map[string]*controlplane.ControlPlane{}, Dir: opts.Dir, root: root, locals: map[string]*proc.Process{}, localPorts: map[string][]int{}, made: map[string][]byte{},
-		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, webhooks: opts.Webhooks, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
+		bpas: map[string]*proc.Process{}, siteTokens: opts.SiteTokens, webhooks: !opts.NoWebhooks, apiHost: cmp.Or(opts.APIHost, "127.0.0.1")}
 	if net.ParseIP(f.apiHost) == nil {
 		return nil, fmt.Errorf("testenv: FleetOptions.APIHost %q is not an IP address", opts.APIHost)
 	}
@@ -138,7 +141,7 @@ func StartFleet(ctx context.Context, opts FleetOptions) (_ *Fleet, err error) {
 	} else if err := os.MkdirAll(f.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	if f.Global, err = startEncrypted(controlplane.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: opts.Webhooks}); err != nil {
+	if f.Global, err = startEncrypted(controlplane.Options{Name: "global", InstallCRDs: true, GlobalWebhooks: !opts.NoWebhooks}); err != nil {
 		return nil, err
 	}
 	for _, name := range opts.Sites {
