@@ -21,8 +21,8 @@ type Resolver interface {
 // AddressPolicy says which addresses of a site's API server the global controller connects
 // to. A site names its API server itself (in the kubeconfig it enrolls with), so it could name
 // the controller's own loopback services or a cloud metadata endpoint: loopback, link-local
-// (169.254.0.0/16 and fe80::/10), unspecified and multicast addresses are refused unless one of
-// Allowed holds them. The zero value refuses them all and resolves with net.DefaultResolver.
+// (169.254.0.0/16 and fe80::/10), unspecified and multicast addresses, and AWS's metadata
+// endpoint over IPv6 (fd00:ec2::254), are refused unless one of Allowed holds them. The zero value refuses them all and resolves with net.DefaultResolver.
 type AddressPolicy struct {
 	// Allowed are where a site's API server may be although its address is of a refused class
 	// (--enrollment-allowed-networks; test beds on one machine allow loopback).
@@ -61,11 +61,18 @@ func ParseNetworks(list string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// cloudMetadataIPv6 is the metadata endpoint a cloud serves at an address that is not
+// link-local: AWS's instance metadata service over IPv6 (the IPv4 ones, 169.254.169.254 of AWS,
+// Azure and Google Cloud, are link-local).
+var cloudMetadataIPv6 = netip.MustParseAddr("fd00:ec2::254")
+
 // refusedClass names the class of addr when the policy refuses it, "" when it does not.
 func (p AddressPolicy) refusedClass(addr netip.Addr) string {
 	addr = addr.Unmap()
 	var class string
 	switch {
+	case addr == cloudMetadataIPv6:
+		class = "cloud metadata endpoint's"
 	case addr.IsLoopback():
 		class = "loopback"
 	case addr.IsLinkLocalUnicast():

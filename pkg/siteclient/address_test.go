@@ -92,3 +92,34 @@ func TestGuardChecksEveryConnection(t *testing.T) {
 		t.Errorf("%d requests served; the refused connections must not reach the server", served.Load())
 	}
 }
+
+// TestRefusedClasses checks the class of each kind of address the policy refuses, none for an
+// address it connects to, and that Allowed lets a refused one through.
+func TestRefusedClasses(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1":          "loopback",
+		"::1":                "loopback",
+		"::ffff:127.0.0.1":   "loopback",
+		"169.254.169.254":    "link-local",
+		"fe80::1":            "link-local",
+		"0.0.0.0":            "unspecified",
+		"::":                 "unspecified",
+		"224.0.0.1":          "multicast",
+		"fd00:ec2::254":      "cloud metadata endpoint's",
+		"fd00:ec2::253":      "",
+		"10.20.30.40":        "",
+		"192.0.2.10":         "",
+		"2001:db8::10":       "",
+		"::ffff:10.20.30.40": "",
+	} {
+		if got := (AddressPolicy{}).refusedClass(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("refusedClass(%s) = %q, want %q", addr, got, want)
+		}
+	}
+	allowed := AddressPolicy{Allowed: []netip.Prefix{netip.MustParsePrefix("fd00:ec2::/64"), netip.MustParsePrefix("127.0.0.0/8")}}
+	for _, addr := range []string{"fd00:ec2::254", "127.0.0.1"} {
+		if got := allowed.refusedClass(netip.MustParseAddr(addr)); got != "" {
+			t.Errorf("refusedClass(%s) with %v allowed = %q, want none", addr, allowed.Allowed, got)
+		}
+	}
+}
